@@ -1,0 +1,70 @@
+// Host CSR dataset: the in-memory form of one DSSTNE sparse dataset (one row per example).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sparsenet {
+
+// Data conventions (every module and kernel cites this comment):
+// - CSR: row r holds columns indices[offsets[r] .. offsets[r+1]), offsets has rows+1 entries,
+//   64-bit; column indices are 32-bit and < cols; within a row indices are strictly increasing
+//   (read_dataset sorts and rejects duplicates). values is empty for boolean (indicator) data,
+//   meaning every stored entry is 1.0; otherwise values.size() == indices.size().
+// - Dense tensors are row-major [rows, cols] with a leading dimension >= cols.
+struct Dataset {
+    std::string name;
+    uint64_t rows = 0;  // examples
+    uint32_t cols = 0;  // features (DSSTNE's width)
+    std::vector<uint64_t> offsets{0};
+    std::vector<uint32_t> indices;
+    std::vector<float> values;  // empty = boolean
+
+    bool is_boolean() const { return values.empty(); }
+    uint64_t nnz() const { return indices.size(); }
+    uint64_t row_length(uint64_t r) const { return offsets[r + 1] - offsets[r]; }
+
+    // Throws Error(kData) naming `context` (e.g. the file) when the CSR invariants above fail.
+    void validate(const std::string& context) const;
+
+    // Reads dataset `name` (or the only/first one when name is empty) from a DSSTNE-layout
+    // netCDF file. Accepts 32- and 64-bit sparseStart/sparseEnd, separate start/end arrays.
+    static Dataset read(const std::string& path, const std::string& name = "");
+};
+
+// All datasets of one netCDF file, in file order.
+std::vector<Dataset> read_datasets(const std::string& path);
+
+// Names of the datasets in a file, in order, without reading their data.
+std::vector<std::string> list_datasets(const std::string& path);
+
+// Writes datasets into one netCDF-4 file in generateNetCDF's layout (uint64 offsets,
+// deflate+shuffle, explicit chunking). The file is written to a temporary name and renamed,
+// so a failed write never leaves a partial file under `path`.
+void write_datasets(const std::string& path, const std::vector<Dataset>& datasets);
+
+// Options for the synthetic generator (sparsenet generate).
+struct GenerateOptions {
+    uint64_t users = 2000;
+    uint32_t items = 1000;
+    uint64_t nnz = 60000;           // target total interactions (actual count is reported)
+    uint32_t factors = 16;          // planted latent topics
+    double popularity_exponent = 1.0;  // Zipf exponent of item popularity
+    double topic_focus = 0.8;       // probability that an interaction follows the user's topics
+    uint32_t min_row = 2;           // minimum items per user
+    uint64_t seed = 1;
+    double holdout = 0.0;           // fraction of each user's items moved to the held-out set
+};
+
+struct GeneratedData {
+    Dataset train;    // rows = users, cols = items
+    Dataset heldout;  // same shape; empty rows when holdout == 0
+};
+
+// Seeded, deterministic whatever the thread count. Plants user/item topic structure and
+// power-law item popularity; users' lengths are heavy-tailed.
+GeneratedData generate(const GenerateOptions& options);
+
+}  // namespace sparsenet

@@ -1,0 +1,34 @@
+// Shared by the host and device formulas: the host/device qualifier and typed math helpers.
+// Every function here is compiled by g++ for the CPU backend and by nvcc for CUDA kernels.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SPARSENET_HD __host__ __device__ __forceinline__
+#else
+#define SPARSENET_HD inline
+#endif
+
+namespace sparsenet::formulas {
+
+SPARSENET_HD float sn_exp(float x) { return expf(x); }
+SPARSENET_HD double sn_exp(double x) { return exp(x); }
+SPARSENET_HD float sn_log(float x) { return logf(x); }
+SPARSENET_HD double sn_log(double x) { return log(x); }
+SPARSENET_HD float sn_tanh(float x) { return tanhf(x); }
+SPARSENET_HD double sn_tanh(double x) { return tanh(x); }
+SPARSENET_HD float sn_sqrt(float x) { return sqrtf(x); }
+SPARSENET_HD double sn_sqrt(double x) { return sqrt(x); }
+
+template <typename T>
+SPARSENET_HD T sn_max(T a, T b) { return a > b ? a : b; }
+template <typename T>
+SPARSENET_HD T sn_min(T a, T b) { return a < b ? a : b; }
+
+// Smallest probability fed to a logarithm: losses stay finite when a float sigmoid saturates.
+template <typename T>
+SPARSENET_HD T log_floor() { return T(1e-7); }
+
+}  // namespace sparsenet::formulas

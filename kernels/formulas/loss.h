@@ -1,0 +1,91 @@
+// Losses on one output unit and the output delta (gradient with respect to the pre-activation),
+// written once for CPU and GPU. Sparse targets: a target is t = 0 unless the example stores the
+// column; ops evaluate the zero-target formulas densely and correct at the stored entries.
+#pragma once
+
+#include "formulas/activation.h"
+#include "formulas/common.h"
+
+namespace sparsenet::formulas {
+
+struct LossParams {
+    ErrorFunction kind = ErrorFunction::kCrossEntropy;
+    bool multinomial = false;  // CrossEntropy on a SoftMax output: -sum t log a
+    float one_target = 0.9f;   // SMCE margins and scales
+    float zero_target = 0.1f;
+    float one_scale = 1.0f;
+    float zero_scale = 1.0f;
+};
+
+// Loss of one unit with activation a and target t.
+template <typename T>
+SPARSENET_HD T loss_element(const LossParams& p, T a, T t) {
+    switch (p.kind) {
+        case ErrorFunction::kL2: return T(0.5) * (a - t) * (a - t);
+        case ErrorFunction::kCrossEntropy: {
+            T loss = -t * sn_log(sn_max(a, log_floor<T>()));
+            if (!p.multinomial) loss -= (T(1) - t) * sn_log(sn_max(T(1) - a, log_floor<T>()));
+            return loss;
+        }
+        case ErrorFunction::kScaledMarginalCrossEntropy:
+            if (t != T(0)) {
+                return a < T(p.one_target) ? -T(p.one_scale) * sn_log(sn_max(a, log_floor<T>()))
+                                           : T(0);
+            }
+            return a > T(p.zero_target)
+                       ? -T(p.zero_scale) * sn_log(sn_max(T(1) - a, log_floor<T>()))
+                       : T(0);
+    }
+    return T(0);
+}
+
+// dL/da of loss_element.
+template <typename T>
+SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
+    switch (p.kind) {
+        case ErrorFunction::kL2: return a - t;
+        case ErrorFunction::kCrossEntropy: {
+            const T ac = sn_max(a, log_floor<T>());
+            T g = -t / ac;
+            if (!p.multinomial) g += (T(1) - t) / sn_max(T(1) - a, log_floor<T>());
+            return g;
+        }
+        case ErrorFunction::kScaledMarginalCrossEntropy:
+            if (t != T(0)) {
+                return a < T(p.one_target) ? -T(p.one_scale) / sn_max(a, log_floor<T>()) : T(0);
+            }
+            return a > T(p.zero_target) ? T(p.zero_scale) / sn_max(T(1) - a, log_floor<T>())
+                                        : T(0);
+    }
+    return T(0);
+}
+
+// True when delta = dL/dz has the closed form below, which avoids dividing by a(1-a).
+SPARSENET_HD bool has_fused_sigmoid_delta(const LossParams& p, Activation act) {
+    return act == Activation::kSigmoid && (p.kind == ErrorFunction::kCrossEntropy ||
+                                           p.kind == ErrorFunction::kScaledMarginalCrossEntropy);
+}
+
+// delta = dL/dz for an element-wise activation (not SoftMax).
+template <typename T>
+SPARSENET_HD T output_delta_element(const LossParams& p, Activation act, T a, T t) {
+    if (has_fused_sigmoid_delta(p, act)) {
+        if (p.kind == ErrorFunction::kCrossEntropy) return a - t;
+        if (t != T(0)) return a < T(p.one_target) ? T(p.one_scale) * (a - T(1)) : T(0);
+        return a > T(p.zero_target) ? T(p.zero_scale) * a : T(0);
+    }
+    return loss_grad_element(p, a, t) * derivative_from_output(act, a);
+}
+
+// SoftMax rows: delta_k = a_k * (g_k - sum_j g_j a_j) with g = dL/da. For multinomial
+// cross-entropy this is a_k * sum(t) - t_k, computed directly for stability.
+template <typename T>
+SPARSENET_HD T softmax_delta_element(T a, T g, T dot_ga) {
+    return a * (g - dot_ga);
+}
+template <typename T>
+SPARSENET_HD T multinomial_delta_element(T a, T t, T target_sum) {
+    return a * target_sum - t;
+}
+
+}  // namespace sparsenet::formulas

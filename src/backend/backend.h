@@ -1,0 +1,213 @@
+// The backend op table: the only seam where the CPU and CUDA backends differ.
+// Layers call these ops by name and never choose a device. Shapes and layouts follow the data
+// conventions in include/sparsenet/dataset.h (CSR: u64 offsets, u32 indices, optional f32
+// values; dense: row-major with a leading dimension). Every pointer an op receives is memory
+// of that backend (host memory for the CPU backend, device memory for CUDA).
+//
+// Model parallelism: ops work on one rank's shard. A CSR view carries `col_offset` (the global
+// column of local column 0) and dense ops take views with a leading dimension, so the same ops
+// run on a column slice of a layer. Random masks are keyed by (example row, global column), so
+// they do not depend on the split, the batch composition or the thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "formulas/loss.h"
+#include "formulas/optimizer.h"
+#include "sparsenet/config.h"
+
+namespace sparsenet {
+
+struct MatrixView {  // [rows, cols], row-major, leading dimension ld >= cols
+    float* data = nullptr;
+    size_t rows = 0;
+    size_t cols = 0;
+    size_t ld = 0;
+    float* row(size_t r) const { return data + r * ld; }
+};
+
+struct ConstMatrixView {
+    const float* data = nullptr;
+    size_t rows = 0;
+    size_t cols = 0;
+    size_t ld = 0;
+    ConstMatrixView() = default;
+    ConstMatrixView(const float* d, size_t r, size_t c, size_t l) : data(d), rows(r), cols(c), ld(l) {}
+    ConstMatrixView(const MatrixView& m) : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld) {}
+    const float* row(size_t r) const { return data + r * ld; }
+};
+
+// The examples of one batch: batch row r is dataset row rows[r], or first_row + r when rows is
+// null. Only this index list moves per batch; examples stay where the dataset was uploaded.
+struct BatchRows {
+    const uint32_t* rows = nullptr;  // [batch] backend memory, or nullptr
+    uint64_t first_row = 0;
+    size_t batch = 0;
+};
+
+// A batch of rows of a resident CSR matrix.
+struct CsrBatchView {
+    const uint64_t* offsets = nullptr;  // [matrix rows + 1]
+    const uint32_t* indices = nullptr;  // [nnz], local column ids < cols
+    const float* values = nullptr;      // [nnz], or nullptr: every stored entry is 1
+    BatchRows batch;
+    uint32_t cols = 0;        // local width
+    uint32_t col_offset = 0;  // global column of local column 0
+};
+
+// Drop each stored input entry with probability p (inverted: survivors scaled by 1/(1-p)).
+struct SparseNoise {
+    float p = 0.0f;
+    uint64_t seed = 0;
+};
+
+// Gradient of a weight matrix restricted to the rows a sparse batch touched.
+// rows[0..*count) are sorted, unique row ids; values is [capacity, cols] with row i holding
+// the gradient of W row rows[i]. count lives in backend memory (no host sync needed).
+struct SparseRowGrad {
+    uint32_t* rows = nullptr;  // [capacity]
+    uint32_t* count = nullptr; // [1]
+    float* values = nullptr;   // [capacity, cols], ld = cols
+    size_t capacity = 0;
+    size_t cols = 0;
+};
+
+enum class Op {
+    kCsrMatmul,
+    kCsrWeightGrad,
+    kGemm,
+    kBiasActivationForward,
+    kActivationBackward,
+    kColumnSum,
+    kDropout,
+    kOutputDelta,
+    kOptimizerStep,
+    kOptimizerStepRows,
+    kTopK,
+};
+const char* to_string(Op op);
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;  // "cpu", "cuda:0"
+
+    // Capability query, answered before a run starts. Returns false and says why when this
+    // backend cannot execute `op` with the given activation / loss.
+    virtual bool supports(Op op, Activation act, ErrorFunction loss, std::string* why) const = 0;
+
+    // ---- memory (bytes) ----
+    virtual void* allocate(size_t bytes, const char* what) = 0;  // throws Error(kDevice) naming what
+    virtual void deallocate(void* p) = 0;
+    virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+    virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+    virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+    virtual void fill(float* dst, size_t n, float value) = 0;
+    virtual void synchronize() = 0;
+
+    // ---- compute ----
+    // z = x . w + beta * z.  x: [B, in] CSR batch, w: [in, out], z: [B, out].
+    virtual void csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
+                            MatrixView z, float beta) = 0;
+
+    // grad.values[i, :] = alpha * sum over batch rows b that store row id rows[i] of
+    // x[b, rows[i]] * dz[b, :]   (overwrite; deterministic: fixed summation order).
+    // x: [B, in], dz: [B, out]; grad.capacity >= min(in, nnz of the batch).
+    virtual void csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                                 float alpha, const SparseRowGrad& grad) = 0;
+
+    // c = alpha * op(a) . op(b) + beta * c, op(m) = m or m^T.
+    virtual void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                      ConstMatrixView b, float beta, MatrixView c) = 0;
+
+    // In place: z := f(z + bias) row by row. bias: [cols] or nullptr. SoftMax is row-wise.
+    virtual void bias_activation_forward(Activation act, const float* bias, MatrixView z) = 0;
+
+    // In place: d := d (.) f'(a) for element-wise activations (SoftMax is not accepted here:
+    // its Jacobian is applied by output_delta).
+    virtual void activation_backward(Activation act, ConstMatrixView a, MatrixView d) = 0;
+
+    // out[c] = alpha * sum_r m[r, c] + beta * out[c].
+    virtual void column_sum(ConstMatrixView m, float alpha, float beta, float* out) = 0;
+
+    // In place inverted dropout: m[r, c] := keep(seed, example(r), col_offset + c) ?
+    // m[r, c] / (1 - p) : 0. Applying it to the activations (forward) and to their gradient
+    // (backward) with the same seed uses the same mask.
+    virtual void dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset,
+                         MatrixView m) = 0;
+
+    // delta := scale * dL/dz for an output layer with activation act and sparse targets
+    // (never densified: a zero-target pass over [B, n] plus a correction at stored entries).
+    // If loss_sum is not null, *loss_sum += sum of the (unscaled) loss over the batch, in
+    // double, in a fixed order. a, delta: [B, n]; target: [B, n] CSR batch.
+    virtual void output_delta(const formulas::LossParams& loss, Activation act,
+                              ConstMatrixView a, const CsrBatchView& target, float scale,
+                              MatrixView delta, double* loss_sum) = 0;
+
+    // Dense update of w (and its state slots, same shape) with gradient g.
+    virtual void optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
+                                ConstMatrixView g, float* state1, float* state2) = 0;
+
+    // Update of w from a row-sparse gradient with the same result as the dense update whose
+    // gradient is zero outside grad.rows (SGD without L2 touches only those rows).
+    virtual void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+                                     const SparseRowGrad& grad, float* state1,
+                                     float* state2) = 0;
+
+    // Per row: the k largest scores, excluding the columns stored in that row of `exclude`
+    // (nullptr: nothing excluded), in descending order (ties: lower column first). Slots
+    // beyond the available columns get score -inf and index UINT32_MAX.
+    // scores: [B, n]; out_scores, out_indices: [B, k].
+    virtual void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+                       float* out_scores, uint32_t* out_indices) = 0;
+};
+
+// "cpu", "auto" (CUDA when built and a usable GPU exists, else CPU), "cuda[:N]".
+// threads: 0 = all cores (CPU backend).
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads = 0);
+
+// RAII array in backend memory.
+template <typename T>
+class DeviceArray {
+public:
+    DeviceArray() = default;
+    DeviceArray(Backend& backend, size_t count, const char* what)
+        : backend_(&backend), count_(count) {
+        if (count_ > 0) data_ = static_cast<T*>(backend.allocate(count_ * sizeof(T), what));
+    }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    DeviceArray(DeviceArray&& o) noexcept { *this = std::move(o); }
+    DeviceArray& operator=(DeviceArray&& o) noexcept {
+        if (this != &o) {
+            release();
+            backend_ = o.backend_;
+            data_ = o.data_;
+            count_ = o.count_;
+            o.data_ = nullptr;
+            o.count_ = 0;
+        }
+        return *this;
+    }
+    ~DeviceArray() { release(); }
+
+    T* data() { return data_; }
+    const T* data() const { return data_; }
+    size_t size() const { return count_; }
+    void upload(const T* host, size_t n) { backend_->upload(data_, host, n * sizeof(T)); }
+    void download(T* host, size_t n) const { backend_->download(host, data_, n * sizeof(T)); }
+
+private:
+    void release() {
+        if (data_ != nullptr) backend_->deallocate(data_);
+        data_ = nullptr;
+    }
+    Backend* backend_ = nullptr;
+    T* data_ = nullptr;
+    size_t count_ = 0;
+};
+
+}  // namespace sparsenet

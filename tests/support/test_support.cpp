@@ -1,0 +1,84 @@
+#include "support/test_support.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace sparsenet::testing {
+
+TempDir::TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "sparsenet-test-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+Dataset random_dataset(uint64_t rows, uint32_t cols, RowShape shape, bool with_values,
+                       uint64_t seed, const std::string& name) {
+    std::mt19937_64 rng(seed);
+    Dataset d;
+    d.name = name;
+    d.rows = rows;
+    d.cols = cols;
+    d.offsets.assign(1, 0);
+    for (uint64_t r = 0; r < rows; ++r) {
+        uint64_t len = 0;
+        switch (shape) {
+            case RowShape::kEmptyRows: len = (r % 3 == 0) ? 0 : 1 + rng() % std::min<uint32_t>(cols, 8); break;
+            case RowShape::kOneNonzero: len = cols > 0 ? 1 : 0; break;
+            case RowShape::kPowerLaw: {
+                // Pareto-like lengths: most rows short, a few very long.
+                const double u = (rng() >> 11) * (1.0 / 9007199254740992.0);
+                len = static_cast<uint64_t>(1.0 / std::max(1e-3, u * u));
+                break;
+            }
+            case RowShape::kUniform: len = 1 + rng() % std::max<uint32_t>(1, cols / 4); break;
+        }
+        len = std::min<uint64_t>(len, cols);
+        std::set<uint32_t> picked;
+        while (picked.size() < len) picked.insert(static_cast<uint32_t>(rng() % cols));
+        for (uint32_t c : picked) {
+            d.indices.push_back(c);
+            if (with_values) d.values.push_back(0.25f + static_cast<float>(rng() % 1000) / 500.0f);
+        }
+        d.offsets.push_back(d.indices.size());
+    }
+    return d;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+}
+
+int run_command(const std::string& command, std::string* output) {
+    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+    if (pipe == nullptr) return -1;
+    std::string text;
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
+    const int status = pclose(pipe);
+    if (output != nullptr) *output = text;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace sparsenet::testing
