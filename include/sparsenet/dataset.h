@@ -67,4 +67,8 @@ struct GeneratedData {
 // power-law item popularity; users' lengths are heavy-tailed.
 GeneratedData generate(const GenerateOptions& options);
 
+// The planted topic (0 .. factors-1) of every item, as generate() assigns it (for tests and
+// diagnostics).
+std::vector<uint32_t> item_topics(const GenerateOptions& options);
+
 }  // namespace sparsenet

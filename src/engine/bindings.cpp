@@ -1,0 +1,68 @@
+#include "engine/bindings.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "sparsenet/error.h"
+
+namespace sparsenet::engine {
+
+BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Dataset*>& datasets,
+                     bool with_outputs) {
+    bindings_.layer_data.assign(net.layers.size(), nullptr);
+    std::string first_name;
+    for (size_t l = 0; l < net.layers.size(); ++l) {
+        const Layer& layer = net.layers[l];
+        if (!layer.is_input() && !(with_outputs && layer.is_output())) continue;
+        const std::string& name = layer.config.dataset;
+        auto it = datasets.find(name);
+        if (it == datasets.end() || it->second == nullptr) {
+            std::string given;
+            for (const auto& kv : datasets) given += (given.empty() ? "" : ", ") + kv.first;
+            throw Error(ErrorCategory::kData, "layer '" + layer.config.name + "' needs dataset '" +
+                                                  name + "'; datasets given: " +
+                                                  (given.empty() ? "(none)" : given));
+        }
+        const Dataset& data = *it->second;
+        if (data.cols > layer.n) {
+            throw Error(ErrorCategory::kData,
+                        "dataset '" + name + "' has " + std::to_string(data.cols) +
+                            " columns but layer '" + layer.config.name + "' has " +
+                            std::to_string(layer.n) + " units; expected at most " +
+                            std::to_string(layer.n) + " columns");
+        }
+        if (first_name.empty()) {
+            first_name = name;
+            rows_ = data.rows;
+        } else if (data.rows != rows_) {
+            throw Error(ErrorCategory::kData,
+                        "datasets '" + first_name + "' and '" + name + "' have " +
+                            std::to_string(rows_) + " and " + std::to_string(data.rows) +
+                            " rows; every dataset of a network must have the same examples");
+        }
+        if (data.rows > UINT32_MAX) {
+            throw Error(ErrorCategory::kData, "dataset '" + name + "' has more than 2^32 rows");
+        }
+        auto& slot = uploaded_[name];
+        if (!slot) slot = std::make_unique<DeviceDataset>(*net.backend, data);
+        bindings_.layer_data[l] = slot.get();
+        if (layer.is_input() && !input_lengths_.count(name)) {
+            std::vector<uint64_t> lengths(data.rows);
+            for (uint64_t r = 0; r < data.rows; ++r) lengths[r] = data.row_length(r);
+            std::sort(lengths.begin(), lengths.end(), std::greater<uint64_t>());
+            input_lengths_[name] = std::move(lengths);
+        }
+    }
+}
+
+size_t BoundData::max_input_nnz(size_t batch) const {
+    size_t most = 1;
+    for (const auto& kv : input_lengths_) {
+        size_t sum = 0;
+        for (size_t i = 0; i < std::min(batch, kv.second.size()); ++i) sum += kv.second[i];
+        most = std::max(most, sum);
+    }
+    return most;
+}
+
+}  // namespace sparsenet::engine

@@ -1,0 +1,31 @@
+// Uploads the datasets that a network's Input/Output layers name, once, and binds them to layers.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "engine/network_impl.h"
+#include "sparsenet/dataset.h"
+
+namespace sparsenet::engine {
+
+class BoundData {
+public:
+    // with_outputs: bind Output layers too (training); otherwise only Input layers.
+    BoundData(Network::Impl& net, const std::map<std::string, const Dataset*>& datasets,
+              bool with_outputs);
+
+    const Bindings& bindings() const { return bindings_; }
+    uint64_t rows() const { return rows_; }
+    // Largest number of stored entries in any `batch` rows of any bound input dataset.
+    size_t max_input_nnz(size_t batch) const;
+
+private:
+    Bindings bindings_;
+    std::map<std::string, std::unique_ptr<DeviceDataset>> uploaded_;
+    std::map<std::string, std::vector<uint64_t>> input_lengths_;  // sorted descending
+    uint64_t rows_ = 0;
+};
+
+}  // namespace sparsenet::engine

@@ -1,0 +1,97 @@
+// The engine's view of a network: layers, weights and their buffers on one backend.
+// Backend-agnostic: every computation is a named op of backend.h.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/device_dataset.h"
+#include "sparsenet/network.h"
+
+namespace sparsenet {
+
+namespace engine {
+
+struct Layer {
+    LayerConfig config;
+    uint32_t n = 0;
+    std::vector<int> in_weights;   // weights whose destination is this layer, in Source order
+    std::vector<int> out_weights;  // weights whose source is this layer
+    bool reaches_output = false;   // its delta is needed in backward
+    DeviceArray<float> bias;       // [n] (non-input layers)
+    DeviceArray<float> bias_grad;
+    DeviceArray<float> bias_state1, bias_state2;
+    DeviceArray<float> act;        // [batch_capacity, n]: activations (non-input layers)
+    DeviceArray<float> delta;      // [batch_capacity, n]: dL/dA, then dL/dZ
+    bool is_input() const { return config.kind == LayerKind::kInput; }
+    bool is_output() const { return config.kind == LayerKind::kOutput; }
+};
+
+struct Weight {
+    int source = -1;       // layer index
+    int destination = -1;  // layer index
+    uint32_t rows = 0;     // source units
+    uint32_t cols = 0;     // destination units
+    bool sparse_source = false;  // the source is a sparse input layer: row-sparse gradient
+    DeviceArray<float> w;        // [rows, cols]
+    DeviceArray<float> state1, state2;
+    DeviceArray<float> grad;     // dense gradient [rows, cols] (dense sources)
+    // Row-sparse gradient (sparse sources): [capacity, cols] + rows + count.
+    DeviceArray<float> sparse_values;
+    DeviceArray<uint32_t> sparse_rows;
+    DeviceArray<uint32_t> sparse_count;
+    size_t sparse_capacity = 0;
+    SparseRowGrad sparse_grad() {
+        return {sparse_rows.data(), sparse_count.data(), sparse_values.data(), sparse_capacity,
+                cols};
+    }
+};
+
+// Datasets bound to input and output layers for one pass (training or inference).
+struct Bindings {
+    std::vector<const DeviceDataset*> layer_data;  // by layer index; null for hidden layers
+};
+
+}  // namespace engine
+
+struct Network::Impl {
+    NetworkConfig config;
+    NetworkOptions options;
+    std::unique_ptr<Backend> backend;
+    std::vector<engine::Layer> layers;
+    std::vector<engine::Weight> weights;
+    std::vector<int> order;  // topological order of layer indices
+    std::map<std::string, int> layer_index;
+    size_t batch_capacity = 0;
+    size_t sparse_nnz_capacity = 0;  // per-batch nonzero capacity of the sparse gradients
+    OptimizerKind state_kind = OptimizerKind::kSgd;
+    uint64_t optimizer_steps = 0;
+
+    void build(const std::map<std::string, uint32_t>& dataset_widths);
+    void initialize_weights(uint64_t seed);
+
+    // Grows activation / delta buffers for batches of up to `batch` rows.
+    void ensure_batch_capacity(size_t batch);
+    // Grows the row-sparse gradient buffers for batches of up to `nnz` input nonzeros.
+    void ensure_sparse_capacity(size_t nnz);
+    // Allocates optimizer state slots for `kind` (zeroed) if not allocated yet.
+    void ensure_optimizer_state(OptimizerKind kind);
+
+    // Forward pass over one batch. training: dropout and denoising on, keyed by mask_seed.
+    void forward(const engine::Bindings& data, const BatchRows& rows, bool training,
+                 uint64_t mask_seed);
+    // Output deltas and backward pass: fills every needed weight/bias gradient.
+    // loss_sum (nullable) accumulates the summed loss of the batch.
+    void backward(const engine::Bindings& data, const BatchRows& rows, bool training,
+                  uint64_t mask_seed, double* loss_sum);
+    void update(const OptimizerOptions& optimizer);
+
+    formulas::LossParams loss_params(const engine::Layer& output) const;
+    SparseNoise input_noise(const engine::Layer& input, bool training, uint64_t mask_seed) const;
+    int find_parameter(const std::string& name, bool* is_bias) const;
+};
+
+}  // namespace sparsenet

@@ -1,0 +1,165 @@
+// Forward, backward and update passes: the engine's use of the backend op table.
+#include <cmath>
+
+#include "engine/network_impl.h"
+#include "formulas/rng.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet {
+
+using engine::Layer;
+using engine::Weight;
+
+namespace {
+
+// Purposes mixed into mask seeds so that streams never collide.
+constexpr uint64_t kDropoutStream = 1;
+constexpr uint64_t kDenoiseStream = 2;
+
+MatrixView rows_of(DeviceArray<float>& buffer, size_t batch, size_t n) {
+    return {buffer.data(), batch, n, n};
+}
+
+ConstMatrixView rows_of(const DeviceArray<float>& buffer, size_t batch, size_t n) {
+    return {buffer.data(), batch, n, n};
+}
+
+}  // namespace
+
+formulas::LossParams Network::Impl::loss_params(const Layer& output) const {
+    formulas::LossParams p;
+    p.kind = config.error_function;
+    p.multinomial = config.error_function == ErrorFunction::kCrossEntropy &&
+                    output.config.activation == Activation::kSoftMax;
+    p.one_target = config.smce.one_target;
+    p.zero_target = config.smce.zero_target;
+    p.one_scale = config.smce.one_scale;
+    p.zero_scale = config.smce.zero_scale;
+    return p;
+}
+
+SparseNoise Network::Impl::input_noise(const Layer& input, bool training,
+                                       uint64_t mask_seed) const {
+    SparseNoise noise;
+    if (!training) return noise;
+    // DSSTNE's Denoising and the input layer's pDropout both drop stored inputs; combined, an
+    // entry survives both.
+    const double keep = (1.0 - config.denoising_p) * (1.0 - input.config.p_dropout);
+    noise.p = static_cast<float>(1.0 - keep);
+    const auto index = static_cast<uint64_t>(&input - layers.data());
+    noise.seed = formulas::derive_seed(mask_seed, index, kDenoiseStream);
+    return noise;
+}
+
+void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows, bool training,
+                            uint64_t mask_seed) {
+    const size_t batch = rows.batch;
+    for (int l : order) {
+        Layer& layer = layers[l];
+        if (layer.is_input()) continue;
+        MatrixView z = rows_of(layer.act, batch, layer.n);
+        for (size_t k = 0; k < layer.in_weights.size(); ++k) {
+            const Weight& w = weights[layer.in_weights[k]];
+            const Layer& source = layers[w.source];
+            const float beta = k == 0 ? 0.0f : 1.0f;
+            const ConstMatrixView wv = rows_of(w.w, w.rows, w.cols);
+            if (source.is_input()) {
+                backend->csr_matmul(data.layer_data[w.source]->view(rows),
+                                    input_noise(source, training, mask_seed), wv, z, beta);
+            } else {
+                backend->gemm(false, false, 1.0f, rows_of(source.act, batch, source.n), wv, beta,
+                              z);
+            }
+        }
+        backend->bias_activation_forward(layer.config.activation, layer.bias.data(), z);
+        if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
+            backend->dropout(layer.config.p_dropout,
+                             formulas::derive_seed(mask_seed, l, kDropoutStream), rows, 0, z);
+        }
+    }
+}
+
+void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows, bool training,
+                             uint64_t mask_seed, double* loss_sum) {
+    const size_t batch = rows.batch;
+    const float scale = 1.0f / static_cast<float>(batch);  // gradients of the mean loss
+    std::vector<bool> has_delta(layers.size(), false);
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
+        if (!layer.is_output()) continue;
+        backend->output_delta(loss_params(layer), layer.config.activation,
+                              rows_of(layer.act, batch, layer.n),
+                              data.layer_data[l]->view(rows), scale,
+                              rows_of(layer.delta, batch, layer.n), loss_sum);
+        has_delta[l] = true;
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const int l = *it;
+        Layer& layer = layers[l];
+        if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
+        MatrixView dz = rows_of(layer.delta, batch, layer.n);
+        if (!layer.is_output()) {  // dL/dA -> dL/dZ
+            if (training && layer.config.p_dropout > 0.0f) {
+                backend->dropout(layer.config.p_dropout,
+                                 formulas::derive_seed(mask_seed, l, kDropoutStream), rows, 0, dz);
+            }
+            backend->activation_backward(layer.config.activation,
+                                         rows_of(layer.act, batch, layer.n), dz);
+        }
+        backend->column_sum(dz, 1.0f, 0.0f, layer.bias_grad.data());
+        for (int wi : layer.in_weights) {
+            Weight& w = weights[wi];
+            Layer& source = layers[w.source];
+            if (source.is_input()) {
+                backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
+                                         input_noise(source, training, mask_seed), dz, 1.0f,
+                                         w.sparse_grad());
+                continue;
+            }
+            backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n), dz, 0.0f,
+                          rows_of(w.grad, w.rows, w.cols));
+            if (source.reaches_output) {
+                backend->gemm(false, true, 1.0f, dz, rows_of(w.w, w.rows, w.cols),
+                              has_delta[w.source] ? 1.0f : 0.0f,
+                              rows_of(source.delta, batch, source.n));
+                has_delta[w.source] = true;
+            }
+        }
+    }
+}
+
+void Network::Impl::update(const OptimizerOptions& optimizer) {
+    ++optimizer_steps;
+    formulas::OptimizerStep step;
+    step.kind = optimizer.kind;
+    step.learning_rate = optimizer.learning_rate;
+    step.momentum = optimizer.momentum;
+    step.beta1 = optimizer.beta1;
+    step.beta2 = optimizer.beta2;
+    step.epsilon = optimizer.epsilon;
+    step.l2 = optimizer.l2;
+    const double t = static_cast<double>(optimizer_steps);
+    step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.beta1), t)));
+    step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.beta2), t)));
+    for (Weight& w : weights) {
+        if (!layers[w.destination].reaches_output) continue;
+        MatrixView wv = rows_of(w.w, w.rows, w.cols);
+        if (w.sparse_source) {
+            backend->optimizer_step_rows(step, wv, w.sparse_grad(), w.state1.data(),
+                                         w.state2.data());
+        } else {
+            backend->optimizer_step(step, wv, rows_of(w.grad, w.rows, w.cols), w.state1.data(),
+                                    w.state2.data());
+        }
+    }
+    formulas::OptimizerStep bias_step = step;
+    bias_step.l2 = 0.0f;  // no weight decay on biases
+    for (Layer& layer : layers) {
+        if (layer.is_input() || !layer.reaches_output) continue;
+        backend->optimizer_step(bias_step, rows_of(layer.bias, 1, layer.n),
+                                rows_of(layer.bias_grad, 1, layer.n), layer.bias_state1.data(),
+                                layer.bias_state2.data());
+    }
+}
+
+}  // namespace sparsenet

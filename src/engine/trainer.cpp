@@ -1,0 +1,198 @@
+// Trainer: epochs, shuffling, minibatches, progress; the passes live in passes.cpp.
+#include "sparsenet/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "engine/bindings.h"
+#include "engine/host_rng.h"
+#include "engine/network_impl.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet {
+
+namespace {
+constexpr uint64_t kShuffleStream = 0x5AFF;
+constexpr uint64_t kMaskStream = 0xD809;
+}  // namespace
+
+struct Trainer::Impl {
+    Network::Impl& net;
+    TrainOptions options;
+    engine::BoundData data;
+    DeviceArray<uint32_t> permutation;  // [rows]
+    DeviceArray<double> loss_sum;       // [1]
+    uint32_t epochs_done = 0;
+
+    Impl(Network& network, const std::map<std::string, const Dataset*>& datasets,
+         TrainOptions opts)
+        : net(network.impl()),
+          options(std::move(opts)),
+          data(network.impl(), datasets, /*with_outputs=*/true),
+          permutation(*net.backend, data.rows(), "batch permutation"),
+          loss_sum(*net.backend, 1, "loss accumulator") {
+        if (options.batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
+        if (data.rows() == 0) throw Error(ErrorCategory::kData, "the training data has no rows");
+        net.ensure_batch_capacity(std::min<uint64_t>(options.batch, data.rows()));
+        net.ensure_sparse_capacity(data.max_input_nnz(options.batch));
+        net.ensure_optimizer_state(options.optimizer.kind);
+    }
+
+    void reset_loss() {
+        const double zero = 0.0;
+        loss_sum.upload(&zero, 1);
+    }
+    double read_loss() {
+        double v = 0.0;
+        loss_sum.download(&v, 1);
+        return v;
+    }
+
+    void make_permutation(uint32_t epoch) {
+        std::vector<uint32_t> perm(data.rows());
+        std::iota(perm.begin(), perm.end(), 0u);
+        if (options.shuffle.value_or(net.config.shuffle_indices)) {
+            engine::HostRng rng(formulas::derive_seed(options.seed, epoch, kShuffleStream));
+            for (size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[rng.below(i)]);
+        }
+        permutation.upload(perm.data(), perm.size());
+    }
+};
+
+Trainer::Trainer(Network& network, const std::map<std::string, const Dataset*>& datasets,
+                 TrainOptions options)
+    : impl_(std::make_unique<Impl>(network, datasets, std::move(options))) {}
+
+Trainer::~Trainer() = default;
+
+uint32_t Trainer::epochs_done() const { return impl_->epochs_done; }
+
+EpochStats Trainer::train_epoch() {
+    Impl& t = *impl_;
+    const uint32_t epoch = ++t.epochs_done;
+    const auto start = std::chrono::steady_clock::now();
+    t.make_permutation(epoch);
+    t.reset_loss();
+    const uint64_t mask_seed = formulas::derive_seed(t.options.seed, epoch, kMaskStream);
+    const uint64_t rows = t.data.rows();
+    const uint64_t batches = (rows + t.options.batch - 1) / t.options.batch;
+    for (uint64_t b = 0; b < batches; ++b) {
+        const uint64_t first = b * t.options.batch;
+        BatchRows batch{t.permutation.data() + first, 0,
+                        static_cast<size_t>(std::min<uint64_t>(t.options.batch, rows - first))};
+        t.net.forward(t.data.bindings(), batch, true, mask_seed);
+        t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
+        t.net.update(t.options.optimizer);
+        if (t.options.on_batch) {
+            BatchProgress p;
+            p.epoch = epoch;
+            p.batch = b + 1;
+            p.batches = batches;
+            p.examples = first + batch.batch;
+            p.loss = t.read_loss() / double(p.examples);
+            p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                            .count();
+            t.options.on_batch(p);
+        }
+    }
+    t.net.backend->synchronize();
+    EpochStats stats;
+    stats.epoch = epoch;
+    stats.examples = rows;
+    stats.loss = t.read_loss() / double(rows);
+    stats.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats.examples_per_second = stats.seconds > 0 ? double(rows) / stats.seconds : 0.0;
+    if (t.options.on_epoch) t.options.on_epoch(stats);
+    return stats;
+}
+
+std::vector<EpochStats> Trainer::fit() {
+    std::vector<EpochStats> all;
+    for (uint32_t e = 0; e < impl_->options.epochs; ++e) all.push_back(train_epoch());
+    return all;
+}
+
+double Trainer::compute_loss(uint64_t first_row, uint32_t count) {
+    Impl& t = *impl_;
+    if (count == 0 || first_row + count > t.data.rows()) {
+        throw Error(ErrorCategory::kUsage, "rows out of range");
+    }
+    t.net.ensure_batch_capacity(count);
+    t.net.ensure_sparse_capacity(t.data.max_input_nnz(count));
+    BatchRows batch{nullptr, first_row, count};
+    t.reset_loss();
+    t.net.forward(t.data.bindings(), batch, false, 0);
+    for (size_t l = 0; l < t.net.layers.size(); ++l) {
+        engine::Layer& layer = t.net.layers[l];
+        if (!layer.is_output()) continue;
+        t.net.backend->output_delta(
+            t.net.loss_params(layer), layer.config.activation,
+            ConstMatrixView(layer.act.data(), count, layer.n, layer.n),
+            t.data.bindings().layer_data[l]->view(batch), 1.0f,
+            MatrixView{layer.delta.data(), count, layer.n, layer.n}, t.loss_sum.data());
+    }
+    return t.read_loss() / double(count);
+}
+
+double Trainer::evaluate_loss() {
+    const uint64_t rows = impl_->data.rows();
+    const uint32_t step = std::max<uint32_t>(1, impl_->options.batch);
+    double total = 0.0;
+    for (uint64_t first = 0; first < rows; first += step) {
+        const auto count = static_cast<uint32_t>(std::min<uint64_t>(step, rows - first));
+        total += compute_loss(first, count) * count;
+    }
+    return total / double(rows);
+}
+
+std::map<std::string, std::vector<float>> Trainer::compute_gradients(uint64_t first_row,
+                                                                     uint32_t count) {
+    Impl& t = *impl_;
+    if (count == 0 || first_row + count > t.data.rows()) {
+        throw Error(ErrorCategory::kUsage, "rows out of range");
+    }
+    t.net.ensure_batch_capacity(count);
+    t.net.ensure_sparse_capacity(t.data.max_input_nnz(count));
+    BatchRows batch{nullptr, first_row, count};
+    t.net.forward(t.data.bindings(), batch, false, 0);
+    t.net.backward(t.data.bindings(), batch, false, 0, nullptr);
+    std::map<std::string, std::vector<float>> grads;
+    for (engine::Weight& w : t.net.weights) {
+        const std::string name = "weight:" + t.net.layers[w.source].config.name + "->" +
+                                 t.net.layers[w.destination].config.name;
+        std::vector<float> dense(size_t(w.rows) * w.cols, 0.0f);
+        if (!t.net.layers[w.destination].reaches_output) {
+            grads[name] = std::move(dense);
+            continue;
+        }
+        if (w.sparse_source) {
+            uint32_t n = 0;
+            w.sparse_count.download(&n, 1);
+            std::vector<uint32_t> rows(n);
+            std::vector<float> values(size_t(n) * w.cols);
+            if (n > 0) {
+                w.sparse_rows.download(rows.data(), n);
+                w.sparse_values.download(values.data(), values.size());
+            }
+            for (uint32_t i = 0; i < n; ++i) {
+                std::copy(values.begin() + size_t(i) * w.cols,
+                          values.begin() + size_t(i + 1) * w.cols,
+                          dense.begin() + size_t(rows[i]) * w.cols);
+            }
+        } else {
+            w.grad.download(dense.data(), dense.size());
+        }
+        grads[name] = std::move(dense);
+    }
+    for (engine::Layer& layer : t.net.layers) {
+        if (layer.is_input()) continue;
+        std::vector<float> g(layer.n, 0.0f);
+        if (layer.reaches_output) layer.bias_grad.download(g.data(), g.size());
+        grads["bias:" + layer.config.name] = std::move(g);
+    }
+    return grads;
+}
+
+}  // namespace sparsenet

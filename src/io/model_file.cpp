@@ -1,0 +1,203 @@
+#include "io/model_file.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "io/netcdf_util.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet::io {
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+void put_text(int nc, const std::string& path, const std::string& name, const std::string& v) {
+    nc_check(nc_put_att_text(nc, NC_GLOBAL, name.c_str(), v.size(), v.c_str()), path,
+             "writing attribute " + name);
+}
+
+void put_int(int nc, const std::string& path, const std::string& name, int v) {
+    nc_check(nc_put_att_int(nc, NC_GLOBAL, name.c_str(), NC_INT, 1, &v), path,
+             "writing attribute " + name);
+}
+
+std::string get_text(int nc, const std::string& path, const std::string& name) {
+    size_t len = 0;
+    nc_type type;
+    int status = nc_inq_att(nc, NC_GLOBAL, name.c_str(), &type, &len);
+    if (status == NC_ENOTATT) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": not a sparsenet model file: attribute '" + name + "' is missing");
+    }
+    nc_check(status, path, "reading attribute " + name);
+    if (type != NC_CHAR) {
+        throw Error(ErrorCategory::kIo, path + ": attribute '" + name + "' is not text");
+    }
+    std::string v(len, '\0');
+    nc_check(nc_get_att_text(nc, NC_GLOBAL, name.c_str(), v.data()), path,
+             "reading attribute " + name);
+    return v;
+}
+
+int get_int(int nc, const std::string& path, const std::string& name) {
+    int v = 0;
+    const int status = nc_get_att_int(nc, NC_GLOBAL, name.c_str(), &v);
+    if (status == NC_ENOTATT) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": not a sparsenet model file: attribute '" + name + "' is missing");
+    }
+    nc_check(status, path, "reading attribute " + name);
+    return v;
+}
+
+void define_vector(int nc, const std::string& path, const std::string& var, size_t len,
+                   int* varid) {
+    int dim = 0;
+    nc_check(nc_def_dim(nc, (var + "_dim").c_str(), len, &dim), path, "defining " + var);
+    nc_check(nc_def_var(nc, var.c_str(), NC_FLOAT, 1, &dim, varid), path, "defining " + var);
+}
+
+std::vector<float> read_vector(int nc, const std::string& path, const std::string& var,
+                               size_t expected) {
+    int varid = 0;
+    const int status = nc_inq_varid(nc, var.c_str(), &varid);
+    if (status == NC_ENOTVAR) {
+        throw Error(ErrorCategory::kIo, path + ": model variable '" + var + "' is missing");
+    }
+    nc_check(status, path, "finding " + var);
+    int ndims = 0;
+    nc_check(nc_inq_varndims(nc, varid, &ndims), path, "inspecting " + var);
+    size_t total = 1;
+    if (ndims > 0) {
+        std::vector<int> dims(ndims);
+        nc_check(nc_inq_vardimid(nc, varid, dims.data()), path, "inspecting " + var);
+        for (int d : dims) {
+            size_t len = 0;
+            nc_check(nc_inq_dimlen(nc, d, &len), path, "inspecting " + var);
+            total *= len;
+        }
+    }
+    if (total != expected) {
+        throw Error(ErrorCategory::kIo, path + ": model variable '" + var + "' has " +
+                                            std::to_string(total) + " values; expected " +
+                                            std::to_string(expected));
+    }
+    std::vector<float> v(expected);
+    if (expected > 0) nc_check(nc_get_var_float(nc, varid, v.data()), path, "reading " + var);
+    return v;
+}
+
+}  // namespace
+
+void write_model(const std::string& path, const ModelFile& model) {
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    try {
+        NcFile file;
+        nc_check(nc_create(tmp.c_str(), NC_NETCDF4 | NC_CLOBBER, file.out()), tmp, "creating");
+        const int nc = file.id();
+        put_int(nc, tmp, "sparsenet_model_format", kFormatVersion);
+        put_text(nc, tmp, "config", model.config.to_json());
+        put_text(nc, tmp, "name", model.config.name);
+        put_int(nc, tmp, "layers", static_cast<int>(model.config.layers.size()));
+        for (size_t i = 0; i < model.config.layers.size(); ++i) {
+            put_text(nc, tmp, "layer" + std::to_string(i) + "_name", model.config.layers[i].name);
+        }
+        put_int(nc, tmp, "weights", static_cast<int>(model.weights.size()));
+        std::vector<int> weight_vars(model.weights.size()), bias_vars(model.biases.size());
+        for (size_t i = 0; i < model.weights.size(); ++i) {
+            const ModelWeight& w = model.weights[i];
+            const std::string prefix = "weight" + std::to_string(i);
+            put_text(nc, tmp, prefix + "_inputLayer", w.input_layer);
+            put_text(nc, tmp, prefix + "_outputLayer", w.output_layer);
+            int dims[2];
+            nc_check(nc_def_dim(nc, (prefix + "_height").c_str(), w.rows, &dims[0]), tmp,
+                     "defining " + prefix);
+            nc_check(nc_def_dim(nc, (prefix + "_width").c_str(), w.cols, &dims[1]), tmp,
+                     "defining " + prefix);
+            const std::string var = prefix + "_weights";
+            nc_check(nc_def_var(nc, var.c_str(), NC_FLOAT, 2, dims, &weight_vars[i]), tmp,
+                     "defining " + var);
+        }
+        for (size_t i = 0; i < model.biases.size(); ++i) {
+            const std::string var = "bias" + std::to_string(i);
+            put_text(nc, tmp, var + "_layer", model.biases[i].layer);
+            define_vector(nc, tmp, var, model.biases[i].values.size(), &bias_vars[i]);
+        }
+        nc_check(nc_enddef(nc), tmp, "finishing the header");
+        for (size_t i = 0; i < model.weights.size(); ++i) {
+            if (model.weights[i].values.empty()) continue;
+            nc_check(nc_put_var_float(nc, weight_vars[i], model.weights[i].values.data()), tmp,
+                     "writing weight" + std::to_string(i));
+        }
+        for (size_t i = 0; i < model.biases.size(); ++i) {
+            if (model.biases[i].values.empty()) continue;
+            nc_check(nc_put_var_float(nc, bias_vars[i], model.biases[i].values.data()), tmp,
+                     "writing bias" + std::to_string(i));
+        }
+        nc_check(file.close(), tmp, "closing");
+    } catch (...) {
+        std::remove(tmp.c_str());
+        throw;
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) {
+        std::remove(tmp.c_str());
+        throw Error(ErrorCategory::kIo, path + ": cannot replace the model file: " + ec.message());
+    }
+}
+
+ModelFile read_model(const std::string& path) {
+    if (!std::filesystem::exists(path)) {
+        throw Error(ErrorCategory::kIo, path + ": model file not found");
+    }
+    NcFile file;
+    nc_check(nc_open(path.c_str(), NC_NOWRITE, file.out()), path, "opening the model file");
+    const int nc = file.id();
+    const int format = get_int(nc, path, "sparsenet_model_format");
+    if (format != kFormatVersion) {
+        throw Error(ErrorCategory::kIo, path + ": model format " + std::to_string(format) +
+                                            " is not supported; expected " +
+                                            std::to_string(kFormatVersion));
+    }
+    ModelFile model;
+    model.config = NetworkConfig::from_json(get_text(nc, path, "config"), path + " (config)");
+    const int weights = get_int(nc, path, "weights");
+    for (int i = 0; i < weights; ++i) {
+        const std::string prefix = "weight" + std::to_string(i);
+        ModelWeight w;
+        w.input_layer = get_text(nc, path, prefix + "_inputLayer");
+        w.output_layer = get_text(nc, path, prefix + "_outputLayer");
+        const LayerConfig* in = model.config.find_layer(w.input_layer);
+        const LayerConfig* out = model.config.find_layer(w.output_layer);
+        if (in == nullptr || out == nullptr) {
+            throw Error(ErrorCategory::kIo, path + ": " + prefix +
+                                                " connects layers that the config lacks: " +
+                                                w.input_layer + " -> " + w.output_layer);
+        }
+        w.rows = in->n;
+        w.cols = out->n;
+        w.values = read_vector(nc, path, prefix + "_weights", w.rows * w.cols);
+        model.weights.push_back(std::move(w));
+    }
+    for (int i = 0;; ++i) {
+        const std::string var = "bias" + std::to_string(i);
+        nc_type type;
+        size_t len = 0;
+        if (nc_inq_att(nc, NC_GLOBAL, (var + "_layer").c_str(), &type, &len) != NC_NOERR) break;
+        ModelBias b;
+        b.layer = get_text(nc, path, var + "_layer");
+        const LayerConfig* layer = model.config.find_layer(b.layer);
+        if (layer == nullptr) {
+            throw Error(ErrorCategory::kIo,
+                        path + ": " + var + " belongs to unknown layer '" + b.layer + "'");
+        }
+        b.values = read_vector(nc, path, var, layer->n);
+        model.biases.push_back(std::move(b));
+    }
+    return model;
+}
+
+}  // namespace sparsenet::io

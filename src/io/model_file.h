@@ -1,0 +1,41 @@
+// Model files: one netCDF-4 file holding the network config (JSON) and every parameter, so that
+// predict needs nothing else. Layout (DSSTNE-like names):
+//   global attributes: sparsenet_model_format = 1, config (canonical JSON, N resolved),
+//     name, layers, layer<i>_name, weights, weight<i>_inputLayer, weight<i>_outputLayer
+//   variables: weight<i>_weights [weight<i>_height = source units, weight<i>_width = units]
+//     (row-major, output contiguous, as DSSTNE); bias<j> [units] with the global attribute
+//     bias<j>_layer naming its (non-input) layer.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sparsenet/config.h"
+
+namespace sparsenet::io {
+
+struct ModelWeight {
+    std::string input_layer;
+    std::string output_layer;
+    uint64_t rows = 0;  // input units
+    uint64_t cols = 0;  // output units
+    std::vector<float> values;  // [rows, cols]
+};
+
+struct ModelBias {
+    std::string layer;
+    std::vector<float> values;
+};
+
+struct ModelFile {
+    NetworkConfig config;  // N resolved (no "auto")
+    std::vector<ModelWeight> weights;
+    std::vector<ModelBias> biases;
+};
+
+// Writes to a temporary file next to `path`, then renames it over `path`.
+void write_model(const std::string& path, const ModelFile& model);
+// Throws Error(kIo) for unreadable / non-model files, naming the path and what is missing.
+ModelFile read_model(const std::string& path);
+
+}  // namespace sparsenet::io

@@ -1,0 +1,46 @@
+// sparsenet: the command-line tool. One thin file per subcommand; the work is in the library.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace sparsenet::cli {
+int train_main(int argc, char** argv);
+int predict_main(int argc, char** argv);
+int generate_main(int argc, char** argv);
+int evaluate_main(int argc, char** argv);
+}  // namespace sparsenet::cli
+
+namespace {
+
+const char* kUsage =
+    "usage: sparsenet <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train      train a network (DSSTNE JSON) on netCDF datasets, write a model file\n"
+    "  predict    top-K recommendations per row, excluding the row's own items\n"
+    "  evaluate   Recall/Precision/NDCG@K of a model on held-out items\n"
+    "  generate   write a synthetic dataset with planted structure\n"
+    "\n"
+    "'sparsenet <command> --help' lists a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace sparsenet::cli;
+    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+        !std::strcmp(argv[1], "help")) {
+        std::fputs(kUsage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!std::strcmp(argv[1], "--version")) {
+        std::puts("sparsenet " SPARSENET_VERSION);
+        return 0;
+    }
+    const std::string command = argv[1];
+    if (command == "train") return train_main(argc - 2, argv + 2);
+    if (command == "predict") return predict_main(argc - 2, argv + 2);
+    if (command == "evaluate") return evaluate_main(argc - 2, argv + 2);
+    if (command == "generate") return generate_main(argc - 2, argv + 2);
+    std::fprintf(stderr, "sparsenet: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    return 2;
+}

@@ -1,0 +1,28 @@
+// Training progress: a live bar on a terminal, plain lines otherwise, JSON lines on request.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "sparsenet/trainer.h"
+
+namespace sparsenet::cli {
+
+class Progress {
+public:
+    // quiet: only errors. metrics_path: per-epoch JSON lines ("" = none).
+    Progress(uint32_t epochs, bool quiet, const std::string& metrics_path);
+    ~Progress();
+    void on_batch(const BatchProgress& p);
+    void on_epoch(const EpochStats& s);
+
+private:
+    uint32_t epochs_;
+    bool quiet_;
+    bool tty_;
+    double last_draw_ = -1.0;
+    FILE* metrics_ = nullptr;
+    std::string metrics_path_;
+};
+
+}  // namespace sparsenet::cli
