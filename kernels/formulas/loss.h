@@ -45,17 +45,18 @@ SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
     switch (p.kind) {
         case ErrorFunction::kL2: return a - t;
         case ErrorFunction::kCrossEntropy: {
-            const T ac = sn_max(a, log_floor<T>());
-            T g = -t / ac;
-            if (!p.multinomial) g += (T(1) - t) / sn_max(T(1) - a, log_floor<T>());
+            // Zero where loss_element clamps its logarithm, so the two stay consistent.
+            T g = a > log_floor<T>() ? -t / a : T(0);
+            if (!p.multinomial && T(1) - a > log_floor<T>()) g += (T(1) - t) / (T(1) - a);
             return g;
         }
         case ErrorFunction::kScaledMarginalCrossEntropy:
             if (t != T(0)) {
-                return a < T(p.one_target) ? -T(p.one_scale) / sn_max(a, log_floor<T>()) : T(0);
+                return a < T(p.one_target) && a > log_floor<T>() ? -T(p.one_scale) / a : T(0);
             }
-            return a > T(p.zero_target) ? T(p.zero_scale) / sn_max(T(1) - a, log_floor<T>())
-                                        : T(0);
+            return a > T(p.zero_target) && T(1) - a > log_floor<T>()
+                       ? T(p.zero_scale) / (T(1) - a)
+                       : T(0);
     }
     return T(0);
 }

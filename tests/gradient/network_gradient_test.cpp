@@ -1,0 +1,112 @@
+// Finite-difference checks of whole-network gradients (engine + CPU backend, float): every
+// hidden activation, every output activation / loss pair, several sources per layer, sparse
+// boolean and valued inputs. The double-precision checks of each formula are in
+// formula_gradient_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "sparsenet/config.h"
+#include "sparsenet/network.h"
+#include "sparsenet/trainer.h"
+#include "support/test_support.h"
+
+namespace sparsenet {
+namespace {
+
+struct Case {
+    std::string hidden;  // hidden activation
+    std::string output;  // output activation
+    std::string loss;
+    bool valued_input;
+    bool two_hidden;  // Input -> H1 -> H2, Output <- {H1, H2}
+};
+
+std::string name_of(const ::testing::TestParamInfo<Case>& info) {
+    const Case& c = info.param;
+    return c.hidden + "_" + c.output + "_" + c.loss + (c.valued_input ? "_valued" : "_boolean") +
+           (c.two_hidden ? "_twohidden" : "");
+}
+
+std::string config_json(const Case& c) {
+    std::string layers =
+        R"({"Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true},
+           {"Name": "H1", "Kind": "Hidden", "N": 5, "Activation": ")" + c.hidden +
+        R"(", "WeightInit": {"Scheme": "Gaussian", "Scale": 0.6, "Bias": 0.1}},)";
+    std::string out_sources = R"("H1")";
+    if (c.two_hidden) {
+        layers += R"({"Name": "H2", "Kind": "Hidden", "N": 4, "Source": "H1", "Activation": ")" +
+                  c.hidden + R"(", "WeightInit": {"Scheme": "Uniform", "Scale": 0.7}},)";
+        out_sources = R"("H1", "H2")";
+    }
+    layers += R"({"Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "y", "Source": [)" +
+              out_sources + R"(], "Activation": ")" + c.output +
+              R"(", "WeightInit": {"Scheme": "Gaussian", "Scale": 0.5, "Bias": -0.2}})";
+    return R"({"Version": 0.9, "Name": "grad", "ErrorFunction": ")" + c.loss +
+           R"(", "ScaledMarginalCrossEntropy": {"oneTarget": 1.0, "zeroTarget": 0.0,
+              "oneScale": 1.7, "zeroScale": 0.6}, "Layers": [)" + layers + "]}";
+}
+
+class NetworkGradient : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NetworkGradient, MatchesCentralDifferences) {
+    const Case& c = GetParam();
+    const NetworkConfig config = NetworkConfig::from_json(config_json(c));
+    Dataset x = testing::random_dataset(9, 6, testing::RowShape::kEmptyRows, c.valued_input, 21, "x");
+    const bool valued_target = c.loss == "L2";
+    Dataset y = testing::random_dataset(9, 7, testing::RowShape::kUniform, valued_target, 22, "y");
+    NetworkOptions no;
+    no.device = "cpu";
+    no.seed = 4;
+    Network net = Network::create(config, {{"x", 6}, {"y", 7}}, no);
+    TrainOptions to;
+    to.batch = 9;
+    Trainer trainer(net, {{"x", &x}, {"y", &y}}, to);
+    const auto grads = trainer.compute_gradients(0, 9);
+    const float h = 2e-3f;  // small enough that no ReLU unit crosses its kink here
+    int checked = 0;
+    for (const Parameter& p : net.parameters()) {
+        std::vector<float> values = net.get_parameter(p.name);
+        const std::vector<float>& g = grads.at(p.name);
+        ASSERT_EQ(g.size(), values.size());
+        for (size_t i = 0; i < values.size(); ++i) {
+            const float saved = values[i];
+            values[i] = saved + h;
+            net.set_parameter(p.name, values);
+            const double plus = trainer.compute_loss(0, 9);
+            values[i] = saved - h;
+            net.set_parameter(p.name, values);
+            const double minus = trainer.compute_loss(0, 9);
+            values[i] = saved;
+            net.set_parameter(p.name, values);
+            const double numeric = (plus - minus) / (2.0 * h);
+            const double analytic = g[i];
+            EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)))
+                << p.name << "[" << i << "]";
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 60);
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> all;
+    for (const char* hidden : {"Sigmoid", "Tanh", "RectifiedLinear", "Linear"}) {
+        all.push_back({hidden, "Sigmoid", "ScaledMarginalCrossEntropy", false, false});
+    }
+    const std::vector<std::pair<const char*, const char*>> heads = {
+        {"Sigmoid", "CrossEntropy"}, {"SoftMax", "CrossEntropy"},
+        {"Sigmoid", "L2"},           {"Tanh", "L2"},
+        {"Linear", "L2"},            {"SoftMax", "L2"},
+        {"SoftMax", "ScaledMarginalCrossEntropy"}};
+    for (const auto& [out, loss] : heads) all.push_back({"Tanh", out, loss, true, false});
+    all.push_back({"Sigmoid", "Sigmoid", "CrossEntropy", true, true});
+    all.push_back({"Tanh", "SoftMax", "CrossEntropy", false, true});
+    return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPairs, NetworkGradient, ::testing::ValuesIn(cases()), name_of);
+
+}  // namespace
+}  // namespace sparsenet
