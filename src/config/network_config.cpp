@@ -1,0 +1,760 @@
+// NetworkConfig::from_json / from_file: parse and validate DSSTNE's JSON network language.
+//
+// Rules (see docs/config-reference.md):
+//  * keys and enum string values match case-insensitively; two keys of one object that differ
+//    only by case are an error;
+//  * every key of DSSTNE's language that this version does not implement yet is rejected with
+//    ErrorCategory::kNotImplemented ("not implemented yet: <Key>"), never silently ignored;
+//  * any other unknown key is a kConfig error that lists the valid keys at that level;
+//  * messages read "<source>: <json path>: <what is wrong>; expected <what>".
+
+#include <json/json.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sparsenet/config.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet {
+namespace {
+
+// ---- small string helpers ----
+
+std::string lower(const std::string& s) {
+    std::string r = s;
+    for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return r;
+}
+
+bool iequals(const std::string& a, const std::string& b) {
+    return lower(a) == lower(b);
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+    std::string r;
+    for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) r += sep;
+        r += items[i];
+    }
+    return r;
+}
+
+std::string quote(const std::string& s) {
+    std::string r = "\"";
+    for (char c : s) {
+        unsigned char u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            r += '\\';
+            r += c;
+        } else if (u < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", u);
+            r += buf;
+        } else {
+            r += c;
+        }
+    }
+    return r + "\"";
+}
+
+// Shortest %g form that reads back as the same double.
+std::string format_number(double d) {
+    char buf[64];
+    for (int prec = 1; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+        if (std::strtod(buf, nullptr) == d) break;
+    }
+    return buf;
+}
+
+// "found ..." text for a JSON value: its type and (for scalars) the value.
+std::string describe(const Json::Value& v) {
+    switch (v.type()) {
+        case Json::nullValue:
+            return "null";
+        case Json::booleanValue:
+            return v.asBool() ? "boolean true" : "boolean false";
+        case Json::intValue:
+            return "integer " + std::to_string(v.asLargestInt());
+        case Json::uintValue:
+            return "integer " + std::to_string(v.asLargestUInt());
+        case Json::realValue:
+            return "number " + format_number(v.asDouble());
+        case Json::stringValue: {
+            std::string s = v.asString();
+            if (s.size() > 60) s = s.substr(0, 57) + "...";
+            return "string " + quote(s);
+        }
+        case Json::arrayValue:
+            return "array of " + std::to_string(v.size()) + " element(s)";
+        case Json::objectValue:
+            return "object";
+    }
+    return "unknown value";
+}
+
+// ---- errors ----
+
+struct Ctx {
+    const std::string& source;
+};
+
+[[noreturn]] void fail(const Ctx& ctx, const std::string& path, const std::string& what,
+                       const std::string& expected) {
+    throw Error(ErrorCategory::kConfig,
+                ctx.source + ": " + path + ": " + what + "; expected " + expected);
+}
+
+[[noreturn]] void not_implemented(const Ctx& ctx, const std::string& path,
+                                  const std::string& what) {
+    throw Error(ErrorCategory::kNotImplemented,
+                ctx.source + ": " + path + ": not implemented yet: " + what);
+}
+
+[[noreturn]] void wrong_type(const Ctx& ctx, const std::string& path, const Json::Value& v,
+                             const std::string& expected) {
+    fail(ctx, path, "wrong type: found " + describe(v), expected);
+}
+
+// ---- one JSON object with case-insensitive keys ----
+
+struct Field {
+    const Json::Value* value = nullptr;  // nullptr: key absent
+    std::string path;                    // JSON path of the key as written in the document
+    explicit operator bool() const { return value != nullptr; }
+};
+
+class ObjectView {
+  public:
+    // Checks every key of `obj` (which must be an object): differing-only-by-case duplicates and
+    // unknown keys are kConfig errors, keys in `not_impl` are kNotImplemented errors.
+    ObjectView(const Ctx& ctx, const Json::Value& obj, std::string path,
+               std::vector<std::string> valid, const std::vector<std::string>& not_impl,
+               const std::string& what)
+        : ctx_(ctx), obj_(obj), path_(std::move(path)), valid_(std::move(valid)) {
+        if (!obj.isObject()) wrong_type(ctx, path_, obj, what);
+        std::map<std::string, std::string> seen;  // lower-case -> key as written
+        for (const std::string& key : obj.getMemberNames()) {
+            std::string low = lower(key);
+            auto it = seen.find(low);
+            if (it != seen.end()) {
+                fail(ctx, path_,
+                     "keys " + quote(it->second) + " and " + quote(key) + " differ only by case",
+                     "each key at most once (keys are case-insensitive)");
+            }
+            seen.emplace(low, key);
+            bool known = false;
+            for (const std::string& v : valid_) known = known || lower(v) == low;
+            bool unimplemented = false;
+            for (const std::string& v : not_impl) unimplemented = unimplemented || lower(v) == low;
+            if (!known && !unimplemented) {
+                fail(ctx, child(key), "unknown key " + quote(key),
+                     "one of the keys valid here: " + join(valid_));
+            }
+        }
+        for (const auto& [low, key] : seen) {
+            for (const std::string& v : not_impl) {
+                if (lower(v) == low) not_implemented(ctx, child(key), v);
+            }
+            actual_.emplace(low, key);
+        }
+    }
+
+    std::string child(const std::string& key) const { return path_ + "." + key; }
+    const std::string& path() const { return path_; }
+
+    Field get(const std::string& canonical) const {
+        Field f;
+        auto it = actual_.find(lower(canonical));
+        if (it == actual_.end()) {
+            f.path = child(canonical);
+            return f;
+        }
+        f.value = &obj_[it->second];
+        f.path = child(it->second);
+        return f;
+    }
+
+  private:
+    const Ctx& ctx_;
+    const Json::Value& obj_;
+    std::string path_;
+    std::vector<std::string> valid_;
+    std::map<std::string, std::string> actual_;  // lower-case -> key as written
+};
+
+// ---- typed values ----
+
+double get_number(const Ctx& ctx, const Field& f, const std::string& expected) {
+    const Json::Value& v = *f.value;
+    if (v.type() != Json::intValue && v.type() != Json::uintValue && v.type() != Json::realValue) {
+        wrong_type(ctx, f.path, v, expected);
+    }
+    double d = v.asDouble();
+    if (!std::isfinite(d)) fail(ctx, f.path, "value " + describe(v) + " is not finite", expected);
+    return d;
+}
+
+// Doubles below this magnitude round to a finite float (FLT_MAX plus half of its ulp).
+constexpr double kFloatLimit = static_cast<double>(FLT_MAX) + 0x1p103;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+float to_float(const Ctx& ctx, const Field& f, double d, const std::string& expected) {
+    if (!(std::fabs(d) < kFloatLimit)) {
+        fail(ctx, f.path, "value " + format_number(d) + " does not fit a 32-bit float", expected);
+    }
+    return static_cast<float>(d);
+}
+
+// A float in [lo, hi] (or [lo, hi) when hi_open).
+float get_float_in(const Ctx& ctx, const Field& f, double lo, double hi, bool hi_open,
+                   const std::string& expected) {
+    double d = get_number(ctx, f, expected);
+    if (d < lo || (hi_open ? d >= hi : d > hi)) {
+        fail(ctx, f.path, "value " + format_number(d) + " is out of range", expected);
+    }
+    return to_float(ctx, f, d, expected);
+}
+
+float get_float(const Ctx& ctx, const Field& f, const std::string& expected) {
+    return to_float(ctx, f, get_number(ctx, f, expected), expected);
+}
+
+std::string get_string(const Ctx& ctx, const Field& f, const std::string& expected,
+                       bool allow_empty = true) {
+    if (!f.value->isString()) wrong_type(ctx, f.path, *f.value, expected);
+    std::string s = f.value->asString();
+    if (!allow_empty && s.empty()) fail(ctx, f.path, "empty string", expected);
+    return s;
+}
+
+bool get_bool(const Ctx& ctx, const Field& f) {
+    if (!f.value->isBool()) wrong_type(ctx, f.path, *f.value, "a boolean (true or false)");
+    return f.value->asBool();
+}
+
+// ---- enumerations ----
+
+template <typename E>
+struct EnumName {
+    const char* name;
+    E value;
+};
+
+// Matches a string value case-insensitively against `names`; values in `not_impl` (DSSTNE's,
+// not implemented yet) give kNotImplemented "<Key> <Value>".
+template <typename E>
+E get_enum(const Ctx& ctx, const Field& f, const std::string& key,
+           const std::vector<EnumName<E>>& names, const std::vector<std::string>& not_impl,
+           const std::string& expected) {
+    std::string s = get_string(ctx, f, "a string, one of " + expected);
+    for (const auto& n : names) {
+        if (iequals(s, n.name)) return n.value;
+    }
+    for (const std::string& n : not_impl) {
+        if (iequals(s, n)) not_implemented(ctx, f.path, key + " " + n);
+    }
+    fail(ctx, f.path, "unknown value " + quote(s), "one of " + expected);
+}
+
+const std::vector<EnumName<LayerKind>> kLayerKinds = {
+    {"Input", LayerKind::kInput}, {"Hidden", LayerKind::kHidden}, {"Output", LayerKind::kOutput}};
+const char* const kLayerKindList = "Input, Hidden, Output";
+
+const std::vector<EnumName<Activation>> kActivations = {
+    {"Sigmoid", Activation::kSigmoid},
+    {"Tanh", Activation::kTanh},
+    {"RectifiedLinear", Activation::kRectifiedLinear},
+    {"Relu", Activation::kRectifiedLinear},
+    {"Linear", Activation::kLinear},
+    {"SoftMax", Activation::kSoftMax}};
+const char* const kActivationList = "Sigmoid, Tanh, RectifiedLinear (alias Relu), Linear, SoftMax";
+const std::vector<std::string> kActivationsNotImpl = {"LRelu",    "LeakyRectifiedLinear",
+                                                      "Elu",      "ExponentialLinear",
+                                                      "Selu",     "ScaledExponentialLinear",
+                                                      "SoftPlus", "SoftSign",
+                                                      "ReluMax",  "LinearMax"};
+
+const std::vector<EnumName<ErrorFunction>> kErrorFunctions = {
+    {"L2", ErrorFunction::kL2},
+    {"CrossEntropy", ErrorFunction::kCrossEntropy},
+    {"Cross Entropy", ErrorFunction::kCrossEntropy},
+    {"ScaledMarginalCrossEntropy", ErrorFunction::kScaledMarginalCrossEntropy}};
+const char* const kErrorFunctionList =
+    "L2, CrossEntropy (alias \"Cross Entropy\"), ScaledMarginalCrossEntropy";
+const std::vector<std::string> kErrorFunctionsNotImpl = {"L1", "L2Hinge", "Hinge",
+                                                         "DataScaledMarginalCrossEntropy"};
+
+const std::vector<EnumName<WeightInitScheme>> kSchemes = {
+    {"Xavier", WeightInitScheme::kXavier},
+    {"Gaussian", WeightInitScheme::kGaussian},
+    {"Uniform", WeightInitScheme::kUniform},
+    {"Constant", WeightInitScheme::kConstant}};
+const char* const kSchemeList = "Xavier, Gaussian, Uniform, Constant";
+const std::vector<std::string> kSchemesNotImpl = {"CaffeXavier", "UnitBall", "SELU"};
+
+// ---- key sets ----
+
+const std::vector<std::string> kTopKeys = {
+    "Version",   "Name",           "Kind",  "ErrorFunction", "ScaledMarginalCrossEntropy",
+    "Denoising", "ShuffleIndices", "Layers"};
+const std::vector<std::string> kTopNotImpl = {"WeightsData",
+                                              "LocalResponseNormalization",
+                                              "LRN",
+                                              "Maxout",
+                                              "SparsenessPenalty",
+                                              "DeltaBoost",
+                                              "DataScaledMarginalCrossEntropy",
+                                              "RELUSlope",
+                                              "Slope",
+                                              "ELUAlpha",
+                                              "SELULambda",
+                                              "Decay"};
+const std::vector<std::string> kLayerKeys = {"Name",     "Kind",      "Type",   "N",
+                                             "Sparse",   "DataSet",   "Source", "Activation",
+                                             "pDropout", "WeightInit"};
+const std::vector<std::string> kLayerNotImpl = {
+    "Kernel",       "KernelStride", "BatchNormalization", "SparsenessPenalty",
+    "Function",     "Skip",         "RELUSlope",          "Slope",
+    "ELUAlpha",     "SELULambda",   "WeightNorm",         "DeltaNorm",
+    "SharedWeights"};
+const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
+const std::vector<std::string> kDenoisingKeys = {"p"};
+const std::vector<std::string> kWeightInitKeys = {"Scheme", "Scale", "Bias"};
+const std::vector<std::string> kNone = {};
+
+// ---- sections ----
+
+SmceParams parse_smce(const Ctx& ctx, const Field& f) {
+    ObjectView o(ctx, *f.value, f.path, kSmceKeys, kNone,
+                 "an object with keys oneTarget, zeroTarget, oneScale, zeroScale");
+    SmceParams p;
+    const char* target = "a number in [0, 1]";
+    const char* scale = "a number >= 0";
+    if (Field g = o.get("oneTarget")) p.one_target = get_float_in(ctx, g, 0, 1, false, target);
+    if (Field g = o.get("zeroTarget")) p.zero_target = get_float_in(ctx, g, 0, 1, false, target);
+    if (Field g = o.get("oneScale")) p.one_scale = get_float_in(ctx, g, 0, kInf, false, scale);
+    if (Field g = o.get("zeroScale")) p.zero_scale = get_float_in(ctx, g, 0, kInf, false, scale);
+    return p;
+}
+
+WeightInit parse_weight_init(const Ctx& ctx, const Field& f) {
+    ObjectView o(ctx, *f.value, f.path, kWeightInitKeys, kNone,
+                 "an object with keys Scheme, Scale, Bias");
+    WeightInit w;
+    if (Field g = o.get("Scheme")) {
+        w.scheme = get_enum(ctx, g, "Scheme", kSchemes, kSchemesNotImpl, kSchemeList);
+    }
+    if (Field g = o.get("Scale")) {
+        if (w.scheme == WeightInitScheme::kConstant) {
+            w.scale = get_float(ctx, g, "a number (the constant weight value)");
+        } else {
+            w.scale = get_float_in(ctx, g, 0, kInf, false,
+                                   "a number >= 0 (negative scales are only allowed with Scheme "
+                                   "Constant)");
+        }
+    }
+    if (Field g = o.get("Bias")) w.bias = get_float(ctx, g, "a number (the initial bias)");
+    return w;
+}
+
+// N: positive integer, [n] or "auto". Arrays of 2..4 positive integers are DSSTNE's
+// multi-dimensional layers: not implemented yet.
+void parse_n(const Ctx& ctx, const Field& f, LayerKind kind, LayerConfig& layer) {
+    const std::string expected = "a positive integer, a 1-element array [n] or \"auto\"";
+    const std::string int_expected = "a positive integer (at most 4294967295)";
+    auto as_count = [&](const Json::Value& v, const std::string& path) -> uint32_t {
+        Field e{&v, path};
+        double d = get_number(ctx, e, int_expected);
+        if (std::floor(d) != d) {
+            fail(ctx, path, "value " + format_number(d) + " is not an integer", int_expected);
+        }
+        if (d < 1 || d > 4294967295.0) {
+            fail(ctx, path, "value " + format_number(d) + " is out of range", int_expected);
+        }
+        return static_cast<uint32_t>(d);
+    };
+    const Json::Value& v = *f.value;
+    if (v.isString()) {
+        if (!iequals(v.asString(), "auto")) {
+            fail(ctx, f.path, "unknown value " + quote(v.asString()), expected);
+        }
+        if (kind == LayerKind::kHidden) {
+            fail(ctx, f.path,
+                 "\"auto\" is not allowed on Hidden layers (only Input and Output "
+                 "layers take their size from a dataset)",
+                 int_expected);
+        }
+        layer.n_auto = true;
+        layer.n = 0;
+        return;
+    }
+    if (v.isArray()) {
+        if (v.empty() || v.size() > 4) {
+            fail(ctx, f.path, "array of " + std::to_string(v.size()) + " element(s)",
+                 "a positive integer or an array of 1 to 4 positive integers");
+        }
+        std::vector<std::string> dims;
+        for (Json::ArrayIndex i = 0; i < v.size(); ++i) {
+            uint32_t n = as_count(v[i], f.path + "[" + std::to_string(i) + "]");
+            dims.push_back(std::to_string(n));
+            layer.n = n;
+        }
+        if (v.size() > 1) {
+            not_implemented(ctx, f.path, "N [" + join(dims) + "] (multi-dimensional layers)");
+        }
+        return;
+    }
+    if (!v.isNumeric()) wrong_type(ctx, f.path, v, expected);
+    layer.n = as_count(v, f.path);
+}
+
+// A layer as parsed, with the information the cross-layer checks need.
+struct ParsedLayer {
+    LayerConfig config;
+    bool has_name = false;
+    std::string path;                       // $.Layers[i]
+    std::vector<std::string> source_paths;  // JSON path of each entry of config.sources
+    bool default_source = false;            // no Source key: the previous layer
+};
+
+ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size_t count) {
+    ParsedLayer out;
+    out.path = "$.Layers[" + std::to_string(index) + "]";
+    ObjectView o(ctx, v, out.path, kLayerKeys, kLayerNotImpl, "a layer object");
+    LayerConfig& layer = out.config;
+
+    // Kind first: the defaults and the allowed keys depend on it.
+    layer.kind = index == 0           ? LayerKind::kInput
+                 : index + 1 == count ? LayerKind::kOutput
+                                      : LayerKind::kHidden;
+    if (Field f = o.get("Kind")) {
+        layer.kind = get_enum(ctx, f, "Kind", kLayerKinds, {"Target"}, kLayerKindList);
+    }
+    const std::string kind_name = to_string(layer.kind);
+    auto not_allowed = [&](const Field& f, const std::string& key, const std::string& expected) {
+        fail(ctx, f.path, key + " is not allowed on " + kind_name + " layers", expected);
+    };
+
+    if (Field f = o.get("Type")) {
+        if (!f.value->isString()) wrong_type(ctx, f.path, *f.value, "the string FullyConnected");
+        std::string t = f.value->asString();
+        if (iequals(t, "Convolutional")) not_implemented(ctx, f.path, "Type Convolutional");
+        if (iequals(t, "Pooling")) not_implemented(ctx, f.path, "Type Pooling");
+        if (!iequals(t, "FullyConnected")) {
+            fail(ctx, f.path, "unknown value " + quote(t), "FullyConnected");
+        }
+    }
+    if (Field f = o.get("Name")) {
+        layer.name = get_string(ctx, f, "a non-empty string (the layer name)", false);
+        out.has_name = true;
+    }
+    if (Field f = o.get("N")) {
+        parse_n(ctx, f, layer.kind, layer);
+    } else {
+        fail(ctx, o.child("N"), "missing required key N",
+             layer.kind == LayerKind::kHidden
+                 ? "the number of units, a positive integer"
+                 : "the number of units, a positive integer or \"auto\"");
+    }
+    if (Field f = o.get("Sparse")) layer.sparse = get_bool(ctx, f);
+
+    if (Field f = o.get("DataSet")) {
+        if (layer.kind == LayerKind::kHidden) {
+            not_allowed(f, "DataSet", "DataSet only on Input and Output layers");
+        }
+        layer.dataset = get_string(ctx, f, "a non-empty string (a dataset name)", false);
+    } else if (layer.kind != LayerKind::kHidden) {
+        fail(ctx, o.child("DataSet"), "missing required key DataSet on " + kind_name + " layer",
+             "a non-empty string naming the dataset that feeds this layer");
+    }
+
+    if (Field f = o.get("Source")) {
+        if (layer.kind == LayerKind::kInput) {
+            not_allowed(f, "Source", "Source only on Hidden and Output layers");
+        }
+        const std::string expected = "a layer name or a non-empty array of layer names";
+        const Json::Value& s = *f.value;
+        if (s.isString()) {
+            layer.sources.push_back(get_string(ctx, f, expected, false));
+            out.source_paths.push_back(f.path);
+        } else if (s.isArray()) {
+            if (s.empty()) fail(ctx, f.path, "empty array", expected);
+            for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
+                Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};
+                layer.sources.push_back(
+                    get_string(ctx, e, "a non-empty string (a layer name)", false));
+                out.source_paths.push_back(e.path);
+            }
+        } else {
+            wrong_type(ctx, f.path, s, expected);
+        }
+    }
+
+    if (Field f = o.get("Activation")) {
+        if (layer.kind == LayerKind::kInput) {
+            not_allowed(f, "Activation", "Activation only on Hidden and Output layers");
+        }
+        layer.activation =
+            get_enum(ctx, f, "Activation", kActivations, kActivationsNotImpl, kActivationList);
+    }
+    if (Field f = o.get("pDropout")) {
+        if (layer.kind == LayerKind::kOutput) {
+            not_allowed(f, "pDropout",
+                        "pDropout only on Input and Hidden layers (unlike DSSTNE, sparsenet does "
+                        "not drop output units)");
+        }
+        layer.p_dropout = get_float_in(ctx, f, 0, 1, true, "a number in [0, 1)");
+    }
+    if (Field f = o.get("WeightInit")) {
+        if (layer.kind == LayerKind::kInput) {
+            not_allowed(f, "WeightInit", "WeightInit only on Hidden and Output layers");
+        }
+        layer.weight_init = parse_weight_init(ctx, f);
+    }
+    return out;
+}
+
+// Names, default sources, source existence and acyclicity.
+void link_layers(const Ctx& ctx, std::vector<ParsedLayer>& layers) {
+    bool has_input = false, has_output = false;
+    for (const ParsedLayer& p : layers) {
+        has_input = has_input || p.config.kind == LayerKind::kInput;
+        has_output = has_output || p.config.kind == LayerKind::kOutput;
+    }
+    if (!has_input) {
+        fail(ctx, "$.Layers", "no Input layer",
+             "at least one layer with Kind Input (the first layer is Input by default)");
+    }
+    if (!has_output) {
+        fail(ctx, "$.Layers", "no Output layer",
+             "at least one layer with Kind Output (the last layer is Output by default)");
+    }
+
+    std::map<std::string, size_t> by_name;
+    for (size_t i = 0; i < layers.size(); ++i) {
+        LayerConfig& l = layers[i].config;
+        if (!layers[i].has_name) l.name = std::string(to_string(l.kind)) + std::to_string(i);
+        auto [it, inserted] = by_name.emplace(l.name, i);
+        if (!inserted) {
+            fail(ctx, layers[i].path + ".Name",
+                 std::string("duplicate layer name ") + quote(l.name) +
+                     (layers[i].has_name ? "" : " (the default name of this layer)") +
+                     ", already used by " + layers[it->second].path,
+                 "unique layer names");
+        }
+    }
+
+    for (size_t i = 0; i < layers.size(); ++i) {
+        ParsedLayer& p = layers[i];
+        LayerConfig& l = p.config;
+        if (l.kind == LayerKind::kInput) continue;
+        if (l.sources.empty()) {
+            if (i == 0) {
+                fail(ctx, p.path,
+                     std::string(to_string(l.kind)) + " layer has no Source and no previous layer",
+                     "a Source key naming the layer(s) that feed this layer");
+            }
+            l.sources.push_back(layers[i - 1].config.name);
+            p.source_paths.push_back(p.path);
+            p.default_source = true;
+        }
+        for (size_t k = 0; k < l.sources.size(); ++k) {
+            const std::string& s = l.sources[k];
+            for (size_t j = 0; j < k; ++j) {
+                if (l.sources[j] == s) {
+                    fail(ctx, p.source_paths[k], "layer " + quote(s) + " is listed twice",
+                         "each source at most once");
+                }
+            }
+            if (by_name.count(s) == 0) {
+                std::vector<std::string> names;
+                std::string hint;
+                for (const ParsedLayer& q : layers) {
+                    names.push_back(q.config.name);
+                    if (iequals(q.config.name, s)) {
+                        hint = " (layer names are case-sensitive; did you mean " +
+                               quote(q.config.name) + "?)";
+                    }
+                }
+                fail(ctx, p.source_paths[k], "unknown layer " + quote(s) + hint,
+                     "the name of a layer in $.Layers: one of " + join(names));
+            }
+        }
+    }
+
+    // Acyclicity: depth-first search over the source edges.
+    enum Mark { kWhite, kGrey, kBlack };
+    std::vector<Mark> mark(layers.size(), kWhite);
+    std::vector<size_t> stack;
+    std::function<void(size_t)> visit = [&](size_t i) {
+        mark[i] = kGrey;
+        stack.push_back(i);
+        const LayerConfig& l = layers[i].config;
+        for (size_t k = 0; k < l.sources.size(); ++k) {
+            size_t j = by_name.at(l.sources[k]);
+            if (mark[j] == kGrey) {
+                std::vector<std::string> cycle;
+                auto from = std::find(stack.begin(), stack.end(), j);
+                for (auto it = from; it != stack.end(); ++it) {
+                    cycle.push_back(quote(layers[*it].config.name));
+                }
+                cycle.push_back(quote(layers[j].config.name));
+                fail(ctx, layers[i].source_paths[k],
+                     "the layer graph has a cycle: " + join(cycle, " <- ") +
+                         " (A <- B: B is a Source of A" +
+                         (layers[i].default_source
+                              ? "; this layer has no Source key, so its Source is the "
+                                "previous layer)"
+                              : ")"),
+                     "an acyclic graph of layers");
+            }
+            if (mark[j] == kWhite) visit(j);
+        }
+        stack.pop_back();
+        mark[i] = kBlack;
+    };
+    for (size_t i = 0; i < layers.size(); ++i) {
+        if (mark[i] == kWhite) visit(i);
+    }
+}
+
+Json::Value parse_document(const std::string& text, const std::string& source) {
+    Json::CharReaderBuilder builder;
+    builder["collectComments"] = false;
+    builder["rejectDupKeys"] = true;
+    builder["failIfExtra"] = true;
+    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+    Json::Value root;
+    std::string errors;
+    if (!reader->parse(text.data(), text.data() + text.size(), &root, &errors)) {
+        // JsonCpp's text is "* Line L, Column C\n  message\n..."; keep it on one line.
+        std::string flat;
+        bool space = false;
+        for (char c : errors) {
+            if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+                space = !flat.empty();
+            } else {
+                if (space) flat += ' ';
+                space = false;
+                flat += c;
+            }
+        }
+        throw Error(ErrorCategory::kConfig,
+                    source + ": $: malformed JSON: " + flat + "; expected a valid JSON document");
+    }
+    return root;
+}
+
+}  // namespace
+
+NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::string& source) {
+    const Ctx ctx{source};
+    const Json::Value root = parse_document(json_text, source);
+    ObjectView top(ctx, root, "$", kTopKeys, kTopNotImpl, "a JSON object (the network definition)");
+    NetworkConfig cfg;
+
+    if (Field f = top.get("Version")) {
+        const char* expected = "a number >= 0.7";
+        double v = get_number(ctx, f, expected);
+        if (v < 0.7) fail(ctx, f.path, "version " + format_number(v) + " is too old", expected);
+        cfg.version = v;
+    }
+    if (Field f = top.get("Name")) cfg.name = get_string(ctx, f, "a string (the network name)");
+    if (Field f = top.get("Kind")) {
+        const char* expected = "one of FeedForward, AutoEncoder";
+        std::string k = get_string(ctx, f, std::string("a string, ") + expected);
+        if (iequals(k, "FeedForward")) {
+            cfg.kind = "FeedForward";
+        } else if (iequals(k, "AutoEncoder")) {
+            cfg.kind = "AutoEncoder";
+        } else {
+            fail(ctx, f.path, "unknown value " + quote(k), expected);
+        }
+    }
+    if (Field f = top.get("ErrorFunction")) {
+        cfg.error_function = get_enum(ctx, f, "ErrorFunction", kErrorFunctions,
+                                      kErrorFunctionsNotImpl, kErrorFunctionList);
+    }
+    if (Field f = top.get("ScaledMarginalCrossEntropy")) cfg.smce = parse_smce(ctx, f);
+    if (Field f = top.get("Denoising")) {
+        ObjectView o(ctx, *f.value, f.path, kDenoisingKeys, kNone, "an object with key p");
+        if (Field p = o.get("p")) {
+            cfg.denoising_p = get_float_in(ctx, p, 0, 1, true, "a number in [0, 1)");
+        }
+    }
+    if (Field f = top.get("ShuffleIndices")) cfg.shuffle_indices = get_bool(ctx, f);
+
+    Field layers = top.get("Layers");
+    const char* layers_expected = "a non-empty array of layer objects";
+    if (!layers) fail(ctx, layers.path, "missing required key Layers", layers_expected);
+    if (!layers.value->isArray()) wrong_type(ctx, layers.path, *layers.value, layers_expected);
+    if (layers.value->empty()) fail(ctx, layers.path, "empty array", layers_expected);
+
+    std::vector<ParsedLayer> parsed;
+    const size_t count = layers.value->size();
+    for (size_t i = 0; i < count; ++i) {
+        parsed.push_back(
+            parse_layer(ctx, (*layers.value)[static_cast<Json::ArrayIndex>(i)], i, count));
+    }
+    link_layers(ctx, parsed);
+    for (ParsedLayer& p : parsed) cfg.layers.push_back(std::move(p.config));
+    return cfg;
+}
+
+NetworkConfig NetworkConfig::from_file(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::file_status st = fs::status(path, ec);
+    if (!fs::exists(st)) {
+        throw Error(ErrorCategory::kIo,
+                    path +
+                        ": cannot open network file: no such file; expected a readable JSON "
+                        "network definition");
+    }
+    if (fs::is_directory(st)) {
+        throw Error(ErrorCategory::kIo, path +
+                                            ": cannot read network file: it is a directory; "
+                                            "expected a readable JSON network definition");
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        throw Error(ErrorCategory::kIo, path +
+                                            ": cannot open network file: " + std::strerror(errno) +
+                                            "; expected a readable JSON network definition");
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": error while reading network file; expected a readable JSON file");
+    }
+    return from_json(text.str(), path);
+}
+
+const LayerConfig* NetworkConfig::find_layer(const std::string& name) const {
+    for (const LayerConfig& l : layers) {
+        if (l.name == name) return &l;
+    }
+    return nullptr;
+}
+
+}  // namespace sparsenet

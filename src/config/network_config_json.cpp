@@ -1,0 +1,209 @@
+// NetworkConfig::to_json (canonical DSSTNE-spelled JSON), the enum to_string functions and the
+// equality operators declared in sparsenet/config.h.
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "sparsenet/config.h"
+
+namespace sparsenet {
+
+const char* to_string(LayerKind v) {
+    switch (v) {
+        case LayerKind::kInput:
+            return "Input";
+        case LayerKind::kHidden:
+            return "Hidden";
+        case LayerKind::kOutput:
+            return "Output";
+    }
+    return "Unknown";
+}
+
+const char* to_string(Activation v) {
+    switch (v) {
+        case Activation::kSigmoid:
+            return "Sigmoid";
+        case Activation::kTanh:
+            return "Tanh";
+        case Activation::kRectifiedLinear:
+            return "RectifiedLinear";
+        case Activation::kLinear:
+            return "Linear";
+        case Activation::kSoftMax:
+            return "SoftMax";
+    }
+    return "Unknown";
+}
+
+const char* to_string(ErrorFunction v) {
+    switch (v) {
+        case ErrorFunction::kL2:
+            return "L2";
+        case ErrorFunction::kCrossEntropy:
+            return "CrossEntropy";
+        case ErrorFunction::kScaledMarginalCrossEntropy:
+            return "ScaledMarginalCrossEntropy";
+    }
+    return "Unknown";
+}
+
+const char* to_string(WeightInitScheme v) {
+    switch (v) {
+        case WeightInitScheme::kXavier:
+            return "Xavier";
+        case WeightInitScheme::kGaussian:
+            return "Gaussian";
+        case WeightInitScheme::kUniform:
+            return "Uniform";
+        case WeightInitScheme::kConstant:
+            return "Constant";
+    }
+    return "Unknown";
+}
+
+bool operator==(const WeightInit& a, const WeightInit& b) {
+    return a.scheme == b.scheme && a.scale == b.scale && a.bias == b.bias;
+}
+
+bool operator==(const LayerConfig& a, const LayerConfig& b) {
+    return a.name == b.name && a.kind == b.kind && a.n == b.n && a.n_auto == b.n_auto &&
+           a.sparse == b.sparse && a.dataset == b.dataset && a.sources == b.sources &&
+           a.activation == b.activation && a.p_dropout == b.p_dropout &&
+           a.weight_init == b.weight_init;
+}
+
+bool operator==(const SmceParams& a, const SmceParams& b) {
+    return a.one_target == b.one_target && a.zero_target == b.zero_target &&
+           a.one_scale == b.one_scale && a.zero_scale == b.zero_scale;
+}
+
+bool operator==(const NetworkConfig& a, const NetworkConfig& b) {
+    return a.version == b.version && a.name == b.name && a.kind == b.kind &&
+           a.error_function == b.error_function && a.smce == b.smce &&
+           a.denoising_p == b.denoising_p && a.shuffle_indices == b.shuffle_indices &&
+           a.layers == b.layers;
+}
+
+namespace {
+
+std::string json_string(const std::string& s) {
+    std::string r = "\"";
+    for (char c : s) {
+        unsigned char u = static_cast<unsigned char>(c);
+        switch (c) {
+            case '"':
+                r += "\\\"";
+                break;
+            case '\\':
+                r += "\\\\";
+                break;
+            case '\b':
+                r += "\\b";
+                break;
+            case '\f':
+                r += "\\f";
+                break;
+            case '\n':
+                r += "\\n";
+                break;
+            case '\r':
+                r += "\\r";
+                break;
+            case '\t':
+                r += "\\t";
+                break;
+            default:
+                if (u < 0x20 || u == 0x7f) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", u);
+                    r += buf;
+                } else {
+                    r += c;
+                }
+        }
+    }
+    return r + "\"";
+}
+
+// Shortest decimal text that reads back (through a double, as JsonCpp reads numbers) as exactly
+// the same value. Non-finite values cannot be written as JSON numbers: they become null, which
+// from_json rejects.
+std::string json_double(double d) {
+    if (d != d || d - d != 0) return "null";
+    if (d == 0) return std::signbit(d) ? "-0.0" : "0";  // JsonCpp reads "-0" as integer 0
+    char buf[64];
+    for (int prec = 1; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+        if (std::strtod(buf, nullptr) == d) break;
+    }
+    return buf;
+}
+
+std::string json_float(float f) {
+    if (f != f || f - f != 0) return "null";
+    if (f == 0) return std::signbit(f) ? "-0.0" : "0";  // JsonCpp reads "-0" as integer 0
+    char buf[64];
+    for (int prec = 1; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(f));
+        if (static_cast<float>(std::strtod(buf, nullptr)) == f) break;
+    }
+    return buf;
+}
+
+const char* json_bool(bool b) {
+    return b ? "true" : "false";
+}
+
+std::string layer_json(const LayerConfig& l) {
+    std::string r = "{ ";
+    r += "\"Name\": " + json_string(l.name);
+    r += std::string(", \"Kind\": \"") + to_string(l.kind) + "\"";
+    r += ", \"Type\": \"FullyConnected\"";
+    r += ", \"N\": " + (l.n_auto ? std::string("\"auto\"") : std::to_string(l.n));
+    r += std::string(", \"Sparse\": ") + json_bool(l.sparse);
+    if (l.kind != LayerKind::kHidden) r += ", \"DataSet\": " + json_string(l.dataset);
+    if (l.kind != LayerKind::kInput) {
+        r += ", \"Source\": [";
+        for (size_t i = 0; i < l.sources.size(); ++i) {
+            if (i > 0) r += ", ";
+            r += json_string(l.sources[i]);
+        }
+        r += "]";
+        r += std::string(", \"Activation\": \"") + to_string(l.activation) + "\"";
+    }
+    if (l.kind != LayerKind::kOutput) r += ", \"pDropout\": " + json_float(l.p_dropout);
+    if (l.kind != LayerKind::kInput) {
+        r += std::string(", \"WeightInit\": { \"Scheme\": \"") + to_string(l.weight_init.scheme) +
+             "\", \"Scale\": " + json_float(l.weight_init.scale) +
+             ", \"Bias\": " + json_float(l.weight_init.bias) + " }";
+    }
+    return r + " }";
+}
+
+}  // namespace
+
+std::string NetworkConfig::to_json() const {
+    std::string r = "{\n";
+    r += "    \"Version\": " + json_double(version) + ",\n";
+    r += "    \"Name\": " + json_string(name) + ",\n";
+    r += "    \"Kind\": " + json_string(kind) + ",\n";
+    r += std::string("    \"ErrorFunction\": \"") + to_string(error_function) + "\",\n";
+    r += "    \"ScaledMarginalCrossEntropy\": { \"oneTarget\": " + json_float(smce.one_target) +
+         ", \"zeroTarget\": " + json_float(smce.zero_target) +
+         ", \"oneScale\": " + json_float(smce.one_scale) +
+         ", \"zeroScale\": " + json_float(smce.zero_scale) + " },\n";
+    r += "    \"Denoising\": { \"p\": " + json_float(denoising_p) + " },\n";
+    r += std::string("    \"ShuffleIndices\": ") + json_bool(shuffle_indices) + ",\n";
+    r += "    \"Layers\": [";
+    for (size_t i = 0; i < layers.size(); ++i) {
+        r += i > 0 ? ",\n        " : "\n        ";
+        r += layer_json(layers[i]);
+    }
+    r += layers.empty() ? "]\n" : "\n    ]\n";
+    return r + "}\n";
+}
+
+}  // namespace sparsenet
