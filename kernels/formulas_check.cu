@@ -14,8 +14,8 @@ __global__ void formulas_check_kernel(formulas::LossParams loss, formulas::Optim
     if (i >= n) return;
     const float t = formulas::keep_unit(7, i, i, 0.5f) ? 1.0f : 0.0f;
     float w = a[i], s1 = 0.0f, s2 = 0.0f;
-    formulas::optimizer_update(step, w, formulas::output_delta_element(loss, Activation::kSigmoid,
-                                                                       a[i], t), s1, s2);
+    formulas::optimizer_update(
+        step, w, formulas::output_delta_element(loss, Activation::kSigmoid, a[i], t), s1, s2);
     out[i] = w + formulas::loss_element(loss, formulas::activate(Activation::kTanh, a[i]), t) +
              formulas::derivative_from_output(Activation::kRectifiedLinear, a[i]);
 }

@@ -13,8 +13,7 @@ namespace {
 
 [[noreturn]] void bad_value(const std::string& flag, const std::string& value,
                             const std::string& expected) {
-    throw Error(ErrorCategory::kUsage,
-                "option " + flag + ": '" + value + "' is not " + expected);
+    throw Error(ErrorCategory::kUsage, "option " + flag + ": '" + value + "' is not " + expected);
 }
 
 uint64_t parse_unsigned(const std::string& flag, const std::string& value, uint64_t max) {
@@ -48,7 +47,9 @@ ArgParser::ArgParser(std::string command, std::string summary)
     options_.push_back(std::move(help));
 }
 
-void ArgParser::add_option(Option option) { options_.push_back(std::move(option)); }
+void ArgParser::add_option(Option option) {
+    options_.push_back(std::move(option));
+}
 
 void ArgParser::add(std::vector<std::string> names, std::string* target, std::string metavar,
                     std::string help, bool required) {
@@ -91,10 +92,9 @@ void ArgParser::add(std::vector<std::string> names, float* target, std::string m
 
 void ArgParser::add(std::vector<std::string> names, double* target, std::string metavar,
                     std::string help) {
-    add_option({std::move(names), std::move(metavar), std::move(help), false, false, false,
-                [target](const std::string& f, const std::string& v) {
-                    *target = parse_double(f, v);
-                }});
+    add_option(
+        {std::move(names), std::move(metavar), std::move(help), false, false, false,
+         [target](const std::string& f, const std::string& v) { *target = parse_double(f, v); }});
 }
 
 void ArgParser::add_flag(std::vector<std::string> names, bool* target, std::string help) {
@@ -143,17 +143,17 @@ bool ArgParser::parse(int argc, char** argv) {
         }
         Option* o = find(arg);
         if (o == nullptr) {
-            throw Error(ErrorCategory::kUsage,
-                        (arg.empty() || arg[0] != '-' ? "unexpected argument '"
-                                                      : "unknown option '") +
-                            arg + "'; see 'sparsenet " + command_ + " --help'");
+            throw Error(
+                ErrorCategory::kUsage,
+                (arg.empty() || arg[0] != '-' ? "unexpected argument '" : "unknown option '") +
+                    arg + "'; see 'sparsenet " + command_ + " --help'");
         }
         if (o->is_flag) {
             if (has_value) throw Error(ErrorCategory::kUsage, "option " + arg + " takes no value");
         } else if (!has_value) {
             if (i + 1 >= argc) {
-                throw Error(ErrorCategory::kUsage, "option " + arg + " needs a value (" +
-                                                       o->metavar + ")");
+                throw Error(ErrorCategory::kUsage,
+                            "option " + arg + " needs a value (" + o->metavar + ")");
             }
             value = argv[++i];
         }

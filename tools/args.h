@@ -10,7 +10,7 @@
 namespace sparsenet::cli {
 
 class ArgParser {
-public:
+  public:
     ArgParser(std::string command, std::string summary);
 
     // names: e.g. {"-c", "--config"}; the first long name is shown in help.
@@ -22,8 +22,7 @@ public:
              std::string help, bool required = false);
     void add(std::vector<std::string> names, int* target, std::string metavar, std::string help);
     void add(std::vector<std::string> names, float* target, std::string metavar, std::string help);
-    void add(std::vector<std::string> names, double* target, std::string metavar,
-             std::string help);
+    void add(std::vector<std::string> names, double* target, std::string metavar, std::string help);
     void add_flag(std::vector<std::string> names, bool* target, std::string help);
     void add_list(std::vector<std::string> names, std::vector<std::string>* target,
                   std::string metavar, std::string help);
@@ -33,7 +32,7 @@ public:
     std::string help() const;
     bool given(const std::string& name) const;  // any of the option's names
 
-private:
+  private:
     struct Option {
         std::vector<std::string> names;
         std::string metavar;

@@ -60,7 +60,8 @@ int evaluate_main(int argc, char** argv) {
         options.batch = batch;
         const TopK top = predictor.top_k(options, &input);
         print_row("model", ranking_metrics(top, heldout, k));
-        if (baseline) print_row("popularity", ranking_metrics(popularity_top_k(input, k), heldout, k));
+        if (baseline)
+            print_row("popularity", ranking_metrics(popularity_top_k(input, k), heldout, k));
         return 0;
     });
 }

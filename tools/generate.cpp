@@ -13,8 +13,7 @@ namespace sparsenet::cli {
 int generate_main(int argc, char** argv) {
     return run_command("generate", [&]() {
         GenerateOptions g;
-        std::string out_path, heldout_path, names = "gl_input,gl_output",
-                                            heldout_name = "heldout";
+        std::string out_path, heldout_path, names = "gl_input,gl_output", heldout_name = "heldout";
         int threads = 0;
         bool quiet = false;
         ArgParser args("generate",
@@ -77,8 +76,8 @@ int generate_main(int argc, char** argv) {
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (!quiet) {
-            std::printf("wrote %s: %llu users x %u items, %llu interactions (%s)",
-                        out_path.c_str(), (unsigned long long)data.train.rows, data.train.cols,
+            std::printf("wrote %s: %llu users x %u items, %llu interactions (%s)", out_path.c_str(),
+                        (unsigned long long)data.train.rows, data.train.cols,
                         (unsigned long long)data.train.nnz(), names.c_str());
             if (g.holdout > 0.0) {
                 std::printf("; %s: %llu held out", heldout_path.c_str(),

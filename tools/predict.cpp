@@ -38,8 +38,8 @@ std::string label(const std::vector<std::string>& names, uint64_t i) {
 
 int predict_main(int argc, char** argv) {
     return run_command("predict", [&]() {
-        std::string model_path, input_path, out_path, exclude_path, samples_index,
-            features_index, device = "auto", output_layer;
+        std::string model_path, input_path, out_path, exclude_path, samples_index, features_index,
+            device = "auto", output_layer;
         PredictOptions options;
         options.k = 100;
         options.batch = 1024;
@@ -55,8 +55,7 @@ int predict_main(int argc, char** argv) {
         args.add({"-k"}, &options.k, "K", "recommendations per row (default 100)");
         args.add({"-b", "--batch"}, &options.batch, "N", "rows per batch (default 1024)");
         args.add({"-s", "--output"}, &out_path, "FILE", "recommendations file (default stdout)");
-        args.add_flag({"--keep-input"}, &keep_input,
-                      "do not exclude the row's own input items");
+        args.add_flag({"--keep-input"}, &keep_input, "do not exclude the row's own input items");
         args.add({"--exclude"}, &exclude_path, "FILE.nc",
                  "also exclude the items of this dataset's rows (first dataset of the file)");
         args.add({"--samples-index"}, &samples_index, "FILE",
@@ -108,16 +107,16 @@ int predict_main(int argc, char** argv) {
         }();
         const uint32_t out_width = network.layer_size(out_layer_name);
         if (!sample_names.empty() && sample_names.size() < predictor.rows()) {
-            throw Error(ErrorCategory::kData,
-                        samples_index + ": names " + std::to_string(sample_names.size()) +
-                            " samples; the input has " + std::to_string(predictor.rows()) +
-                            " rows");
+            throw Error(ErrorCategory::kData, samples_index + ": names " +
+                                                  std::to_string(sample_names.size()) +
+                                                  " samples; the input has " +
+                                                  std::to_string(predictor.rows()) + " rows");
         }
         if (!feature_names.empty() && feature_names.size() < out_width) {
-            throw Error(ErrorCategory::kData,
-                        features_index + ": names " + std::to_string(feature_names.size()) +
-                            " features; layer '" + out_layer_name + "' has " +
-                            std::to_string(out_width));
+            throw Error(ErrorCategory::kData, features_index + ": names " +
+                                                  std::to_string(feature_names.size()) +
+                                                  " features; layer '" + out_layer_name + "' has " +
+                                                  std::to_string(out_width));
         }
 
         // What to exclude: the row's own inputs (default) and/or an explicit filter dataset.

@@ -17,7 +17,9 @@ std::string clock_text(double seconds) {
 }  // namespace
 
 Progress::Progress(uint32_t epochs, bool quiet, const std::string& metrics_path)
-    : epochs_(epochs), quiet_(quiet), tty_(isatty(STDERR_FILENO) != 0),
+    : epochs_(epochs),
+      quiet_(quiet),
+      tty_(isatty(STDERR_FILENO) != 0),
       metrics_path_(metrics_path) {
     if (!metrics_path.empty()) {
         metrics_ = std::fopen(metrics_path.c_str(), "w");
@@ -49,8 +51,8 @@ void Progress::on_batch(const BatchProgress& p) {
 void Progress::on_epoch(const EpochStats& s) {
     if (!quiet_) {
         if (tty_) std::fputs("\r\033[K", stderr);
-        std::printf("epoch %u/%u  loss %.6f  examples %llu  time %.2fs  %.0f examples/s\n",
-                    s.epoch, epochs_, s.loss, (unsigned long long)s.examples, s.seconds,
+        std::printf("epoch %u/%u  loss %.6f  examples %llu  time %.2fs  %.0f examples/s\n", s.epoch,
+                    epochs_, s.loss, (unsigned long long)s.examples, s.seconds,
                     s.examples_per_second);
         std::fflush(stdout);
     }

@@ -9,14 +9,14 @@
 namespace sparsenet::cli {
 
 class Progress {
-public:
+  public:
     // quiet: only errors. metrics_path: per-epoch JSON lines ("" = none).
     Progress(uint32_t epochs, bool quiet, const std::string& metrics_path);
     ~Progress();
     void on_batch(const BatchProgress& p);
     void on_epoch(const EpochStats& s);
 
-private:
+  private:
     uint32_t epochs_;
     bool quiet_;
     bool tty_;

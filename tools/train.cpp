@@ -13,8 +13,7 @@ namespace sparsenet::cli {
 
 int train_main(int argc, char** argv) {
     return run_command("train", [&]() {
-        std::string config_path, input_path, output_path, model_path, device = "auto",
-                                                                      metrics_path;
+        std::string config_path, input_path, output_path, model_path, device = "auto", metrics_path;
         std::string optimizer = "sgd";
         std::vector<std::string> extra;
         TrainOptions options;
@@ -23,8 +22,9 @@ int train_main(int argc, char** argv) {
         NetworkOptions net_options;
         int threads = 0;
         bool quiet = false, no_shuffle = false;
-        ArgParser args("train", "Trains a network defined in DSSTNE's JSON language on sparse "
-                                "netCDF datasets and writes the model file.");
+        ArgParser args("train",
+                       "Trains a network defined in DSSTNE's JSON language on sparse "
+                       "netCDF datasets and writes the model file.");
         args.add({"-c", "--config"}, &config_path, "FILE.json", "network definition", true);
         args.add({"-i", "--input"}, &input_path, "FILE.nc", "input dataset file", true);
         args.add({"-o", "--output"}, &output_path, "FILE.nc",
@@ -38,14 +38,14 @@ int train_main(int argc, char** argv) {
         args.add({"--optimizer"}, &optimizer, "NAME", "sgd | momentum | adam (default sgd)");
         args.add({"--momentum", "-mu"}, &options.optimizer.momentum, "F",
                  "momentum for the momentum optimizer (default 0.9)");
-        args.add({"--l2", "-lambda"}, &options.optimizer.l2, "F",
-                 "L2 weight decay (default 0)");
+        args.add({"--l2", "-lambda"}, &options.optimizer.l2, "F", "L2 weight decay (default 0)");
         args.add({"--beta1"}, &options.optimizer.beta1, "F", "Adam beta1 (default 0.9)");
         args.add({"--beta2"}, &options.optimizer.beta2, "F", "Adam beta2 (default 0.999)");
         args.add({"--seed"}, &options.seed, "N",
                  "seed of weights, shuffling and dropout (default 12134)");
-        args.add_flag({"--no-shuffle"}, &no_shuffle, "keep the example order (overrides "
-                                                     "ShuffleIndices)");
+        args.add_flag({"--no-shuffle"}, &no_shuffle,
+                      "keep the example order (overrides "
+                      "ShuffleIndices)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
         args.add({"--metrics-out"}, &metrics_path, "FILE", "per-epoch metrics as JSON lines");

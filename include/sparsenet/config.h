@@ -26,10 +26,10 @@ struct WeightInit {
 struct LayerConfig {
     std::string name;
     LayerKind kind = LayerKind::kHidden;
-    uint32_t n = 0;          // units; 0 when n_auto until resolved from the dataset
-    bool n_auto = false;     // "N": "auto" (Input/Output only)
+    uint32_t n = 0;       // units; 0 when n_auto until resolved from the dataset
+    bool n_auto = false;  // "N": "auto" (Input/Output only)
     bool sparse = false;
-    std::string dataset;     // Input and Output layers
+    std::string dataset;               // Input and Output layers
     std::vector<std::string> sources;  // non-input; default: the previous layer
     Activation activation = Activation::kSigmoid;
     float p_dropout = 0.0f;

@@ -49,13 +49,13 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
 struct GenerateOptions {
     uint64_t users = 2000;
     uint32_t items = 1000;
-    uint64_t nnz = 60000;           // target total interactions (actual count is reported)
-    uint32_t factors = 16;          // planted latent topics
+    uint64_t nnz = 60000;              // target total interactions (actual count is reported)
+    uint32_t factors = 16;             // planted latent topics
     double popularity_exponent = 1.0;  // Zipf exponent of item popularity
-    double topic_focus = 0.8;       // probability that an interaction follows the user's topics
-    uint32_t min_row = 2;           // minimum items per user
+    double topic_focus = 0.8;          // probability that an interaction follows the user's topics
+    uint32_t min_row = 2;              // minimum items per user
     uint64_t seed = 1;
-    double holdout = 0.0;           // fraction of each user's items moved to the held-out set
+    double holdout = 0.0;  // fraction of each user's items moved to the held-out set
 };
 
 struct GeneratedData {

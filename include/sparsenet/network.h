@@ -25,7 +25,7 @@ struct Parameter {
 };
 
 class Network {
-public:
+  public:
     // Builds the network. dataset_widths maps dataset names to their column counts; it resolves
     // "N": "auto" and checks every explicit N against its dataset. Weights are initialised from
     // options.seed as the config's WeightInit says.
@@ -55,7 +55,7 @@ public:
     Impl& impl() { return *impl_; }
     const Impl& impl() const { return *impl_; }
 
-private:
+  private:
     explicit Network(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };

@@ -26,7 +26,7 @@ struct PredictOptions {
 };
 
 class Predictor {
-public:
+  public:
     // inputs: by name, every Input layer's DataSet; uploaded once here.
     Predictor(Network& network, const std::map<std::string, const Dataset*>& inputs);
     ~Predictor();
@@ -41,7 +41,7 @@ public:
     // width): its stored columns are never returned for that row.
     TopK top_k(const PredictOptions& options, const Dataset* exclude = nullptr);
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
@@ -49,10 +49,10 @@ private:
 // Recommendation quality of a TopK against held-out items (rows aligned).
 struct RankingMetrics {
     uint32_t k = 0;
-    uint64_t users = 0;       // rows with at least one held-out item
-    double recall = 0.0;      // hits / |held-out|, averaged over users
-    double precision = 0.0;   // hits / k
-    double ndcg = 0.0;        // ideal DCG over min(|held-out|, k) positions
+    uint64_t users = 0;      // rows with at least one held-out item
+    double recall = 0.0;     // hits / |held-out|, averaged over users
+    double precision = 0.0;  // hits / k
+    double ndcg = 0.0;       // ideal DCG over min(|held-out|, k) positions
 };
 RankingMetrics ranking_metrics(const TopK& top, const Dataset& heldout, uint32_t k);
 

@@ -13,22 +13,44 @@
 
 namespace sparsenet::formulas {
 
-SPARSENET_HD float sn_exp(float x) { return expf(x); }
-SPARSENET_HD double sn_exp(double x) { return exp(x); }
-SPARSENET_HD float sn_log(float x) { return logf(x); }
-SPARSENET_HD double sn_log(double x) { return log(x); }
-SPARSENET_HD float sn_tanh(float x) { return tanhf(x); }
-SPARSENET_HD double sn_tanh(double x) { return tanh(x); }
-SPARSENET_HD float sn_sqrt(float x) { return sqrtf(x); }
-SPARSENET_HD double sn_sqrt(double x) { return sqrt(x); }
+SPARSENET_HD float sn_exp(float x) {
+    return expf(x);
+}
+SPARSENET_HD double sn_exp(double x) {
+    return exp(x);
+}
+SPARSENET_HD float sn_log(float x) {
+    return logf(x);
+}
+SPARSENET_HD double sn_log(double x) {
+    return log(x);
+}
+SPARSENET_HD float sn_tanh(float x) {
+    return tanhf(x);
+}
+SPARSENET_HD double sn_tanh(double x) {
+    return tanh(x);
+}
+SPARSENET_HD float sn_sqrt(float x) {
+    return sqrtf(x);
+}
+SPARSENET_HD double sn_sqrt(double x) {
+    return sqrt(x);
+}
 
 template <typename T>
-SPARSENET_HD T sn_max(T a, T b) { return a > b ? a : b; }
+SPARSENET_HD T sn_max(T a, T b) {
+    return a > b ? a : b;
+}
 template <typename T>
-SPARSENET_HD T sn_min(T a, T b) { return a < b ? a : b; }
+SPARSENET_HD T sn_min(T a, T b) {
+    return a < b ? a : b;
+}
 
 // Smallest probability fed to a logarithm: losses stay finite when a float sigmoid saturates.
 template <typename T>
-SPARSENET_HD T log_floor() { return T(1e-7); }
+SPARSENET_HD T log_floor() {
+    return T(1e-7);
+}
 
 }  // namespace sparsenet::formulas

@@ -21,7 +21,8 @@ struct LossParams {
 template <typename T>
 SPARSENET_HD T loss_element(const LossParams& p, T a, T t) {
     switch (p.kind) {
-        case ErrorFunction::kL2: return T(0.5) * (a - t) * (a - t);
+        case ErrorFunction::kL2:
+            return T(0.5) * (a - t) * (a - t);
         case ErrorFunction::kCrossEntropy: {
             T loss = -t * sn_log(sn_max(a, log_floor<T>()));
             if (!p.multinomial) loss -= (T(1) - t) * sn_log(sn_max(T(1) - a, log_floor<T>()));
@@ -43,7 +44,8 @@ SPARSENET_HD T loss_element(const LossParams& p, T a, T t) {
 template <typename T>
 SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
     switch (p.kind) {
-        case ErrorFunction::kL2: return a - t;
+        case ErrorFunction::kL2:
+            return a - t;
         case ErrorFunction::kCrossEntropy: {
             // Zero where loss_element clamps its logarithm, so the two stay consistent.
             T g = a > log_floor<T>() ? -t / a : T(0);
@@ -54,9 +56,8 @@ SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
             if (t != T(0)) {
                 return a < T(p.one_target) && a > log_floor<T>() ? -T(p.one_scale) / a : T(0);
             }
-            return a > T(p.zero_target) && T(1) - a > log_floor<T>()
-                       ? T(p.zero_scale) / (T(1) - a)
-                       : T(0);
+            return a > T(p.zero_target) && T(1) - a > log_floor<T>() ? T(p.zero_scale) / (T(1) - a)
+                                                                     : T(0);
     }
     return T(0);
 }

@@ -25,7 +25,9 @@ template <typename T>
 SPARSENET_HD void optimizer_update(const OptimizerStep& p, T& w, T g, T& s1, T& s2) {
     g += T(p.l2) * w;
     switch (p.kind) {
-        case OptimizerKind::kSgd: w -= T(p.learning_rate) * g; return;
+        case OptimizerKind::kSgd:
+            w -= T(p.learning_rate) * g;
+            return;
         case OptimizerKind::kMomentum:
             s1 = T(p.momentum) * s1 - T(p.learning_rate) * g;
             w += s1;

@@ -35,7 +35,8 @@ struct ConstMatrixView {
     size_t cols = 0;
     size_t ld = 0;
     ConstMatrixView() = default;
-    ConstMatrixView(const float* d, size_t r, size_t c, size_t l) : data(d), rows(r), cols(c), ld(l) {}
+    ConstMatrixView(const float* d, size_t r, size_t c, size_t l)
+        : data(d), rows(r), cols(c), ld(l) {}
     ConstMatrixView(const MatrixView& m) : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld) {}
     const float* row(size_t r) const { return data + r * ld; }
 };
@@ -68,9 +69,9 @@ struct SparseNoise {
 // rows[0..*count) are sorted, unique row ids; values is [capacity, cols] with row i holding
 // the gradient of W row rows[i]. count lives in backend memory (no host sync needed).
 struct SparseRowGrad {
-    uint32_t* rows = nullptr;  // [capacity]
-    uint32_t* count = nullptr; // [1]
-    float* values = nullptr;   // [capacity, cols], ld = cols
+    uint32_t* rows = nullptr;   // [capacity]
+    uint32_t* count = nullptr;  // [1]
+    float* values = nullptr;    // [capacity, cols], ld = cols
     size_t capacity = 0;
     size_t cols = 0;
 };
@@ -91,7 +92,7 @@ enum class Op {
 const char* to_string(Op op);
 
 class Backend {
-public:
+  public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;  // "cpu", "cuda:0"
 
@@ -100,7 +101,8 @@ public:
     virtual bool supports(Op op, Activation act, ErrorFunction loss, std::string* why) const = 0;
 
     // ---- memory (bytes) ----
-    virtual void* allocate(size_t bytes, const char* what) = 0;  // throws Error(kDevice) naming what
+    virtual void* allocate(size_t bytes,
+                           const char* what) = 0;  // throws Error(kDevice) naming what
     virtual void deallocate(void* p) = 0;
     virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
     virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
@@ -120,8 +122,8 @@ public:
                                  float alpha, const SparseRowGrad& grad) = 0;
 
     // c = alpha * op(a) . op(b) + beta * c, op(m) = m or m^T.
-    virtual void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
-                      ConstMatrixView b, float beta, MatrixView c) = 0;
+    virtual void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+                      float beta, MatrixView c) = 0;
 
     // In place: z := f(z + bias) row by row. bias: [cols] or nullptr. SoftMax is row-wise.
     virtual void bias_activation_forward(Activation act, const float* bias, MatrixView z) = 0;
@@ -143,9 +145,9 @@ public:
     // (never densified: a zero-target pass over [B, n] plus a correction at stored entries).
     // If loss_sum is not null, *loss_sum += sum of the (unscaled) loss over the batch, in
     // double, in a fixed order. a, delta: [B, n]; target: [B, n] CSR batch.
-    virtual void output_delta(const formulas::LossParams& loss, Activation act,
-                              ConstMatrixView a, const CsrBatchView& target, float scale,
-                              MatrixView delta, double* loss_sum) = 0;
+    virtual void output_delta(const formulas::LossParams& loss, Activation act, ConstMatrixView a,
+                              const CsrBatchView& target, float scale, MatrixView delta,
+                              double* loss_sum) = 0;
 
     // Dense update of w (and its state slots, same shape) with gradient g.
     virtual void optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
@@ -154,8 +156,7 @@ public:
     // Update of w from a row-sparse gradient with the same result as the dense update whose
     // gradient is zero outside grad.rows (SGD without L2 touches only those rows).
     virtual void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
-                                     const SparseRowGrad& grad, float* state1,
-                                     float* state2) = 0;
+                                     const SparseRowGrad& grad, float* state1, float* state2) = 0;
 
     // Per row: the k largest scores, excluding the columns stored in that row of `exclude`
     // (nullptr: nothing excluded), in descending order (ties: lower column first). Slots
@@ -172,7 +173,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads = 0
 // RAII array in backend memory.
 template <typename T>
 class DeviceArray {
-public:
+  public:
     DeviceArray() = default;
     DeviceArray(Backend& backend, size_t count, const char* what)
         : backend_(&backend), count_(count) {
@@ -200,7 +201,7 @@ public:
     void upload(const T* host, size_t n) { backend_->upload(data_, host, n * sizeof(T)); }
     void download(T* host, size_t n) const { backend_->download(host, data_, n * sizeof(T)); }
 
-private:
+  private:
     void release() {
         if (data_ != nullptr) backend_->deallocate(data_);
         data_ = nullptr;

@@ -19,9 +19,9 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
         if (it == datasets.end() || it->second == nullptr) {
             std::string given;
             for (const auto& kv : datasets) given += (given.empty() ? "" : ", ") + kv.first;
-            throw Error(ErrorCategory::kData, "layer '" + layer.config.name + "' needs dataset '" +
-                                                  name + "'; datasets given: " +
-                                                  (given.empty() ? "(none)" : given));
+            throw Error(ErrorCategory::kData,
+                        "layer '" + layer.config.name + "' needs dataset '" + name +
+                            "'; datasets given: " + (given.empty() ? "(none)" : given));
         }
         const Dataset& data = *it->second;
         if (data.cols > layer.n) {

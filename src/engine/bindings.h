@@ -11,7 +11,7 @@
 namespace sparsenet::engine {
 
 class BoundData {
-public:
+  public:
     // with_outputs: bind Output layers too (training); otherwise only Input layers.
     BoundData(Network::Impl& net, const std::map<std::string, const Dataset*>& datasets,
               bool with_outputs);
@@ -21,7 +21,7 @@ public:
     // Largest number of stored entries in any `batch` rows of any bound input dataset.
     size_t max_input_nnz(size_t batch) const;
 
-private:
+  private:
     Bindings bindings_;
     std::map<std::string, std::unique_ptr<DeviceDataset>> uploaded_;
     std::map<std::string, std::vector<uint64_t>> input_lengths_;  // sorted descending

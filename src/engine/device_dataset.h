@@ -7,7 +7,7 @@
 namespace sparsenet::engine {
 
 class DeviceDataset {
-public:
+  public:
     DeviceDataset(Backend& backend, const Dataset& data)
         : rows_(data.rows),
           cols_(data.cols),
@@ -33,7 +33,7 @@ public:
         return v;
     }
 
-private:
+  private:
     uint64_t rows_;
     uint32_t cols_;
     DeviceArray<uint64_t> offsets_;

@@ -10,7 +10,7 @@
 namespace sparsenet::engine {
 
 class HostRng {
-public:
+  public:
     explicit HostRng(uint64_t seed) : state_(seed) {}
     uint64_t next() {
         state_ += 0x9E3779B97F4A7C15ull;
@@ -24,7 +24,7 @@ public:
         return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
     }
 
-private:
+  private:
     uint64_t state_;
 };
 

@@ -11,10 +11,9 @@ namespace sparsenet {
 
 RankingMetrics ranking_metrics(const TopK& top, const Dataset& heldout, uint32_t k) {
     if (heldout.rows != top.rows) {
-        throw Error(ErrorCategory::kData, "held-out dataset '" + heldout.name + "' has " +
-                                              std::to_string(heldout.rows) +
-                                              " rows; the recommendations cover " +
-                                              std::to_string(top.rows));
+        throw Error(ErrorCategory::kData,
+                    "held-out dataset '" + heldout.name + "' has " + std::to_string(heldout.rows) +
+                        " rows; the recommendations cover " + std::to_string(top.rows));
     }
     if (k == 0 || k > top.k) {
         throw Error(ErrorCategory::kUsage, "metrics at K = " + std::to_string(k) +

@@ -21,7 +21,9 @@ std::string join_names(const std::map<std::string, uint32_t>& m) {
     return s.empty() ? "(none)" : s;
 }
 
-std::string layer_path(size_t i) { return "$.Layers[" + std::to_string(i) + "]"; }
+std::string layer_path(size_t i) {
+    return "$.Layers[" + std::to_string(i) + "]";
+}
 
 }  // namespace
 
@@ -38,17 +40,17 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
             if (it == dataset_widths.end()) {
                 throw Error(ErrorCategory::kData,
                             where + ": " + layer_path(i) + ".DataSet: dataset '" + lc.dataset +
-                                "' of layer '" + lc.name + "' was not given; datasets given: " +
-                                join_names(dataset_widths));
+                                "' of layer '" + lc.name +
+                                "' was not given; datasets given: " + join_names(dataset_widths));
             }
             if (lc.n_auto) {
                 lc.n = it->second;
                 lc.n_auto = false;
             } else if (it->second > lc.n) {
                 throw Error(ErrorCategory::kData,
-                            where + ": " + layer_path(i) + ".N: layer '" + lc.name + "' has N = " +
-                                std::to_string(lc.n) + " but its dataset '" + lc.dataset +
-                                "' has " + std::to_string(it->second) +
+                            where + ": " + layer_path(i) + ".N: layer '" + lc.name +
+                                "' has N = " + std::to_string(lc.n) + " but its dataset '" +
+                                lc.dataset + "' has " + std::to_string(it->second) +
                                 " columns; expected N >= the dataset width");
             }
         }
@@ -70,8 +72,9 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         for (const std::string& src_name : config.layers[i].sources) {
             auto it = layer_index.find(src_name);
             if (it == layer_index.end()) {
-                throw Error(ErrorCategory::kConfig, where + ": " + layer_path(i) +
-                                                        ".Source: unknown layer '" + src_name + "'");
+                throw Error(
+                    ErrorCategory::kConfig,
+                    where + ": " + layer_path(i) + ".Source: unknown layer '" + src_name + "'");
             }
             const int s = it->second;
             if (layers[s].is_output()) {
@@ -124,9 +127,9 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         std::string why;
         if (!backend->supports(Op::kOutputDelta, layer.config.activation, config.error_function,
                                &why)) {
-            throw Error(ErrorCategory::kNotImplemented,
-                        where + ": layer '" + layer.config.name + "' cannot run on " +
-                            backend->name() + ": " + why);
+            throw Error(ErrorCategory::kNotImplemented, where + ": layer '" + layer.config.name +
+                                                            "' cannot run on " + backend->name() +
+                                                            ": " + why);
         }
     }
     for (Weight& w : weights) {
@@ -150,10 +153,18 @@ void Network::Impl::initialize_weights(uint64_t seed) {
         const double xavier = scale * std::sqrt(6.0 / (double(w.rows) + double(w.cols)));
         for (float& v : host) {
             switch (init.scheme) {
-                case WeightInitScheme::kXavier: v = float(xavier * (rng.uniform() - 0.5)); break;
-                case WeightInitScheme::kGaussian: v = float(scale * rng.normal()); break;
-                case WeightInitScheme::kUniform: v = float(scale * (2.0 * rng.uniform() - 1.0)); break;
-                case WeightInitScheme::kConstant: v = float(scale); break;
+                case WeightInitScheme::kXavier:
+                    v = float(xavier * (rng.uniform() - 0.5));
+                    break;
+                case WeightInitScheme::kGaussian:
+                    v = float(scale * rng.normal());
+                    break;
+                case WeightInitScheme::kUniform:
+                    v = float(scale * (2.0 * rng.uniform() - 1.0));
+                    break;
+                case WeightInitScheme::kConstant:
+                    v = float(scale);
+                    break;
             }
         }
         w.w.upload(host.data(), host.size());
@@ -181,7 +192,8 @@ void Network::Impl::ensure_sparse_capacity(size_t nnz) {
         if (!w.sparse_source) continue;
         const size_t capacity = std::min<size_t>(nnz, w.rows);
         if (capacity <= w.sparse_capacity) continue;
-        w.sparse_values = DeviceArray<float>(*backend, capacity * w.cols, "sparse weight gradients");
+        w.sparse_values =
+            DeviceArray<float>(*backend, capacity * w.cols, "sparse weight gradients");
         w.sparse_rows = DeviceArray<uint32_t>(*backend, capacity, "sparse gradient rows");
         w.sparse_count = DeviceArray<uint32_t>(*backend, 1, "sparse gradient row count");
         w.sparse_capacity = capacity;
@@ -301,8 +313,12 @@ void Network::save(const std::string& path) const {
     io::write_model(path, model);
 }
 
-const NetworkConfig& Network::config() const { return impl_->config; }
-std::string Network::device() const { return impl_->backend->name(); }
+const NetworkConfig& Network::config() const {
+    return impl_->config;
+}
+std::string Network::device() const {
+    return impl_->backend->name();
+}
 
 uint32_t Network::layer_size(const std::string& layer) const {
     auto it = impl_->layer_index.find(layer);

@@ -24,21 +24,21 @@ struct Layer {
     DeviceArray<float> bias;       // [n] (non-input layers)
     DeviceArray<float> bias_grad;
     DeviceArray<float> bias_state1, bias_state2;
-    DeviceArray<float> act;        // [batch_capacity, n]: activations (non-input layers)
-    DeviceArray<float> delta;      // [batch_capacity, n]: dL/dA, then dL/dZ
+    DeviceArray<float> act;    // [batch_capacity, n]: activations (non-input layers)
+    DeviceArray<float> delta;  // [batch_capacity, n]: dL/dA, then dL/dZ
     bool is_input() const { return config.kind == LayerKind::kInput; }
     bool is_output() const { return config.kind == LayerKind::kOutput; }
 };
 
 struct Weight {
-    int source = -1;       // layer index
-    int destination = -1;  // layer index
-    uint32_t rows = 0;     // source units
-    uint32_t cols = 0;     // destination units
+    int source = -1;             // layer index
+    int destination = -1;        // layer index
+    uint32_t rows = 0;           // source units
+    uint32_t cols = 0;           // destination units
     bool sparse_source = false;  // the source is a sparse input layer: row-sparse gradient
     DeviceArray<float> w;        // [rows, cols]
     DeviceArray<float> state1, state2;
-    DeviceArray<float> grad;     // dense gradient [rows, cols] (dense sources)
+    DeviceArray<float> grad;  // dense gradient [rows, cols] (dense sources)
     // Row-sparse gradient (sparse sources): [capacity, cols] + rows + count.
     DeviceArray<float> sparse_values;
     DeviceArray<uint32_t> sparse_rows;

@@ -9,9 +9,12 @@ namespace sparsenet {
 
 const char* to_string(OptimizerKind v) {
     switch (v) {
-        case OptimizerKind::kSgd: return "sgd";
-        case OptimizerKind::kMomentum: return "momentum";
-        case OptimizerKind::kAdam: return "adam";
+        case OptimizerKind::kSgd:
+            return "sgd";
+        case OptimizerKind::kMomentum:
+            return "momentum";
+        case OptimizerKind::kAdam:
+            return "adam";
     }
     return "unknown";
 }

@@ -88,9 +88,8 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         Layer& layer = layers[l];
         if (!layer.is_output()) continue;
         backend->output_delta(loss_params(layer), layer.config.activation,
-                              rows_of(layer.act, batch, layer.n),
-                              data.layer_data[l]->view(rows), scale,
-                              rows_of(layer.delta, batch, layer.n), loss_sum);
+                              rows_of(layer.act, batch, layer.n), data.layer_data[l]->view(rows),
+                              scale, rows_of(layer.delta, batch, layer.n), loss_sum);
         has_delta[l] = true;
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {

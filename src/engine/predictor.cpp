@@ -29,9 +29,9 @@ struct Predictor::Impl {
             }
         }
         if (found < 0) {
-            throw Error(ErrorCategory::kUsage,
-                        name.empty() ? "the network has no Output layer"
-                                     : "the network has no layer '" + name + "'");
+            throw Error(ErrorCategory::kUsage, name.empty()
+                                                   ? "the network has no Output layer"
+                                                   : "the network has no layer '" + name + "'");
         }
         if (net.layers[found].is_input()) {
             throw Error(ErrorCategory::kUsage, "layer '" + name + "' is an Input layer");
@@ -53,7 +53,9 @@ Predictor::Predictor(Network& network, const std::map<std::string, const Dataset
 
 Predictor::~Predictor() = default;
 
-uint64_t Predictor::rows() const { return impl_->data.rows(); }
+uint64_t Predictor::rows() const {
+    return impl_->data.rows();
+}
 
 std::vector<float> Predictor::scores(uint64_t first_row, uint32_t count,
                                      const std::string& output_layer) {
@@ -74,14 +76,14 @@ TopK Predictor::top_k(const PredictOptions& options, const Dataset* exclude) {
     std::unique_ptr<engine::DeviceDataset> excluded;
     if (exclude != nullptr) {
         if (exclude->rows != p.data.rows()) {
-            throw Error(ErrorCategory::kData,
-                        "the exclusion dataset '" + exclude->name + "' has " +
-                            std::to_string(exclude->rows) + " rows; the inputs have " +
-                            std::to_string(p.data.rows()));
+            throw Error(ErrorCategory::kData, "the exclusion dataset '" + exclude->name + "' has " +
+                                                  std::to_string(exclude->rows) +
+                                                  " rows; the inputs have " +
+                                                  std::to_string(p.data.rows()));
         }
         if (exclude->cols > layer.n) {
-            throw Error(ErrorCategory::kData, "the exclusion dataset '" + exclude->name +
-                                                  "' has " + std::to_string(exclude->cols) +
+            throw Error(ErrorCategory::kData, "the exclusion dataset '" + exclude->name + "' has " +
+                                                  std::to_string(exclude->cols) +
                                                   " columns; layer '" + layer.config.name +
                                                   "' has " + std::to_string(layer.n) + " units");
         }

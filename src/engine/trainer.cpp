@@ -25,8 +25,7 @@ struct Trainer::Impl {
     DeviceArray<double> loss_sum;       // [1]
     uint32_t epochs_done = 0;
 
-    Impl(Network& network, const std::map<std::string, const Dataset*>& datasets,
-         TrainOptions opts)
+    Impl(Network& network, const std::map<std::string, const Dataset*>& datasets, TrainOptions opts)
         : net(network.impl()),
           options(std::move(opts)),
           data(network.impl(), datasets, /*with_outputs=*/true),
@@ -66,7 +65,9 @@ Trainer::Trainer(Network& network, const std::map<std::string, const Dataset*>& 
 
 Trainer::~Trainer() = default;
 
-uint32_t Trainer::epochs_done() const { return impl_->epochs_done; }
+uint32_t Trainer::epochs_done() const {
+    return impl_->epochs_done;
+}
 
 EpochStats Trainer::train_epoch() {
     Impl& t = *impl_;
@@ -91,8 +92,8 @@ EpochStats Trainer::train_epoch() {
             p.batches = batches;
             p.examples = first + batch.batch;
             p.loss = t.read_loss() / double(p.examples);
-            p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                            .count();
+            p.seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             t.options.on_batch(p);
         }
     }
@@ -101,8 +102,7 @@ EpochStats Trainer::train_epoch() {
     stats.epoch = epoch;
     stats.examples = rows;
     stats.loss = t.read_loss() / double(rows);
-    stats.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     stats.examples_per_second = stats.seconds > 0 ? double(rows) / stats.seconds : 0.0;
     if (t.options.on_epoch) t.options.on_epoch(stats);
     return stats;
@@ -127,11 +127,11 @@ double Trainer::compute_loss(uint64_t first_row, uint32_t count) {
     for (size_t l = 0; l < t.net.layers.size(); ++l) {
         engine::Layer& layer = t.net.layers[l];
         if (!layer.is_output()) continue;
-        t.net.backend->output_delta(
-            t.net.loss_params(layer), layer.config.activation,
-            ConstMatrixView(layer.act.data(), count, layer.n, layer.n),
-            t.data.bindings().layer_data[l]->view(batch), 1.0f,
-            MatrixView{layer.delta.data(), count, layer.n, layer.n}, t.loss_sum.data());
+        t.net.backend->output_delta(t.net.loss_params(layer), layer.config.activation,
+                                    ConstMatrixView(layer.act.data(), count, layer.n, layer.n),
+                                    t.data.bindings().layer_data[l]->view(batch), 1.0f,
+                                    MatrixView{layer.delta.data(), count, layer.n, layer.n},
+                                    t.loss_sum.data());
     }
     return t.read_loss() / double(count);
 }

@@ -38,9 +38,10 @@ std::vector<std::string> read_index(const std::string& path) {
         const unsigned long long index = std::strtoull(number.c_str(), &end, 10);
         if (label.empty() || number.empty() || number[0] == '-' || *end != '\0' || errno != 0 ||
             index > UINT32_MAX) {
-            throw Error(ErrorCategory::kData, where + "expected 'label<TAB>index' with a "
-                                                      "non-negative integer index, got '" +
-                                                      line + "'");
+            throw Error(ErrorCategory::kData, where +
+                                                  "expected 'label<TAB>index' with a "
+                                                  "non-negative integer index, got '" +
+                                                  line + "'");
         }
         auto [it, inserted] = seen.emplace(label, line_no);
         if (!inserted) {

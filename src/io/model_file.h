@@ -17,8 +17,8 @@ namespace sparsenet::io {
 struct ModelWeight {
     std::string input_layer;
     std::string output_layer;
-    uint64_t rows = 0;  // input units
-    uint64_t cols = 0;  // output units
+    uint64_t rows = 0;          // input units
+    uint64_t cols = 0;          // output units
     std::vector<float> values;  // [rows, cols]
 };
 

@@ -18,7 +18,7 @@ inline void nc_check(int status, const std::string& path, const std::string& wha
 
 // Closes a netCDF id on scope exit (errors while unwinding are ignored).
 class NcFile {
-public:
+  public:
     NcFile() = default;
     explicit NcFile(int id) : id_(id) {}
     NcFile(const NcFile&) = delete;
@@ -35,7 +35,7 @@ public:
         return s;
     }
 
-private:
+  private:
     int id_ = -1;
 };
 

@@ -24,7 +24,7 @@ const char* kConfig = R"({
   ]})";
 
 class Cli : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         config_ = dir_.file("net.json");
         testing::write_file(config_, kConfig);
@@ -113,8 +113,7 @@ TEST_F(Cli, MissingConfigFileNamesTheFile) {
 
 TEST_F(Cli, MalformedJsonNamesFileAndLine) {
     testing::write_file(config_, "{\n  \"Version\": 0.9,\n  \"Layers\": [ \n");
-    expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_,
-                   {"net.json", "Line"});
+    expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_, {"net.json", "Line"});
     EXPECT_FALSE(std::filesystem::exists(model_));
 }
 
@@ -158,16 +157,15 @@ TEST_F(Cli, BadFlagsAreUsageErrors) {
     expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_ + " --frobnicate",
                    {"--frobnicate"}, 2);
     expect_failure("train -i " + data_ + " -n " + model_, {"-c"}, 2);
-    expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_ +
-                       " --optimizer rmsprop",
-                   {"rmsprop"}, 2);
+    expect_failure(
+        "train -c " + config_ + " -i " + data_ + " -n " + model_ + " --optimizer rmsprop",
+        {"rmsprop"}, 2);
     expect_failure("frobnicate", {"unknown command"}, 2);
 }
 
 TEST_F(Cli, PredictOnANonModelFileSaysSo) {
     expect_failure("predict -n " + data_ + " --input " + data_, {"data.nc", "model"});
-    expect_failure("predict -n " + dir_.file("missing.nc") + " --input " + data_,
-                   {"missing.nc"});
+    expect_failure("predict -n " + dir_.file("missing.nc") + " --input " + data_, {"missing.nc"});
 }
 
 TEST_F(Cli, HelpListsOptions) {

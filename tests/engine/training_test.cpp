@@ -6,8 +6,8 @@
 #include <limits>
 
 #include "sparsenet/config.h"
-#include "sparsenet/error.h"
 #include "sparsenet/dataset.h"
+#include "sparsenet/error.h"
 #include "sparsenet/network.h"
 #include "sparsenet/predictor.h"
 #include "sparsenet/trainer.h"

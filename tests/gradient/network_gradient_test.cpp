@@ -32,8 +32,8 @@ std::string name_of(const ::testing::TestParamInfo<Case>& info) {
 std::string config_json(const Case& c) {
     std::string layers =
         R"({"Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true},
-           {"Name": "H1", "Kind": "Hidden", "N": 5, "Activation": ")" + c.hidden +
-        R"(", "WeightInit": {"Scheme": "Gaussian", "Scale": 0.6, "Bias": 0.1}},)";
+           {"Name": "H1", "Kind": "Hidden", "N": 5, "Activation": ")" +
+        c.hidden + R"(", "WeightInit": {"Scheme": "Gaussian", "Scale": 0.6, "Bias": 0.1}},)";
     std::string out_sources = R"("H1")";
     if (c.two_hidden) {
         layers += R"({"Name": "H2", "Kind": "Hidden", "N": 4, "Source": "H1", "Activation": ")" +
@@ -45,7 +45,8 @@ std::string config_json(const Case& c) {
               R"(", "WeightInit": {"Scheme": "Gaussian", "Scale": 0.5, "Bias": -0.2}})";
     return R"({"Version": 0.9, "Name": "grad", "ErrorFunction": ")" + c.loss +
            R"(", "ScaledMarginalCrossEntropy": {"oneTarget": 1.0, "zeroTarget": 0.0,
-              "oneScale": 1.7, "zeroScale": 0.6}, "Layers": [)" + layers + "]}";
+              "oneScale": 1.7, "zeroScale": 0.6}, "Layers": [)" +
+           layers + "]}";
 }
 
 class NetworkGradient : public ::testing::TestWithParam<Case> {};
@@ -53,7 +54,8 @@ class NetworkGradient : public ::testing::TestWithParam<Case> {};
 TEST_P(NetworkGradient, MatchesCentralDifferences) {
     const Case& c = GetParam();
     const NetworkConfig config = NetworkConfig::from_json(config_json(c));
-    Dataset x = testing::random_dataset(9, 6, testing::RowShape::kEmptyRows, c.valued_input, 21, "x");
+    Dataset x =
+        testing::random_dataset(9, 6, testing::RowShape::kEmptyRows, c.valued_input, 21, "x");
     const bool valued_target = c.loss == "L2";
     Dataset y = testing::random_dataset(9, 7, testing::RowShape::kUniform, valued_target, 22, "y");
     NetworkOptions no;
@@ -82,7 +84,8 @@ TEST_P(NetworkGradient, MatchesCentralDifferences) {
             net.set_parameter(p.name, values);
             const double numeric = (plus - minus) / (2.0 * h);
             const double analytic = g[i];
-            EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)))
+            EXPECT_NEAR(analytic, numeric,
+                        2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)))
                 << p.name << "[" << i << "]";
             ++checked;
         }
@@ -96,9 +99,12 @@ std::vector<Case> cases() {
         all.push_back({hidden, "Sigmoid", "ScaledMarginalCrossEntropy", false, false});
     }
     const std::vector<std::pair<const char*, const char*>> heads = {
-        {"Sigmoid", "CrossEntropy"}, {"SoftMax", "CrossEntropy"},
-        {"Sigmoid", "L2"},           {"Tanh", "L2"},
-        {"Linear", "L2"},            {"SoftMax", "L2"},
+        {"Sigmoid", "CrossEntropy"},
+        {"SoftMax", "CrossEntropy"},
+        {"Sigmoid", "L2"},
+        {"Tanh", "L2"},
+        {"Linear", "L2"},
+        {"SoftMax", "L2"},
         {"SoftMax", "ScaledMarginalCrossEntropy"}};
     for (const auto& [out, loss] : heads) all.push_back({"Tanh", out, loss, true, false});
     all.push_back({"Sigmoid", "Sigmoid", "CrossEntropy", true, true});

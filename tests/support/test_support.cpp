@@ -35,15 +35,21 @@ Dataset random_dataset(uint64_t rows, uint32_t cols, RowShape shape, bool with_v
     for (uint64_t r = 0; r < rows; ++r) {
         uint64_t len = 0;
         switch (shape) {
-            case RowShape::kEmptyRows: len = (r % 3 == 0) ? 0 : 1 + rng() % std::min<uint32_t>(cols, 8); break;
-            case RowShape::kOneNonzero: len = cols > 0 ? 1 : 0; break;
+            case RowShape::kEmptyRows:
+                len = (r % 3 == 0) ? 0 : 1 + rng() % std::min<uint32_t>(cols, 8);
+                break;
+            case RowShape::kOneNonzero:
+                len = cols > 0 ? 1 : 0;
+                break;
             case RowShape::kPowerLaw: {
                 // Pareto-like lengths: most rows short, a few very long.
                 const double u = (rng() >> 11) * (1.0 / 9007199254740992.0);
                 len = static_cast<uint64_t>(1.0 / std::max(1e-3, u * u));
                 break;
             }
-            case RowShape::kUniform: len = 1 + rng() % std::max<uint32_t>(1, cols / 4); break;
+            case RowShape::kUniform:
+                len = 1 + rng() % std::max<uint32_t>(1, cols / 4);
+                break;
         }
         len = std::min<uint64_t>(len, cols);
         std::set<uint32_t> picked;
