@@ -1,0 +1,174 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "sparsenet/error.h"
+
+namespace sparsenet {
+
+namespace {
+
+cpu::MatT<float> mat(const MatrixView& m) {
+    return {m.data, m.rows, m.cols, m.ld};
+}
+cpu::CMatT<float> cmat(const ConstMatrixView& m) {
+    return {m.data, m.rows, m.cols, m.ld};
+}
+
+cpu::CsrT<float> csr(const CsrBatchView& x) {
+    cpu::CsrT<float> v;
+    v.offsets = x.offsets;
+    v.indices = x.indices;
+    v.values = x.values;
+    v.rows = x.batch.rows;
+    v.first_row = x.batch.first_row;
+    v.batch = x.batch.batch;
+    v.cols = x.cols;
+    v.col_offset = x.col_offset;
+    return v;
+}
+
+cpu::RowGradT<float> row_grad(const SparseRowGrad& g) {
+    return {g.rows, g.count, g.values, g.capacity, g.cols};
+}
+
+// memcpy split across threads above this size (one core does not saturate memory bandwidth).
+constexpr size_t kParallelCopyBytes = size_t(8) << 20;
+
+void parallel_copy(void* dst, const void* src, size_t bytes, int threads) {
+    if (bytes == 0 || dst == src) return;
+    if (threads <= 1 || bytes < kParallelCopyBytes) {
+        std::memmove(dst, src, bytes);
+        return;
+    }
+    const size_t chunk = (bytes / size_t(threads) + 63) / 64 * 64;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = 0; t < threads; ++t) {
+        const size_t begin = std::min(bytes, size_t(t) * chunk);
+        const size_t end = std::min(bytes, begin + chunk);
+        if (end > begin)
+            std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                        end - begin);
+    }
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_max_threads()) {
+    if (threads < 0)
+        throw Error(ErrorCategory::kUsage,
+                    "CPU backend: thread count must be >= 0 (0 = all "
+                    "cores), got " +
+                        std::to_string(threads));
+    if (threads_ < 1) threads_ = 1;
+}
+
+bool CpuBackend::supports(Op, Activation, ErrorFunction, std::string* why) const {
+    if (why != nullptr) why->clear();
+    return true;
+}
+
+// ---- memory ----
+
+void* CpuBackend::allocate(size_t bytes, const char* what) {
+    constexpr size_t kAlign = 64;
+    const size_t rounded = bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
+    void* p = rounded >= bytes ? std::aligned_alloc(kAlign, rounded) : nullptr;
+    if (p == nullptr) {
+        throw Error(ErrorCategory::kDevice, "out of host memory allocating " +
+                                                std::to_string(bytes) + " bytes for " +
+                                                (what != nullptr ? what : "(unnamed)"));
+    }
+    return p;
+}
+
+void CpuBackend::deallocate(void* p) {
+    std::free(p);
+}
+
+void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
+    parallel_copy(dst, host_src, bytes, threads_);
+}
+
+void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
+    parallel_copy(host_dst, src, bytes, threads_);
+}
+
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
+    parallel_copy(dst, src, bytes, threads_);
+}
+
+void CpuBackend::fill(float* dst, size_t n, float value) {
+    const bool par = threads_ > 1 && n >= (size_t(1) << 20);
+#pragma omp parallel for num_threads(threads_) schedule(static) if (par)
+    for (size_t i = 0; i < n; ++i) dst[i] = value;
+}
+
+// ---- compute ----
+
+void CpuBackend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
+                            MatrixView z, float beta) {
+    cpu::csr_matmul(csr(x), noise, cmat(w), mat(z), beta, threads_);
+}
+
+void CpuBackend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                                 float alpha, const SparseRowGrad& grad) {
+    cpu::csr_weight_grad(csr(x), noise, cmat(dz), alpha, row_grad(grad), weight_grad_scratch_,
+                         threads_);
+}
+
+void CpuBackend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+                      float beta, MatrixView c) {
+    cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
+}
+
+void CpuBackend::bias_activation_forward(Activation act, const float* bias, MatrixView z) {
+    cpu::bias_activation_forward(act, bias, mat(z), threads_);
+}
+
+void CpuBackend::activation_backward(Activation act, ConstMatrixView a, MatrixView d) {
+    cpu::activation_backward(act, cmat(a), mat(d), threads_);
+}
+
+void CpuBackend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
+    cpu::column_sum(cmat(m), alpha, beta, out, threads_);
+}
+
+void CpuBackend::dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset,
+                         MatrixView m) {
+    cpu::dropout(p, seed, rows, col_offset, mat(m), threads_);
+}
+
+void CpuBackend::output_delta(const formulas::LossParams& loss, Activation act, ConstMatrixView a,
+                              const CsrBatchView& target, float scale, MatrixView delta,
+                              double* loss_sum) {
+    cpu::output_delta(loss, act, cmat(a), csr(target), scale, mat(delta), loss_sum, row_loss_,
+                      threads_);
+}
+
+void CpuBackend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
+                                ConstMatrixView g, float* state1, float* state2) {
+    cpu::optimizer_step(step, mat(w), cmat(g), state1, state2, threads_);
+}
+
+void CpuBackend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+                                     const SparseRowGrad& grad, float* state1, float* state2) {
+    cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, rows_step_scratch_,
+                             threads_);
+}
+
+void CpuBackend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+                       float* out_scores, uint32_t* out_indices) {
+    if (exclude != nullptr) {
+        const cpu::CsrT<float> ex = csr(*exclude);
+        cpu::top_k(cmat(scores), &ex, k, out_scores, out_indices, top_k_scratch_, threads_);
+    } else {
+        cpu::top_k(cmat(scores), static_cast<const cpu::CsrT<float>*>(nullptr), k, out_scores,
+                   out_indices, top_k_scratch_, threads_);
+    }
+}
+
+}  // namespace sparsenet

@@ -1,0 +1,63 @@
+// The CPU backend: host memory, OpenMP loops and OpenBLAS. Every op forwards to the templates in
+// cpu_ops.h instantiated for float. Scratch buffers are members that only grow, so a warm
+// backend allocates nothing per batch. One backend runs one op at a time (the scratch is not
+// shared between concurrent callers).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+
+namespace sparsenet {
+
+class CpuBackend final : public Backend {
+  public:
+    // threads: OpenMP threads for the op loops; 0 = omp_get_max_threads().
+    explicit CpuBackend(int threads = 0);
+    ~CpuBackend() override = default;
+
+    std::string name() const override { return "cpu"; }
+    int threads() const { return threads_; }
+
+    bool supports(Op op, Activation act, ErrorFunction loss, std::string* why) const override;
+
+    void* allocate(size_t bytes, const char* what) override;
+    void deallocate(void* p) override;
+    void upload(void* dst, const void* host_src, size_t bytes) override;
+    void download(void* host_dst, const void* src, size_t bytes) override;
+    void copy(void* dst, const void* src, size_t bytes) override;
+    void fill(float* dst, size_t n, float value) override;
+    void synchronize() override {}
+
+    void csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
+                    float beta) override;
+    void csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
+                         const SparseRowGrad& grad) override;
+    void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+              float beta, MatrixView c) override;
+    void bias_activation_forward(Activation act, const float* bias, MatrixView z) override;
+    void activation_backward(Activation act, ConstMatrixView a, MatrixView d) override;
+    void column_sum(ConstMatrixView m, float alpha, float beta, float* out) override;
+    void dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset,
+                 MatrixView m) override;
+    void output_delta(const formulas::LossParams& loss, Activation act, ConstMatrixView a,
+                      const CsrBatchView& target, float scale, MatrixView delta,
+                      double* loss_sum) override;
+    void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
+                        float* state1, float* state2) override;
+    void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+                             const SparseRowGrad& grad, float* state1, float* state2) override;
+    void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k, float* out_scores,
+               uint32_t* out_indices) override;
+
+  private:
+    int threads_;
+    cpu::WeightGradScratch<float> weight_grad_scratch_;
+    cpu::RowsStepScratch<float> rows_step_scratch_;
+    std::vector<double> row_loss_;
+    std::vector<cpu::ScoreIndex<float>> top_k_scratch_;
+};
+
+}  // namespace sparsenet

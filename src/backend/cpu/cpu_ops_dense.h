@@ -1,0 +1,286 @@
+// Dense CPU ops: gemm, bias + activation, activation backward, column sums, dropout and the
+// optimizer updates. Included by cpu_ops.h (views, scratch and helpers live there).
+#pragma once
+
+#include <cblas.h>
+
+#include <climits>
+#include <cmath>
+
+#include "backend/cpu/cpu_ops.h"
+
+namespace sparsenet::cpu {
+
+// ---- gemm ----
+
+inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                      const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                      int ldc) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
+                      const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                      int ldc) {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// c = alpha * op(a) . op(b) + beta * c (beta == 0 overwrites c, NaNs included).
+// OpenBLAS threads itself (its OpenMP build follows omp_get_max_threads()).
+template <class T>
+void gemm(bool trans_a, bool trans_b, T alpha, CMatT<T> a, CMatT<T> b, T beta, MatT<T> c,
+          int threads) {
+    const size_t m = c.rows, n = c.cols;
+    const size_t k = trans_a ? a.rows : a.cols;
+    check((trans_a ? a.cols : a.rows) == m, "gemm", "rows of op(a) != rows of c");
+    check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
+    check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
+    check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
+    if (m == 0 || n == 0) return;
+    if (k == 0) {  // op(a) . op(b) is zero: only the beta scaling remains
+        for (size_t r = 0; r < m; ++r) {
+            T* cr = c.row(r);
+            for (size_t j = 0; j < n; ++j) cr[j] = beta == T(0) ? T(0) : beta * cr[j];
+        }
+        return;
+    }
+    const size_t imax = size_t(INT_MAX);
+    check(m <= imax && n <= imax && k <= imax && a.ld <= imax && b.ld <= imax && c.ld <= imax,
+          "gemm", "dimension exceeds the BLAS integer range");
+    blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, a.data, int(std::max<size_t>(a.ld, 1)), b.data,
+              int(std::max<size_t>(b.ld, 1)), beta, c.data, int(std::max<size_t>(c.ld, 1)));
+}
+
+// ---- activations ----
+
+// SoftMax of one row in place, with max subtraction; the normaliser is summed in double.
+template <class T>
+inline void softmax_row(T* z, size_t n) {
+    if (n == 0) return;
+    T mx = z[0];
+#pragma omp simd reduction(max : mx)
+    for (size_t j = 1; j < n; ++j) mx = z[j] > mx ? z[j] : mx;
+#pragma omp simd
+    for (size_t j = 0; j < n; ++j) z[j] = formulas::sn_exp(z[j] - mx);
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (size_t j = 0; j < n; ++j) sum += double(z[j]);
+    const T inv = T(1.0 / sum);
+#pragma omp simd
+    for (size_t j = 0; j < n; ++j) z[j] *= inv;
+}
+
+// In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
+template <class T>
+void bias_activation_forward(Activation act, const T* bias, MatT<T> z, int threads) {
+    const size_t rows = z.rows, n = z.cols;
+    if (rows == 0 || n == 0) return;
+    const bool par = parallel_worth(rows * n, threads);
+    dispatch_activation(act, [&](auto a_const) {
+        constexpr Activation A = decltype(a_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t r = 0; r < rows; ++r) {
+            T* __restrict zr = z.row(r);
+            if constexpr (A == Activation::kSoftMax) {
+                if (bias != nullptr)
+                    for (size_t j = 0; j < n; ++j) zr[j] += bias[j];
+                softmax_row(zr, n);
+            } else if (bias != nullptr) {
+#pragma omp simd
+                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(A, zr[j] + bias[j]);
+            } else {
+#pragma omp simd
+                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(A, zr[j]);
+            }
+        }
+    });
+}
+
+// In place: d := d * f'(a) for element-wise activations. SoftMax throws Error(kInternal): its
+// Jacobian is applied by output_delta.
+template <class T>
+void activation_backward(Activation act, CMatT<T> a, MatT<T> d, int threads) {
+    if (act == Activation::kSoftMax)
+        internal_error("activation_backward: SoftMax is applied by output_delta, not here");
+    check(a.rows == d.rows && a.cols == d.cols, "activation_backward", "shapes of a and d differ");
+    const size_t rows = d.rows, n = d.cols;
+    if (rows == 0 || n == 0) return;
+    const bool par = parallel_worth(rows * n, threads);
+    dispatch_activation(act, [&](auto a_const) {
+        constexpr Activation A = decltype(a_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t r = 0; r < rows; ++r) {
+            const T* __restrict ar = a.row(r);
+            T* __restrict dr = d.row(r);
+#pragma omp simd
+            for (size_t j = 0; j < n; ++j) dr[j] *= formulas::derivative_from_output(A, ar[j]);
+        }
+    });
+}
+
+// out[c] = alpha * sum_r m[r, c] + beta * out[c] (beta == 0 overwrites). Sums run in double
+// over rows in increasing order, per block of columns: deterministic for any thread count.
+template <class T>
+void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
+    constexpr size_t kBlock = 128;
+    const size_t rows = m.rows, n = m.cols;
+    const size_t blocks = (n + kBlock - 1) / kBlock;
+    const bool par = blocks > 1 && parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t blk = 0; blk < blocks; ++blk) {
+        const size_t c0 = blk * kBlock, w = std::min(kBlock, n - c0);
+        double acc[kBlock];
+        for (size_t j = 0; j < w; ++j) acc[j] = 0.0;
+        for (size_t r = 0; r < rows; ++r) {
+            const T* __restrict mr = m.row(r) + c0;
+#pragma omp simd
+            for (size_t j = 0; j < w; ++j) acc[j] += double(mr[j]);
+        }
+        for (size_t j = 0; j < w; ++j) {
+            double v = double(alpha) * acc[j];
+            if (beta != T(0)) v += double(beta) * double(out[c0 + j]);
+            out[c0 + j] = T(v);
+        }
+    }
+}
+
+// ---- dropout ----
+
+// In place inverted dropout: m[r, c] := keep(seed, example(r), col_offset + c) ? m[r, c] / (1-p)
+// : 0 (survivors are multiplied by 1/(1-p)). p <= 0 is a no-op.
+template <class T>
+void dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset, MatT<T> m,
+             int threads) {
+    if (!(p > 0.0f) || m.rows == 0 || m.cols == 0) return;
+    const size_t n = m.cols;
+    const T scale = p < 1.0f ? T(1) / (T(1) - T(p)) : T(0);
+    const bool par = parallel_worth(m.rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < m.rows; ++r) {
+        const uint64_t ex = rows.rows != nullptr ? uint64_t(rows.rows[r]) : rows.first_row + r;
+        T* __restrict mr = m.row(r);
+        for (size_t j = 0; j < n; ++j) {
+            const bool keep = formulas::keep_unit(seed, ex, uint64_t(col_offset) + j, p);
+            mr[j] = keep ? mr[j] * scale : T(0);
+        }
+    }
+}
+
+// ---- optimizers ----
+
+// One row of optimizer_update with the kind fixed at compile time (state pointers a kind does
+// not use may be null).
+template <OptimizerKind K, class T>
+inline void optimizer_row(const formulas::OptimizerStep& step, T* __restrict w,
+                          const T* __restrict g, T* __restrict s1, T* __restrict s2, size_t n) {
+    formulas::OptimizerStep p = step;
+    p.kind = K;
+    if constexpr (K == OptimizerKind::kSgd) {
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) {
+            T u1 = T(0), u2 = T(0);
+            formulas::optimizer_update(p, w[j], g[j], u1, u2);
+        }
+    } else if constexpr (K == OptimizerKind::kMomentum) {
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) {
+            T u2 = T(0);
+            formulas::optimizer_update(p, w[j], g[j], s1[j], u2);
+        }
+    } else {
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) formulas::optimizer_update(p, w[j], g[j], s1[j], s2[j]);
+    }
+}
+
+template <class F>
+inline void dispatch_optimizer(OptimizerKind kind, F&& f) {
+    using O = OptimizerKind;
+    switch (kind) {
+        case O::kSgd:
+            f(std::integral_constant<O, O::kSgd>{});
+            return;
+        case O::kMomentum:
+            f(std::integral_constant<O, O::kMomentum>{});
+            return;
+        case O::kAdam:
+            f(std::integral_constant<O, O::kAdam>{});
+            return;
+    }
+    internal_error("unknown optimizer kind");
+}
+
+inline void check_state(const formulas::OptimizerStep& step, const void* s1, const void* s2,
+                        const char* op) {
+    const int slots = formulas::optimizer_state_slots(step.kind);
+    check(slots < 1 || s1 != nullptr, op, "optimizer state slot 1 is null");
+    check(slots < 2 || s2 != nullptr, op, "optimizer state slot 2 is null");
+}
+
+// Dense update of w (and its state slots, laid out like w with w's ld) with gradient g.
+template <class T>
+void optimizer_step(const formulas::OptimizerStep& step, MatT<T> w, CMatT<T> g, T* state1,
+                    T* state2, int threads) {
+    check(g.rows == w.rows && g.cols == w.cols, "optimizer_step", "shapes of w and g differ");
+    check_state(step, state1, state2, "optimizer_step");
+    const size_t rows = w.rows, n = w.cols;
+    if (rows == 0 || n == 0) return;
+    const bool par = parallel_worth(rows * n, threads);
+    dispatch_optimizer(step.kind, [&](auto k_const) {
+        constexpr OptimizerKind K = decltype(k_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t r = 0; r < rows; ++r) {
+            const size_t off = r * w.ld;
+            optimizer_row<K>(step, w.data + off, g.row(r), state1 ? state1 + off : nullptr,
+                             state2 ? state2 + off : nullptr, n);
+        }
+    });
+}
+
+// Update from a row-sparse gradient, equal to optimizer_step with a dense gradient that is
+// grad.values at grad.rows and zero elsewhere. SGD without L2 visits only the touched rows;
+// otherwise every row is updated (untouched rows see a zero gradient row).
+template <class T>
+void optimizer_step_rows(const formulas::OptimizerStep& step, MatT<T> w, const RowGradT<T>& grad,
+                         T* state1, T* state2, RowsStepScratch<T>& scratch, int threads) {
+    check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
+    check_state(step, state1, state2, "optimizer_step_rows");
+    const size_t rows = w.rows, n = w.cols;
+    const size_t count = *grad.count;
+    check(count <= grad.capacity, "optimizer_step_rows", "row count exceeds the capacity");
+    if (rows == 0 || n == 0) return;
+    for (size_t i = 0; i < count; ++i)
+        check(grad.rows[i] < rows, "optimizer_step_rows", "gradient row id out of range");
+
+    if (step.kind == OptimizerKind::kSgd && step.l2 == 0.0f) {
+        const bool par = parallel_worth(count * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t i = 0; i < count; ++i)
+            optimizer_row<OptimizerKind::kSgd>(step, w.row(grad.rows[i]), grad.values + i * n,
+                                               static_cast<T*>(nullptr), static_cast<T*>(nullptr),
+                                               n);
+        return;
+    }
+
+    constexpr uint32_t kNone = UINT32_MAX;
+    grow(scratch.row_map, rows, kNone);
+    grow(scratch.zero_row, n, T(0));
+    uint32_t* map = scratch.row_map.data();
+    for (size_t i = 0; i < count; ++i) map[grad.rows[i]] = uint32_t(i);
+    const T* zero = scratch.zero_row.data();
+    const bool par = parallel_worth(rows * n, threads);
+    dispatch_optimizer(step.kind, [&](auto k_const) {
+        constexpr OptimizerKind K = decltype(k_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t r = 0; r < rows; ++r) {
+            const size_t off = r * w.ld;
+            const uint32_t i = map[r];
+            const T* g = i == kNone ? zero : grad.values + size_t(i) * n;
+            optimizer_row<K>(step, w.data + off, g, state1 ? state1 + off : nullptr,
+                             state2 ? state2 + off : nullptr, n);
+        }
+    });
+    for (size_t i = 0; i < count; ++i) map[grad.rows[i]] = kNone;
+}
+
+}  // namespace sparsenet::cpu

@@ -1,0 +1,406 @@
+// Sparse CPU ops: the CSR forward product, the compact sparse weight gradient, the output delta
+// with sparse targets, and top-k with sparse exclusions. Included by cpu_ops.h.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_ops.h"
+
+namespace sparsenet::cpu {
+
+// Scale of the entries that survive the input noise: 1/(1-p), or 1 without noise.
+template <class T>
+inline T noise_scale(const SparseNoise& noise) {
+    return noise.p > 0.0f ? T(1) / (T(1) - T(noise.p)) : T(1);
+}
+
+// ---- csr_matmul ----
+
+// z[b, :] = beta * z[b, :] + sum over the kept stored entries (j, v) of row b of v * s * w[j, :]
+// (beta == 0 overwrites). With noise.p > 0 an entry is kept iff keep_unit(seed, example, col_offset
+// + j, p) and s = 1/(1-p); otherwise s = 1. Entries are summed in CSR order, four at a time.
+template <class T>
+void csr_matmul(const CsrT<T>& x, SparseNoise noise, CMatT<T> w, MatT<T> z, T beta, int threads) {
+    check(z.rows == x.batch, "csr_matmul", "rows of z != batch size");
+    check(w.cols == z.cols, "csr_matmul", "columns of w != columns of z");
+    check(w.rows >= x.cols, "csr_matmul", "rows of w < input width");
+    const size_t rows = z.rows, n = z.cols;
+    if (rows == 0 || n == 0) return;
+    const bool noisy = noise.p > 0.0f;
+    const T s = noise_scale<T>(noise);
+    const size_t width = column_block_width(rows, n, threads);
+    const size_t blocks = (n + width - 1) / width;
+    const size_t tasks = rows * blocks;
+    const bool par = tasks > 1 && parallel_worth(rows * n, threads);
+    const size_t chunk = dynamic_chunk(tasks, threads);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (par)
+    for (size_t task = 0; task < tasks; ++task) {
+        const size_t b = task / blocks;
+        const size_t c0 = (task % blocks) * width, nc = std::min(width, n - c0);
+        const uint64_t ex = x.example(b);
+        T* __restrict zr = z.row(b) + c0;
+        if (beta == T(0)) {
+            for (size_t j = 0; j < nc; ++j) zr[j] = T(0);
+        } else if (beta != T(1)) {
+            for (size_t j = 0; j < nc; ++j) zr[j] *= beta;
+        }
+        const T* src[4];
+        T coef[4];
+        int pending = 0;
+        for (uint64_t e = x.offsets[ex], end = x.offsets[ex + 1]; e < end; ++e) {
+            const uint32_t col = x.indices[e];
+            if (noisy &&
+                !formulas::keep_unit(noise.seed, ex, uint64_t(x.col_offset) + col, noise.p))
+                continue;
+            src[pending] = w.row(col) + c0;
+            coef[pending] = noisy ? x.value(e) * s : x.value(e);
+            if (++pending == 4) {
+                axpy4(zr, src[0], src[1], src[2], src[3], coef[0], coef[1], coef[2], coef[3], nc);
+                pending = 0;
+            }
+        }
+        for (int i = 0; i < pending; ++i) axpy1(zr, src[i], coef[i], nc);
+    }
+}
+
+// ---- csr_weight_grad ----
+
+// Compact gradient of W [in, out] from a sparse batch: grad.rows = the sorted, unique columns the
+// batch stores (entries dropped by the noise do not count), grad.values[i, :] = alpha * sum over
+// (b, entry of column rows[i]) of v * s * dz[b, :], summed in increasing b. A counting sort
+// builds the transposed index in the scratch (reused across calls); the rows are then summed
+// in parallel, each by one thread in a fixed order, so the result is independent of threads.
+template <class T>
+void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
+                     const RowGradT<T>& grad, WeightGradScratch<T>& s, int threads) {
+    check(dz.rows == x.batch, "csr_weight_grad", "rows of dz != batch size");
+    check(grad.cols == dz.cols, "csr_weight_grad", "gradient width != columns of dz");
+    const size_t rows = dz.rows, n = dz.cols, in = x.cols;
+    const bool noisy = noise.p > 0.0f;
+    const T scale = noise_scale<T>(noise);
+
+    uint64_t nnz = 0;
+    for (size_t b = 0; b < rows; ++b) nnz += x.end(b) - x.begin(b);
+    grow(s.col_count, in, 0u);
+    grow(s.sorted_row, nnz);
+    grow(s.sorted_coef, nnz);
+    grow(s.unique, std::min<uint64_t>(nnz, in));
+    if (noisy) grow(s.kept, nnz);
+    uint32_t* count = s.col_count.data();
+    uint32_t* unique = s.unique.data();
+    uint8_t* kept = s.kept.data();
+    auto reset_counts = [&](size_t touched) {
+        for (size_t i = 0; i < touched; ++i) count[unique[i]] = 0;
+    };
+
+    // Pass 1: per-column counts of the kept entries and the touched columns (the noise mask
+    // is drawn once and remembered for pass 2).
+    size_t touched = 0;
+    uint64_t q = 0;
+    for (size_t b = 0; b < rows; ++b) {
+        const uint64_t ex = x.example(b);
+        for (uint64_t e = x.offsets[ex], end = x.offsets[ex + 1]; e < end; ++e, ++q) {
+            const uint32_t col = x.indices[e];
+            if (noisy) {
+                kept[q] =
+                    formulas::keep_unit(noise.seed, ex, uint64_t(x.col_offset) + col, noise.p);
+                if (!kept[q]) continue;
+            }
+            if (col >= in) {
+                reset_counts(touched);
+                internal_error("csr_weight_grad: column id " + std::to_string(col) +
+                               " >= input width " + std::to_string(in));
+            }
+            if (count[col]++ == 0) unique[touched++] = col;
+        }
+    }
+    if (touched > grad.capacity) {
+        reset_counts(touched);
+        internal_error("csr_weight_grad: the batch touches " + std::to_string(touched) +
+                       " rows but the gradient capacity is " + std::to_string(grad.capacity));
+    }
+
+    // Sorted touched columns: a scan of the counts when they are dense, else a sort.
+    if (in <= 8 * touched) {
+        size_t u = 0;
+        for (size_t col = 0; col < in; ++col)
+            if (count[col] != 0) unique[u++] = uint32_t(col);
+    } else {
+        std::sort(unique, unique + touched);
+    }
+
+    // Pass 2: counting sort by column (stable: the entries of a column stay in increasing b).
+    grow(s.starts, touched + 1);
+    uint64_t* starts = s.starts.data();
+    starts[0] = 0;
+    for (size_t i = 0; i < touched; ++i) {
+        const uint32_t col = unique[i];
+        starts[i + 1] = starts[i] + count[col];
+        count[col] = uint32_t(starts[i]);  // now the next write position
+        grad.rows[i] = col;
+    }
+    q = 0;
+    for (size_t b = 0; b < rows; ++b) {
+        const uint64_t ex = x.example(b);
+        for (uint64_t e = x.offsets[ex], end = x.offsets[ex + 1]; e < end; ++e, ++q) {
+            if (noisy && !kept[q]) continue;
+            const uint32_t pos = count[x.indices[e]]++;
+            s.sorted_row[pos] = uint32_t(b);
+            s.sorted_coef[pos] = alpha * (noisy ? x.value(e) * scale : x.value(e));
+        }
+    }
+    reset_counts(touched);
+    *grad.count = uint32_t(touched);
+    if (touched == 0 || n == 0) return;
+
+    // Sum the dz rows of each touched column.
+    const uint32_t* srow = s.sorted_row.data();
+    const T* scoef = s.sorted_coef.data();
+    const size_t width = column_block_width(touched, n, threads);
+    const size_t blocks = (n + width - 1) / width;
+    const size_t tasks = touched * blocks;
+    const bool par = tasks > 1 && parallel_worth(nnz * n, threads);
+    const size_t chunk = dynamic_chunk(tasks, threads);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk) if (par)
+    for (size_t task = 0; task < tasks; ++task) {
+        const size_t i = task / blocks;
+        const size_t c0 = (task % blocks) * width, nc = std::min(width, n - c0);
+        T* __restrict out = grad.values + i * n + c0;
+        for (size_t j = 0; j < nc; ++j) out[j] = T(0);
+        uint64_t e = starts[i];
+        const uint64_t end = starts[i + 1];
+        for (; e + 4 <= end; e += 4) {
+            axpy4(out, dz.row(srow[e]) + c0, dz.row(srow[e + 1]) + c0, dz.row(srow[e + 2]) + c0,
+                  dz.row(srow[e + 3]) + c0, scoef[e], scoef[e + 1], scoef[e + 2], scoef[e + 3], nc);
+        }
+        for (; e < end; ++e) axpy1(out, dz.row(srow[e]) + c0, scoef[e], nc);
+    }
+}
+
+// ---- output_delta ----
+
+// One row of output_delta with the activation and loss kind fixed at compile time. Returns the
+// row's loss (zero-target pass plus corrections at the stored targets) when want_loss.
+template <class T, Activation A, ErrorFunction K, bool Multinomial>
+inline double output_delta_row(const formulas::LossParams& params, const T* __restrict a,
+                               const CsrT<T>& target, size_t b, T scale, T* __restrict d, size_t n,
+                               bool want_loss) {
+    formulas::LossParams p = params;
+    p.kind = K;
+    p.multinomial = Multinomial;  // a constant, so the loss loops vectorise without unswitching
+    const uint64_t ex = target.example(b);
+    const uint64_t t0 = target.offsets[ex], t1 = target.offsets[ex + 1];
+    const uint32_t* idx = target.indices;
+    double loss = 0.0;
+
+    if constexpr (A == Activation::kSoftMax) {
+        if constexpr (K == ErrorFunction::kCrossEntropy && Multinomial) {
+            // delta = a * sum(t) - t. The zero-target loss -0 * log(a) is 0: only stored
+            // entries contribute.
+            double tsum = 0.0;
+            for (uint64_t e = t0; e < t1; ++e) tsum += double(target.value(e));
+            const T ts = T(tsum);
+#pragma omp simd
+            for (size_t j = 0; j < n; ++j)
+                d[j] = scale * formulas::multinomial_delta_element(a[j], T(0), ts);
+            for (uint64_t e = t0; e < t1; ++e) {
+                const uint32_t j = idx[e];
+                const T t = target.value(e);
+                d[j] = scale * formulas::multinomial_delta_element(a[j], t, ts);
+                if (want_loss) loss += double(formulas::loss_element(p, a[j], t));
+            }
+            return loss;
+        }
+        // General SoftMax: delta_k = a_k (g_k - sum_j g_j a_j) with g = dL/da.
+        double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+        for (size_t j = 0; j < n; ++j)
+            dot += double(formulas::loss_grad_element(p, a[j], T(0)) * a[j]);
+        for (uint64_t e = t0; e < t1; ++e) {
+            const uint32_t j = idx[e];
+            const T t = target.value(e);
+            dot += double(formulas::loss_grad_element(p, a[j], t) * a[j]) -
+                   double(formulas::loss_grad_element(p, a[j], T(0)) * a[j]);
+        }
+        const T dt = T(dot);
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j)
+            d[j] = scale * formulas::softmax_delta_element(
+                               a[j], formulas::loss_grad_element(p, a[j], T(0)), dt);
+        for (uint64_t e = t0; e < t1; ++e) {
+            const uint32_t j = idx[e];
+            d[j] = scale * formulas::softmax_delta_element(
+                               a[j], formulas::loss_grad_element(p, a[j], target.value(e)), dt);
+        }
+    } else {
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j)
+            d[j] = scale * formulas::output_delta_element(p, A, a[j], T(0));
+        for (uint64_t e = t0; e < t1; ++e) {
+            const uint32_t j = idx[e];
+            d[j] = scale * formulas::output_delta_element(p, A, a[j], target.value(e));
+        }
+    }
+    if (want_loss) {
+#pragma omp simd reduction(+ : loss)
+        for (size_t j = 0; j < n; ++j) loss += double(formulas::loss_element(p, a[j], T(0)));
+        for (uint64_t e = t0; e < t1; ++e) {
+            const uint32_t j = idx[e];
+            loss += double(formulas::loss_element(p, a[j], target.value(e))) -
+                    double(formulas::loss_element(p, a[j], T(0)));
+        }
+    }
+    return loss;
+}
+
+// delta := scale * dL/dz for an output layer with activation act and sparse targets (a dense
+// zero-target pass plus a correction at the stored entries; targets are never densified).
+// If loss_sum is not null, *loss_sum += the unscaled batch loss, summed per row in double and
+// then over rows in row order (row_loss is the caller's scratch).
+template <class T>
+void output_delta(const formulas::LossParams& loss, Activation act, CMatT<T> a,
+                  const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
+                  std::vector<double>& row_loss, int threads) {
+    check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
+          "shapes of a and delta differ");
+    check(target.batch == a.rows, "output_delta", "target batch size != rows of a");
+    check(target.cols <= a.cols, "output_delta", "target width > columns of a");
+    const size_t rows = a.rows, n = a.cols;
+    if (rows == 0) return;
+    const bool want_loss = loss_sum != nullptr;
+    grow(row_loss, rows);
+    double* rl = row_loss.data();
+    const bool par = parallel_worth(rows * n, threads);
+    dispatch_activation(act, [&](auto a_const) {
+        dispatch_loss(loss.kind, [&](auto k_const) {
+            constexpr Activation A = decltype(a_const)::value;
+            constexpr ErrorFunction K = decltype(k_const)::value;
+            auto run = [&](auto m_const) {
+                constexpr bool M = decltype(m_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+                for (size_t b = 0; b < rows; ++b)
+                    rl[b] = output_delta_row<T, A, K, M>(loss, a.row(b), target, b, scale,
+                                                         delta.row(b), n, want_loss);
+            };
+            if (K == ErrorFunction::kCrossEntropy && loss.multinomial)
+                run(std::true_type{});
+            else
+                run(std::false_type{});
+        });
+    });
+    if (want_loss) {
+        double total = 0.0;
+        for (size_t b = 0; b < rows; ++b) total += rl[b];
+        *loss_sum += total;
+    }
+}
+
+// ---- top_k ----
+
+// x ranks before y: higher score, ties broken by the lower column.
+template <class T>
+inline bool ranks_before(const ScoreIndex<T>& x, const ScoreIndex<T>& y) {
+    return x.score > y.score || (x.score == y.score && x.index < y.index);
+}
+
+// Bit j set iff v[j] > threshold, for the 32 scores at v (NaN compares false).
+template <class T>
+inline uint32_t above_threshold_mask(const T* v, T threshold) {
+    uint32_t mask = 0;
+#pragma omp simd reduction(| : mask)
+    for (uint32_t j = 0; j < 32; ++j) mask |= (v[j] > threshold ? 1u : 0u) << j;
+    return mask;
+}
+
+// Per row: the k best (score, column) pairs in descending order (ties: lower column first),
+// skipping the columns stored in that row of `exclude` and NaN scores. Slots beyond the
+// available columns get score -inf and index UINT32_MAX. out_*: [rows, k].
+//
+// Per row, candidates are appended to a buffer of 2 min(k, n) + 64 pairs; when it fills, an
+// nth_element keeps the best min(k, n) and the worst of those becomes the threshold. Columns
+// are scanned in increasing order, so a later column must beat the threshold strictly, and
+// blocks of 32 scores with none above it (NaN never is) are skipped with one vector compare.
+// Expected cost O(n + k log(n/k)) per row, plus a final sort of k pairs.
+template <class T>
+void top_k(CMatT<T> scores, const CsrT<T>* exclude, size_t k, T* out_scores, uint32_t* out_indices,
+           std::vector<ScoreIndex<T>>& scratch, int threads) {
+    const size_t rows = scores.rows, n = scores.cols;
+    if (rows == 0 || k == 0) return;
+    check(n <= size_t(UINT32_MAX), "top_k", "too many columns");
+    check(exclude == nullptr || exclude->batch == rows, "top_k",
+          "exclusion batch size != rows of scores");
+    const size_t kk = std::min(k, n);
+    const size_t cap = 2 * kk + 64;
+    const int team = std::max(threads, 1);
+    grow(scratch, cap * size_t(team));
+    const bool par = parallel_worth(rows * n, threads);
+    const auto better = [](const ScoreIndex<T>& x, const ScoreIndex<T>& y) {
+        return ranks_before(x, y);
+    };
+#pragma omp parallel num_threads(team) if (par)
+    {
+        ScoreIndex<T>* buf = scratch.data() + size_t(omp_get_thread_num()) * cap;
+#pragma omp for schedule(dynamic, 4)
+        for (size_t b = 0; b < rows; ++b) {
+            const T* sr = scores.row(b);
+            const uint32_t* xi = nullptr;
+            uint64_t xe = 0, xend = 0;
+            if (exclude != nullptr) {
+                xi = exclude->indices;
+                xe = exclude->begin(b);
+                xend = exclude->end(b);
+            }
+            auto excluded = [&](size_t c) {
+                while (xe < xend && xi[xe] < c) ++xe;
+                return xe < xend && xi[xe] == c;
+            };
+            size_t size = 0;
+            bool has_threshold = false;
+            T threshold = T(0);
+            auto offer = [&](size_t j, T v) {
+                if (excluded(j)) return;
+                buf[size++] = ScoreIndex<T>{v, uint32_t(j)};
+                if (size == cap) {
+                    std::nth_element(buf, buf + (kk - 1), buf + size, better);
+                    size = kk;
+                    threshold = buf[kk - 1].score;
+                    has_threshold = true;
+                }
+            };
+            size_t c = 0;
+            for (; c < n && !has_threshold; ++c)
+                if (!std::isnan(sr[c])) offer(c, sr[c]);
+            constexpr size_t kBlock = 32;
+            for (; c < n; c += kBlock) {
+                const size_t cend = std::min(n, c + kBlock);
+                if (cend - c < kBlock) {
+                    for (size_t j = c; j < cend; ++j)
+                        if (sr[j] > threshold) offer(j, sr[j]);
+                    break;
+                }
+                // Visit only the set bits (the threshold may rise inside the block).
+                for (uint32_t mask = above_threshold_mask(sr + c, threshold); mask != 0;
+                     mask &= mask - 1) {
+                    const size_t j = c + size_t(__builtin_ctz(mask));
+                    if (sr[j] > threshold) offer(j, sr[j]);
+                }
+            }
+            const size_t m = std::min(size, kk);
+            if (m < size) std::nth_element(buf, buf + m, buf + size, better);
+            std::sort(buf, buf + m, better);
+            T* os = out_scores + b * k;
+            uint32_t* oi = out_indices + b * k;
+            for (size_t i = 0; i < m; ++i) {
+                os[i] = buf[i].score;
+                oi[i] = buf[i].index;
+            }
+            for (size_t i = m; i < k; ++i) {
+                os[i] = -std::numeric_limits<T>::infinity();
+                oi[i] = UINT32_MAX;
+            }
+        }
+    }
+}
+
+}  // namespace sparsenet::cpu

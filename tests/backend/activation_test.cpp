@@ -1,0 +1,234 @@
+// bias_activation_forward, activation_backward and column_sum against double references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::Dense;
+
+constexpr Activation kAll[] = {Activation::kSigmoid, Activation::kTanh,
+                               Activation::kRectifiedLinear, Activation::kLinear,
+                               Activation::kSoftMax};
+constexpr Activation kElementwise[] = {Activation::kSigmoid, Activation::kTanh,
+                                       Activation::kRectifiedLinear, Activation::kLinear};
+
+double ref_activate(Activation act, double z) {
+    switch (act) {
+        case Activation::kSigmoid:
+            return 1.0 / (1.0 + std::exp(-z));
+        case Activation::kTanh:
+            return std::tanh(z);
+        case Activation::kRectifiedLinear:
+            return std::max(z, 0.0);
+        case Activation::kLinear:
+            return z;
+        case Activation::kSoftMax:
+            break;
+    }
+    return std::nan("");
+}
+
+double ref_derivative(Activation act, double a) {
+    switch (act) {
+        case Activation::kSigmoid:
+            return a * (1.0 - a);
+        case Activation::kTanh:
+            return 1.0 - a * a;
+        case Activation::kRectifiedLinear:
+            return a > 0 ? 1.0 : 0.0;
+        case Activation::kLinear:
+            return 1.0;
+        case Activation::kSoftMax:
+            break;
+    }
+    return std::nan("");
+}
+
+const char* name(Activation a) {
+    switch (a) {
+        case Activation::kSigmoid:
+            return "Sigmoid";
+        case Activation::kTanh:
+            return "Tanh";
+        case Activation::kRectifiedLinear:
+            return "RectifiedLinear";
+        case Activation::kLinear:
+            return "Linear";
+        case Activation::kSoftMax:
+            return "SoftMax";
+    }
+    return "?";
+}
+
+void check_forward(Backend& backend, Activation act, size_t rows, size_t cols, bool with_bias,
+                   uint64_t seed, double range = 4.0) {
+    const float kPad = 99.0f;
+    Dense<float> z = testing::random_dense<float>(rows, cols, 3, seed, -range, range, kPad);
+    const Dense<float> z0 = z;
+    const Dense<float> bias = testing::random_dense<float>(1, cols, 0, seed + 1);
+    backend.bias_activation_forward(act, with_bias ? bias.data.data() : nullptr, z.view());
+    const std::string what = std::string(name(act)) + " rows=" + std::to_string(rows) +
+                             " cols=" + std::to_string(cols) + (with_bias ? " bias" : "");
+    for (size_t r = 0; r < rows; ++r) {
+        std::vector<double> x(cols), want(cols);
+        for (size_t c = 0; c < cols; ++c)
+            x[c] = double(z0.at(r, c)) + (with_bias ? double(bias.at(0, c)) : 0.0);
+        if (act == Activation::kSoftMax) {
+            const double mx = *std::max_element(x.begin(), x.end());
+            double sum = 0;
+            for (size_t c = 0; c < cols; ++c) sum += want[c] = std::exp(x[c] - mx);
+            for (double& v : want) v /= sum;
+        } else {
+            for (size_t c = 0; c < cols; ++c) want[c] = ref_activate(act, x[c]);
+        }
+        double total = 0;
+        for (size_t c = 0; c < cols; ++c) {
+            total += z.at(r, c);
+            ASSERT_TRUE(testing::near(z.at(r, c), want[c], std::fabs(want[c]) + 1.0, 2e-6, 0))
+                << what << " at " << r << "," << c << " got " << z.at(r, c) << " want " << want[c];
+        }
+        if (act == Activation::kSoftMax) {
+            ASSERT_NEAR(total, 1.0, 1e-5) << what;
+        }
+        for (size_t c = cols; c < z.ld; ++c) ASSERT_EQ(z.at(r, c), kPad) << what;
+    }
+}
+
+TEST(BiasActivationForward, MatchesReferenceOverGrid) {
+    CpuBackend backend(2);
+    uint64_t seed = 1;
+    for (Activation act : kAll)
+        for (size_t rows : {1, 7, 64})
+            for (size_t cols : {1, 5, 130})
+                for (bool bias : {false, true}) {
+                    check_forward(backend, act, rows, cols, bias, seed++);
+                    if (HasFatalFailure()) return;
+                }
+}
+
+TEST(BiasActivationForward, ParallelPath) {
+    CpuBackend backend(2);
+    for (Activation act : kAll) check_forward(backend, act, 300, 257, true, 7);
+}
+
+TEST(BiasActivationForward, SoftMaxIsStableForLargeInputs) {
+    CpuBackend backend(1);
+    Dense<float> z(2, 3);
+    const float v[] = {1000.0f, 1001.0f, 999.0f, -1000.0f, -1000.0f, -1000.0f};
+    for (size_t i = 0; i < 6; ++i) z.data[i] = v[i];
+    backend.bias_activation_forward(Activation::kSoftMax, nullptr, z.view());
+    const double e1 = std::exp(-1.0), e2 = std::exp(-2.0);
+    const double s = 1 + e1 + e2;
+    EXPECT_NEAR(z.at(0, 0), e1 / s, 1e-6);
+    EXPECT_NEAR(z.at(0, 1), 1.0 / s, 1e-6);
+    EXPECT_NEAR(z.at(0, 2), e2 / s, 1e-6);
+    for (size_t c = 0; c < 3; ++c) EXPECT_NEAR(z.at(1, c), 1.0 / 3.0, 1e-6);
+}
+
+TEST(ActivationBackward, MatchesReferenceOverGrid) {
+    CpuBackend backend(2);
+    uint64_t seed = 50;
+    for (Activation act : kElementwise)
+        for (size_t rows : {1, 7, 64, 300})
+            for (size_t cols : {1, 5, 130}) {
+                // a: realistic activations (forward of random pre-activations, some exact zeros
+                // from ReLU).
+                Dense<float> a = testing::random_dense<float>(rows, cols, 2, seed++, -3, 3);
+                backend.bias_activation_forward(act, nullptr, a.view());
+                Dense<float> d = testing::random_dense<float>(rows, cols, 1, seed++, -2, 2, 5.0f);
+                const Dense<float> d0 = d;
+                backend.activation_backward(act, a.cview(), d.view());
+                for (size_t r = 0; r < rows; ++r) {
+                    for (size_t c = 0; c < cols; ++c) {
+                        const double want = double(d0.at(r, c)) * ref_derivative(act, a.at(r, c));
+                        ASSERT_TRUE(testing::near(d.at(r, c), want, std::fabs(want), 1e-6, 1e-7))
+                            << name(act) << " at " << r << "," << c;
+                    }
+                    ASSERT_EQ(d.at(r, cols), 5.0f);
+                }
+            }
+}
+
+TEST(ActivationBackward, SoftMaxIsRejected) {
+    CpuBackend backend(1);
+    Dense<float> a(2, 2, 0, 0.5f), d(2, 2, 0, 1.0f);
+    try {
+        backend.activation_backward(Activation::kSoftMax, a.cview(), d.view());
+        FAIL() << "expected Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kInternal);
+    }
+}
+
+TEST(ActivationDouble, ForwardAndBackwardInstantiate) {
+    Dense<double> z = testing::random_dense<double>(3, 4, 1, 3);
+    const Dense<double> z0 = z;
+    const double bias[4] = {0.1, -0.2, 0.3, 0.0};
+    cpu::bias_activation_forward(Activation::kTanh, bias, z.mat(), 2);
+    Dense<double> d(3, 4, 1, 1.0);
+    cpu::activation_backward(Activation::kTanh, z.cmat(), d.mat(), 2);
+    for (size_t r = 0; r < 3; ++r)
+        for (size_t c = 0; c < 4; ++c) {
+            const double a = std::tanh(z0.at(r, c) + bias[c]);
+            EXPECT_NEAR(z.at(r, c), a, 1e-15);
+            EXPECT_NEAR(d.at(r, c), 1 - a * a, 1e-15);
+        }
+}
+
+void check_column_sum(Backend& backend, size_t rows, size_t cols, float alpha, float beta,
+                      uint64_t seed, std::vector<float>* result = nullptr) {
+    const Dense<float> m = testing::random_dense<float>(rows, cols, 3, seed, -1, 1, 1e30f);
+    std::vector<float> out(cols + 1, 0.25f);
+    if (beta == 0.0f)
+        for (size_t c = 0; c < cols; ++c) out[c] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> out0 = out;
+    backend.column_sum(m.cview(), alpha, beta, out.data());
+    for (size_t c = 0; c < cols; ++c) {
+        double want = 0, mag = 0;
+        for (size_t r = 0; r < rows; ++r) {
+            want += m.at(r, c);
+            mag += std::fabs(m.at(r, c));
+        }
+        want *= alpha;
+        mag *= std::fabs(alpha);
+        if (beta != 0.0f) {
+            want += double(beta) * out0[c];
+            mag += std::fabs(double(beta) * out0[c]);
+        }
+        ASSERT_TRUE(testing::near(out[c], want, mag, 1e-6, 1e-7))
+            << "rows=" << rows << " cols=" << cols << " beta=" << beta << " c=" << c << " got "
+            << out[c] << " want " << want;
+    }
+    ASSERT_EQ(out[cols], 0.25f) << "wrote past the end";
+    if (result != nullptr) *result = out;
+}
+
+TEST(ColumnSum, MatchesReferenceOverGrid) {
+    CpuBackend backend(2);
+    uint64_t seed = 300;
+    for (size_t rows : {1, 7, 64})
+        for (size_t cols : {1, 5, 130})
+            for (float beta : {0.0f, 1.0f}) {
+                check_column_sum(backend, rows, cols, -0.5f, beta, seed++);
+                if (HasFatalFailure()) return;
+            }
+}
+
+TEST(ColumnSum, DeterministicAcrossThreadCounts) {
+    CpuBackend one(1), two(2);
+    std::vector<float> r1, r2;
+    check_column_sum(one, 1000, 700, 1.0f / 1000, 1.0f, 9, &r1);
+    check_column_sum(two, 1000, 700, 1.0f / 1000, 1.0f, 9, &r2);
+    ASSERT_EQ(r1.size(), r2.size());
+    EXPECT_EQ(0, std::memcmp(r1.data(), r2.data(), r1.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace sparsenet

@@ -1,0 +1,185 @@
+// csr_matmul: z = beta * z + x . w for a sparse batch, with optional denoising of the inputs,
+// against a dense double reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+#include "formulas/rng.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::Dense;
+
+struct MatmulCase {
+    size_t batch = 7;
+    uint32_t in = 40;
+    size_t out = 5;
+    testing::RowShape shape = testing::RowShape::kUniform;
+    bool valued = false;
+    bool permuted = false;
+    float p = 0.0f;
+    float beta = 0.0f;
+    uint32_t col_offset = 0;
+    uint64_t seed = 1;
+};
+
+// Runs the op and checks it against the reference; the op's output goes to *result.
+void run_and_check(Backend& backend, const MatmulCase& c, const std::string& what,
+                   Dense<float>* result = nullptr) {
+    const size_t pad = 3;
+    const float kPad = 12345.0f;
+    const Dataset d = testing::random_dataset(c.batch + 4, c.in, c.shape, c.valued, c.seed);
+    const testing::TestBatch batch = testing::make_batch(d.rows, c.batch, c.permuted, c.seed + 1);
+    const Dense<float> w = testing::random_dense<float>(c.in, c.out, 2, c.seed + 2);
+    Dense<float> z = testing::random_dense<float>(c.batch, c.out, pad, c.seed + 3, -1, 1, kPad);
+    if (c.beta == 0.0f)  // beta == 0 must overwrite, NaNs included
+        for (size_t b = 0; b < c.batch; ++b)
+            for (size_t o = 0; o < c.out; ++o) z.at(b, o) = std::numeric_limits<float>::quiet_NaN();
+    const Dense<float> z0 = z;
+
+    SparseNoise noise;
+    noise.p = c.p;
+    noise.seed = c.seed * 7919 + 11;
+    backend.csr_matmul(testing::csr_view(d, batch, c.col_offset), noise, w.cview(), z.view(),
+                       c.beta);
+
+    const double s = c.p > 0 ? 1.0 / (1.0 - double(c.p)) : 1.0;
+    for (size_t b = 0; b < c.batch; ++b) {
+        const uint64_t ex = batch.example(b);
+        for (size_t o = 0; o < c.out; ++o) {
+            double ref = c.beta == 0.0f ? 0.0 : double(c.beta) * z0.at(b, o);
+            double mag = std::fabs(ref);
+            for (uint64_t e = d.offsets[ex]; e < d.offsets[ex + 1]; ++e) {
+                const uint32_t j = d.indices[e];
+                if (c.p > 0 && !formulas::keep_unit(noise.seed, ex, c.col_offset + j, c.p))
+                    continue;
+                const double term = testing::entry_value(d, e) * s * w.at(j, o);
+                ref += term;
+                mag += std::fabs(term);
+            }
+            ASSERT_TRUE(testing::near(z.at(b, o), ref, mag))
+                << what << " b=" << b << " o=" << o << " got " << z.at(b, o) << " want " << ref;
+        }
+        for (size_t o = c.out; o < z.ld; ++o) ASSERT_EQ(z.at(b, o), kPad) << what << " padding";
+    }
+    if (result != nullptr) *result = z;
+}
+
+TEST(CsrMatmul, MatchesReferenceOverGrid) {
+    CpuBackend backend(2);
+    int cases = 0;
+    for (size_t batch : {1, 7, 64})
+        for (size_t out : {1, 5, 130})
+            for (testing::RowShape shape : testing::kAllShapes)
+                for (bool valued : {false, true})
+                    for (bool permuted : {false, true})
+                        for (float p : {0.0f, 0.3f})
+                            for (float beta : {0.0f, 1.0f}) {
+                                MatmulCase c;
+                                c.batch = batch;
+                                c.out = out;
+                                c.in = 97;
+                                c.shape = shape;
+                                c.valued = valued;
+                                c.permuted = permuted;
+                                c.p = p;
+                                c.beta = beta;
+                                c.col_offset = p > 0 ? 1000 : 0;
+                                c.seed = 100 + cases;
+                                const std::string what =
+                                    testing::case_name(shape, valued, batch, out, permuted) +
+                                    " p=" + std::to_string(p) + " beta=" + std::to_string(beta);
+                                run_and_check(backend, c, what);
+                                if (HasFatalFailure()) return;
+                                ++cases;
+                            }
+    EXPECT_EQ(cases, 576);
+}
+
+TEST(CsrMatmul, BetaOtherThanZeroOrOneScales) {
+    CpuBackend backend(2);
+    MatmulCase c;
+    c.batch = 9;
+    c.out = 33;
+    c.beta = 0.5f;
+    c.valued = true;
+    run_and_check(backend, c, "beta=0.5");
+}
+
+// Shapes large enough to take the parallel paths (row tasks, and column blocks for a batch
+// smaller than the team), checked against the reference and bit-identical for 1 and 2 threads.
+TEST(CsrMatmul, ParallelPathsAreExactAndThreadCountIndependent) {
+    CpuBackend one(1), two(2);
+    const std::pair<size_t, size_t> shapes[] = {{256, 300}, {1, 20000}, {3, 4099}};
+    for (auto [batch, out] : shapes)
+        for (float p : {0.0f, 0.3f}) {
+            MatmulCase c;
+            c.batch = batch;
+            c.out = out;
+            c.in = 500;
+            c.shape = testing::RowShape::kPowerLaw;
+            c.valued = true;
+            c.permuted = true;
+            c.p = p;
+            c.col_offset = 77;
+            c.beta = 1.0f;
+            const std::string what = "batch=" + std::to_string(batch) +
+                                     " out=" + std::to_string(out) + " p=" + std::to_string(p);
+            Dense<float> z1, z2;
+            run_and_check(one, c, what + " threads=1", &z1);
+            run_and_check(two, c, what + " threads=2", &z2);
+            ASSERT_EQ(z1.data, z2.data) << what;
+        }
+}
+
+TEST(CsrMatmul, NoiseDropsAboutPOfTheEntries) {
+    // All-ones weights and one output: z[b] counts the kept entries of row b times 1/(1-p).
+    const float p = 0.3f;
+    const Dataset d = testing::random_dataset(400, 1000, testing::RowShape::kUniform, false, 5);
+    const testing::TestBatch batch = testing::make_batch(d.rows, d.rows, false, 0);
+    Dense<float> w(1000, 1, 0, 1.0f);
+    Dense<float> z(400, 1);
+    CpuBackend backend(2);
+    backend.csr_matmul(testing::csr_view(d, batch), SparseNoise{p, 42}, w.cview(), z.view(), 0.0f);
+    double kept = 0;
+    for (size_t b = 0; b < 400; ++b) kept += double(z.at(b, 0)) * (1.0 - p);
+    const double fraction = 1.0 - kept / double(d.nnz());
+    EXPECT_NEAR(fraction, p, 0.02) << "nnz " << d.nnz();
+}
+
+TEST(CsrMatmul, DoubleInstantiationMatchesFloat) {
+    const Dataset d = testing::random_dataset(20, 50, testing::RowShape::kPowerLaw, true, 9);
+    const testing::TestBatch batch = testing::make_batch(d.rows, 16, true, 3);
+    const Dense<float> wf = testing::random_dense<float>(50, 17, 0, 4);
+    Dense<double> wd(50, 17);
+    for (size_t i = 0; i < wf.data.size(); ++i) wd.data[i] = wf.data[i];
+    Dense<float> zf(16, 17);
+    Dense<double> zd(16, 17);
+    std::vector<double> values_d;
+    const SparseNoise noise{0.25f, 8};
+    cpu::csr_matmul(testing::csr_view_d(d, batch, values_d, 3), noise, wd.cmat(), zd.mat(), 0.0, 2);
+    CpuBackend backend(2);
+    CsrBatchView xf = testing::csr_view(d, batch, 3);
+    backend.csr_matmul(xf, noise, wf.cview(), zf.view(), 0.0f);
+    for (size_t i = 0; i < zf.data.size(); ++i) EXPECT_NEAR(zf.data[i], zd.data[i], 1e-4);
+}
+
+TEST(CsrMatmul, RejectsMismatchedShapes) {
+    CpuBackend backend(1);
+    const Dataset d = testing::random_dataset(4, 10, testing::RowShape::kUniform, false, 1);
+    const testing::TestBatch batch = testing::make_batch(4, 4, false, 0);
+    Dense<float> w(10, 3), z(4, 4);
+    try {
+        backend.csr_matmul(testing::csr_view(d, batch), SparseNoise{}, w.cview(), z.view(), 0.0f);
+        FAIL() << "expected Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kInternal);
+    }
+}
+
+}  // namespace
+}  // namespace sparsenet

@@ -1,0 +1,161 @@
+// dropout: inverted dropout keyed by (seed, example row, global column): reference values, mask
+// rate, same mask forward and backward, independence from the column split, the batch
+// composition and the thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+#include "formulas/rng.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::Dense;
+
+TEST(Dropout, MatchesReferenceOverGrid) {
+    CpuBackend backend(2);
+    const float kPad = 3.5f;
+    uint64_t seed = 1;
+    for (size_t rows : {1, 7, 64})
+        for (size_t cols : {1, 5, 130})
+            for (bool permuted : {false, true})
+                for (float p : {0.0f, 0.3f})
+                    for (uint32_t col_offset : {0u, 17u}) {
+                        const testing::TestBatch batch =
+                            testing::make_batch(rows + 3, rows, permuted, seed);
+                        Dense<float> m =
+                            testing::random_dense<float>(rows, cols, 2, seed + 1, -2, 2, kPad);
+                        const Dense<float> m0 = m;
+                        const uint64_t mask_seed = 1000 + seed;
+                        backend.dropout(p, mask_seed, batch.view(), col_offset, m.view());
+                        for (size_t r = 0; r < rows; ++r) {
+                            for (size_t c = 0; c < cols; ++c) {
+                                const bool keep =
+                                    p == 0.0f || formulas::keep_unit(mask_seed, batch.example(r),
+                                                                     col_offset + c, p);
+                                const double want = keep ? m0.at(r, c) / (1.0 - p) : 0.0;
+                                ASSERT_TRUE(
+                                    testing::near(m.at(r, c), want, std::fabs(want), 1e-6, 0))
+                                    << "rows=" << rows << " cols=" << cols << " p=" << p << " at "
+                                    << r << "," << c;
+                                if (!keep) {
+                                    ASSERT_EQ(m.at(r, c), 0.0f);
+                                }
+                            }
+                            for (size_t c = cols; c < m.ld; ++c) ASSERT_EQ(m.at(r, c), kPad);
+                        }
+                        ++seed;
+                    }
+}
+
+TEST(Dropout, ZeroProbabilityIsANoOp) {
+    CpuBackend backend(2);
+    Dense<float> m = testing::random_dense<float>(9, 11, 1, 2);
+    m.at(3, 4) = std::nanf("");
+    const Dense<float> m0 = m;
+    BatchRows rows;
+    rows.batch = 9;
+    backend.dropout(0.0f, 5, rows, 0, m.view());
+    EXPECT_EQ(0, std::memcmp(m.data.data(), m0.data.data(), m.data.size() * sizeof(float)));
+}
+
+TEST(Dropout, MaskFractionIsNearP) {
+    CpuBackend backend(2);
+    for (float p : {0.1f, 0.3f, 0.5f, 0.9f}) {
+        Dense<float> m(200, 500, 0, 1.0f);
+        BatchRows rows;
+        rows.first_row = 12345;
+        rows.batch = 200;
+        backend.dropout(p, 77, rows, 0, m.view());
+        size_t dropped = 0;
+        for (size_t r = 0; r < 200; ++r)
+            for (size_t c = 0; c < 500; ++c) {
+                const float v = m.at(r, c);
+                if (v == 0.0f) {
+                    ++dropped;
+                } else {
+                    ASSERT_NEAR(v, 1.0 / (1.0 - p), 1e-5);
+                }
+            }
+        EXPECT_NEAR(double(dropped) / (200.0 * 500.0), p, 0.01) << "p=" << p;
+    }
+}
+
+TEST(Dropout, ForwardAndBackwardUseTheSameMask) {
+    CpuBackend backend(2);
+    const testing::TestBatch batch = testing::make_batch(100, 64, true, 4);
+    Dense<float> act = testing::random_dense<float>(64, 130, 0, 1, 0.5, 1.0);
+    Dense<float> grad = testing::random_dense<float>(64, 130, 0, 2, 0.5, 1.0);
+    const Dense<float> grad0 = grad;
+    backend.dropout(0.3f, 99, batch.view(), 40, act.view());
+    backend.dropout(0.3f, 99, batch.view(), 40, grad.view());
+    size_t dropped = 0;
+    for (size_t i = 0; i < act.data.size(); ++i) {
+        ASSERT_EQ(act.data[i] == 0.0f, grad.data[i] == 0.0f) << i;
+        if (grad.data[i] != 0.0f) {
+            ASSERT_FLOAT_EQ(grad.data[i], grad0.data[i] / 0.7f);
+        }
+        dropped += act.data[i] == 0.0f;
+    }
+    EXPECT_GT(dropped, 0u);
+}
+
+TEST(Dropout, MaskIsIndependentOfTheColumnSplit) {
+    CpuBackend backend(2);
+    const testing::TestBatch batch = testing::make_batch(50, 33, true, 8);
+    const Dense<float> m0 = testing::random_dense<float>(33, 10, 0, 3);
+    Dense<float> whole = m0, halves = m0;
+    backend.dropout(0.4f, 2024, batch.view(), 0, whole.view());
+    // Two [B, 5] column slices of the same buffer (ld 10), the second at global column 5.
+    MatrixView left{halves.data.data(), 33, 5, 10};
+    MatrixView right{halves.data.data() + 5, 33, 5, 10};
+    backend.dropout(0.4f, 2024, batch.view(), 0, left);
+    backend.dropout(0.4f, 2024, batch.view(), 5, right);
+    EXPECT_EQ(0, std::memcmp(whole.data.data(), halves.data.data(), whole.data.size() * 4));
+}
+
+TEST(Dropout, MaskFollowsTheExampleNotTheBatchPosition) {
+    CpuBackend backend(1);
+    // Batch A holds examples 10..13 in order; batch B holds 13, 11 (permuted).
+    Dense<float> a(4, 64, 0, 1.0f), b(2, 64, 0, 1.0f);
+    BatchRows ra;
+    ra.first_row = 10;
+    ra.batch = 4;
+    const std::vector<uint32_t> ids = {13, 11};
+    BatchRows rb;
+    rb.rows = ids.data();
+    rb.batch = 2;
+    backend.dropout(0.5f, 6, ra, 0, a.view());
+    backend.dropout(0.5f, 6, rb, 0, b.view());
+    for (size_t c = 0; c < 64; ++c) {
+        EXPECT_EQ(b.at(0, c), a.at(3, c));
+        EXPECT_EQ(b.at(1, c), a.at(1, c));
+    }
+}
+
+TEST(Dropout, ThreadCountIndependent) {
+    CpuBackend one(1), two(2);
+    const testing::TestBatch batch = testing::make_batch(600, 512, true, 1);
+    Dense<float> m1 = testing::random_dense<float>(512, 300, 4, 5), m2 = m1;
+    one.dropout(0.25f, 3, batch.view(), 1000, m1.view());
+    two.dropout(0.25f, 3, batch.view(), 1000, m2.view());
+    EXPECT_EQ(0, std::memcmp(m1.data.data(), m2.data.data(), m1.data.size() * sizeof(float)));
+}
+
+TEST(Dropout, DoubleInstantiationUsesTheSameMask) {
+    Dense<float> f(5, 20, 0, 1.0f);
+    Dense<double> d(5, 20, 0, 1.0);
+    BatchRows rows;
+    rows.first_row = 3;
+    rows.batch = 5;
+    CpuBackend backend(1);
+    backend.dropout(0.3f, 11, rows, 2, f.view());
+    cpu::dropout(0.3f, 11, rows, 2, d.mat(), 1);
+    for (size_t i = 0; i < f.data.size(); ++i) EXPECT_NEAR(f.data[i], d.data[i], 1e-6);
+}
+
+}  // namespace
+}  // namespace sparsenet

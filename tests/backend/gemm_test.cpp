@@ -1,0 +1,107 @@
+// gemm: c = alpha * op(a) . op(b) + beta * c with padded leading dimensions, all transpose
+// combinations, beta == 0 overwriting NaN, against a double reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::Dense;
+
+TEST(Gemm, MatchesReferenceForAllTransposesAndShapes) {
+    CpuBackend backend(2);
+    const float kPad = -777.0f;
+    int cases = 0;
+    for (size_t m : {1, 5, 130})
+        for (size_t n : {1, 5, 130})
+            for (size_t k : {1, 7, 64})
+                for (bool ta : {false, true})
+                    for (bool tb : {false, true})
+                        for (float beta : {0.0f, 1.0f}) {
+                            const uint64_t seed = 10 + cases++;
+                            const float alpha = 0.75f;
+                            // op(a) is [m, k], op(b) is [k, n]; storage shapes follow the flags.
+                            const Dense<float> a = ta ? testing::random_dense<float>(k, m, 2, seed)
+                                                      : testing::random_dense<float>(m, k, 2, seed);
+                            const Dense<float> b =
+                                tb ? testing::random_dense<float>(n, k, 1, seed + 1)
+                                   : testing::random_dense<float>(k, n, 1, seed + 1);
+                            Dense<float> c =
+                                testing::random_dense<float>(m, n, 3, seed + 2, -1, 1, kPad);
+                            if (beta == 0.0f)
+                                for (size_t r = 0; r < m; ++r)
+                                    for (size_t j = 0; j < n; ++j)
+                                        c.at(r, j) = std::numeric_limits<float>::quiet_NaN();
+                            const Dense<float> c0 = c;
+                            backend.gemm(ta, tb, alpha, a.cview(), b.cview(), beta, c.view());
+                            for (size_t r = 0; r < m; ++r) {
+                                for (size_t j = 0; j < n; ++j) {
+                                    double ref = 0, mag = 0;
+                                    for (size_t q = 0; q < k; ++q) {
+                                        const double t = double(ta ? a.at(q, r) : a.at(r, q)) *
+                                                         double(tb ? b.at(j, q) : b.at(q, j));
+                                        ref += t;
+                                        mag += std::fabs(t);
+                                    }
+                                    ref *= alpha;
+                                    mag *= alpha;
+                                    if (beta != 0.0f) {
+                                        ref += beta * double(c0.at(r, j));
+                                        mag += std::fabs(beta * double(c0.at(r, j)));
+                                    }
+                                    ASSERT_TRUE(testing::near(c.at(r, j), ref, mag))
+                                        << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta
+                                        << " tb=" << tb << " beta=" << beta << " at " << r << ","
+                                        << j << " got " << c.at(r, j) << " want " << ref;
+                                }
+                                for (size_t j = n; j < c.ld; ++j) ASSERT_EQ(c.at(r, j), kPad);
+                            }
+                        }
+}
+
+TEST(Gemm, EmptyInnerDimensionScalesByBeta) {
+    CpuBackend backend(1);
+    Dense<float> a(3, 0), b(0, 4);
+    a.ld = 1;
+    b.ld = 4;
+    Dense<float> c(3, 4, 0, 2.0f);
+    backend.gemm(false, false, 1.0f, a.cview(), b.cview(), 0.5f, c.view());
+    for (size_t i = 0; i < 12; ++i) EXPECT_EQ(c.data[i], 1.0f);
+    for (size_t i = 0; i < 12; ++i) c.data[i] = std::numeric_limits<float>::quiet_NaN();
+    backend.gemm(false, false, 1.0f, a.cview(), b.cview(), 0.0f, c.view());
+    for (size_t i = 0; i < 12; ++i) EXPECT_EQ(c.data[i], 0.0f);
+}
+
+TEST(Gemm, DoubleInstantiationIsExactForSmallIntegers) {
+    Dense<double> a(4, 3, 1), b(3, 5, 2), c(4, 5, 0);
+    for (size_t r = 0; r < 4; ++r)
+        for (size_t q = 0; q < 3; ++q) a.at(r, q) = double(r + 2 * q);
+    for (size_t q = 0; q < 3; ++q)
+        for (size_t j = 0; j < 5; ++j) b.at(q, j) = double(q * j) - 1.0;
+    cpu::gemm(false, false, 2.0, a.cmat(), b.cmat(), 0.0, c.mat(), 1);
+    for (size_t r = 0; r < 4; ++r)
+        for (size_t j = 0; j < 5; ++j) {
+            double ref = 0;
+            for (size_t q = 0; q < 3; ++q) ref += a.at(r, q) * b.at(q, j);
+            EXPECT_EQ(c.at(r, j), 2.0 * ref);
+        }
+}
+
+TEST(Gemm, RejectsMismatchedShapes) {
+    CpuBackend backend(1);
+    Dense<float> a(3, 4), b(5, 2), c(3, 2);
+    try {
+        backend.gemm(false, false, 1.0f, a.cview(), b.cview(), 0.0f, c.view());
+        FAIL() << "expected Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kInternal);
+    }
+}
+
+}  // namespace
+}  // namespace sparsenet

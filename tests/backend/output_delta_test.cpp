@@ -1,0 +1,206 @@
+// output_delta: the sparse-target delta and loss (zero-target pass + corrections) against a
+// reference that densifies the targets and evaluates the formulas everywhere in double.
+// The formulas themselves are checked against finite differences in
+// tests/gradient/formula_gradient_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+#include "formulas/loss.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::Dense;
+
+struct Combo {
+    Activation act;
+    ErrorFunction loss;
+    bool multinomial;
+};
+
+std::vector<Combo> all_combos() {
+    std::vector<Combo> v;
+    for (Activation act : {Activation::kSigmoid, Activation::kTanh, Activation::kRectifiedLinear,
+                           Activation::kLinear, Activation::kSoftMax})
+        for (ErrorFunction loss : {ErrorFunction::kL2, ErrorFunction::kCrossEntropy,
+                                   ErrorFunction::kScaledMarginalCrossEntropy})
+            v.push_back({act, loss, false});
+    v.push_back({Activation::kSoftMax, ErrorFunction::kCrossEntropy, true});
+    return v;
+}
+
+std::string combo_name(const Combo& c) {
+    return std::to_string(int(c.act)) + "/" + std::to_string(int(c.loss)) +
+           (c.multinomial ? " multinomial" : "");
+}
+
+struct DeltaCase {
+    size_t batch = 7;
+    uint32_t width = 5;
+    testing::RowShape shape = testing::RowShape::kUniform;
+    bool valued = false;
+    bool permuted = false;
+    Combo combo{Activation::kSigmoid, ErrorFunction::kCrossEntropy, false};
+    float scale = 0.5f;
+    uint64_t seed = 1;
+};
+
+struct DeltaResult {
+    std::vector<float> delta;
+    double loss = 0;
+};
+
+void run_and_check(Backend& backend, const DeltaCase& c, const std::string& what,
+                   DeltaResult* result = nullptr) {
+    const Dataset targets =
+        testing::random_dataset(c.batch + 2, c.width, c.shape, c.valued, c.seed);
+    const testing::TestBatch batch = testing::make_batch(targets.rows, c.batch, c.permuted, c.seed);
+    // Activations: the forward of random pre-activations, so each lies in its function's range.
+    Dense<float> a = testing::random_dense<float>(c.batch, c.width, 2, c.seed + 1, -3, 3);
+    backend.bias_activation_forward(c.combo.act, nullptr, a.view());
+    const float kPad = -42.0f;
+    Dense<float> delta(c.batch, c.width, 1, kPad);
+    formulas::LossParams p;
+    p.kind = c.combo.loss;
+    p.multinomial = c.combo.multinomial;
+    p.one_target = 0.8f;
+    p.zero_target = 0.2f;
+    p.one_scale = 1.5f;
+    p.zero_scale = 0.75f;
+
+    const double kStart = 1.25;
+    double loss_sum = kStart;
+    backend.output_delta(p, c.combo.act, a.cview(), testing::csr_view(targets, batch), c.scale,
+                         delta.view(), &loss_sum);
+
+    // Reference: dense targets, every unit evaluated with its own target.
+    double ref_loss = 0, loss_mag = 0;
+    for (size_t b = 0; b < c.batch; ++b) {
+        std::vector<double> t(c.width, 0.0);
+        const uint64_t ex = batch.example(b);
+        for (uint64_t e = targets.offsets[ex]; e < targets.offsets[ex + 1]; ++e)
+            t[targets.indices[e]] = testing::entry_value(targets, e);
+        std::vector<double> want(c.width), mag(c.width);
+        if (c.combo.act == Activation::kSoftMax) {
+            double tsum = 0, dot = 0, dot_mag = 0;
+            std::vector<double> g(c.width);
+            for (size_t j = 0; j < c.width; ++j) {
+                tsum += t[j];
+                g[j] = formulas::loss_grad_element<double>(p, a.at(b, j), t[j]);
+                dot += g[j] * a.at(b, j);
+                dot_mag += std::fabs(g[j] * a.at(b, j));
+            }
+            for (size_t j = 0; j < c.width; ++j) {
+                const double aj = a.at(b, j);
+                if (c.combo.multinomial) {
+                    want[j] = formulas::multinomial_delta_element<double>(aj, t[j], tsum);
+                    mag[j] = std::fabs(aj * tsum) + std::fabs(t[j]);
+                } else {
+                    want[j] = formulas::softmax_delta_element<double>(aj, g[j], dot);
+                    mag[j] = std::fabs(aj) * (std::fabs(g[j]) + dot_mag);
+                }
+            }
+        } else {
+            for (size_t j = 0; j < c.width; ++j) {
+                want[j] = formulas::output_delta_element<double>(p, c.combo.act, a.at(b, j), t[j]);
+                mag[j] = std::fabs(want[j]);
+            }
+        }
+        for (size_t j = 0; j < c.width; ++j) {
+            const double l = formulas::loss_element<double>(p, a.at(b, j), t[j]);
+            ref_loss += l;
+            loss_mag += std::fabs(l);
+            const double w = c.scale * want[j];
+            ASSERT_TRUE(testing::near(delta.at(b, j), w, c.scale * mag[j], 2e-5, 1e-6))
+                << what << " at " << b << "," << j << " got " << delta.at(b, j) << " want " << w
+                << " (a=" << a.at(b, j) << " t=" << t[j] << ")";
+        }
+        ASSERT_EQ(delta.at(b, c.width), kPad) << what << " padding";
+    }
+    ASSERT_TRUE(testing::near(loss_sum - kStart, ref_loss, loss_mag, 1e-5, 1e-6))
+        << what << " loss got " << loss_sum - kStart << " want " << ref_loss;
+
+    // Without a loss pointer the delta is the same.
+    Dense<float> delta2(c.batch, c.width, 1, kPad);
+    backend.output_delta(p, c.combo.act, a.cview(), testing::csr_view(targets, batch), c.scale,
+                         delta2.view(), nullptr);
+    ASSERT_EQ(0, std::memcmp(delta.data.data(), delta2.data.data(), delta.data.size() * 4)) << what;
+    if (result != nullptr) {
+        result->delta = delta.data;
+        result->loss = loss_sum;
+    }
+}
+
+TEST(OutputDelta, MatchesDenseReferenceOverGrid) {
+    CpuBackend backend(2);
+    int cases = 0;
+    for (const Combo& combo : all_combos())
+        for (size_t batch : {1, 7, 64})
+            for (uint32_t width : {1u, 5u, 130u})
+                for (testing::RowShape shape : testing::kAllShapes)
+                    for (bool valued : {false, true})
+                        for (bool permuted : {false, true}) {
+                            DeltaCase c;
+                            c.batch = batch;
+                            c.width = width;
+                            c.shape = shape;
+                            c.valued = valued;
+                            c.permuted = permuted;
+                            c.combo = combo;
+                            c.seed = 500 + cases;
+                            run_and_check(
+                                backend, c,
+                                combo_name(combo) + " " +
+                                    testing::case_name(shape, valued, batch, width, permuted));
+                            if (HasFatalFailure()) return;
+                            ++cases;
+                        }
+    EXPECT_EQ(cases, 16 * 3 * 3 * 4 * 2 * 2);
+}
+
+TEST(OutputDelta, DeterministicAcrossThreadCounts) {
+    CpuBackend one(1), two(2);
+    for (const Combo& combo : all_combos()) {
+        DeltaCase c;
+        c.batch = 300;
+        c.width = 257;
+        c.shape = testing::RowShape::kPowerLaw;
+        c.valued = true;
+        c.permuted = true;
+        c.combo = combo;
+        c.scale = 1.0f / 300;
+        DeltaResult r1, r2;
+        run_and_check(one, c, combo_name(combo) + " threads=1", &r1);
+        run_and_check(two, c, combo_name(combo) + " threads=2", &r2);
+        ASSERT_EQ(0, std::memcmp(&r1.loss, &r2.loss, sizeof(double))) << combo_name(combo);
+        ASSERT_EQ(0, std::memcmp(r1.delta.data(), r2.delta.data(), r1.delta.size() * 4))
+            << combo_name(combo);
+    }
+}
+
+TEST(OutputDelta, TargetsOnlyCorrectTheirOwnRow) {
+    // One-hot targets on a Sigmoid/CE output: delta = a - t exactly where stored.
+    CpuBackend backend(1);
+    Dataset t;
+    t.rows = 2;
+    t.cols = 4;
+    t.offsets = {0, 1, 3};
+    t.indices = {2, 0, 3};
+    const testing::TestBatch batch = testing::make_batch(2, 2, false, 0);
+    Dense<float> a(2, 4, 0, 0.25f);
+    Dense<float> delta(2, 4);
+    formulas::LossParams p;
+    p.kind = ErrorFunction::kCrossEntropy;
+    backend.output_delta(p, Activation::kSigmoid, a.cview(), testing::csr_view(t, batch), 1.0f,
+                         delta.view(), nullptr);
+    const float want[2][4] = {{0.25f, 0.25f, -0.75f, 0.25f}, {-0.75f, 0.25f, 0.25f, -0.75f}};
+    for (size_t b = 0; b < 2; ++b)
+        for (size_t j = 0; j < 4; ++j) EXPECT_EQ(delta.at(b, j), want[b][j]) << b << "," << j;
+}
+
+}  // namespace
+}  // namespace sparsenet

@@ -1,0 +1,168 @@
+// top_k: per-row k best scores with sparse exclusions, ties to the lower column, padding slots,
+// against a full-sort reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::Dense;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Scores with many ties (a few levels), some -inf and some NaN.
+Dense<float> tied_scores(size_t rows, size_t cols, uint64_t seed) {
+    Dense<float> s(rows, cols, 3, 1e9f);
+    std::mt19937_64 rng(seed);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t c = 0; c < cols; ++c) {
+            const uint64_t u = rng() % 100;
+            s.at(r, c) = u == 0 ? -kInf : u == 1 ? std::nanf("") : float(int(u % 7) - 3) * 0.5f;
+        }
+    return s;
+}
+
+struct TopKResult {
+    std::vector<float> scores;
+    std::vector<uint32_t> indices;
+};
+
+void run_and_check(Backend& backend, const Dense<float>& s, const Dataset* exclude,
+                   const testing::TestBatch* batch, size_t k, const std::string& what,
+                   TopKResult* result = nullptr) {
+    const size_t rows = s.rows, n = s.cols;
+    TopKResult r;
+    r.scores.assign(rows * k + 1, 123.0f);
+    r.indices.assign(rows * k + 1, 7u);
+    CsrBatchView ex;
+    if (exclude != nullptr) ex = testing::csr_view(*exclude, *batch);
+    backend.top_k(s.cview(), exclude != nullptr ? &ex : nullptr, k, r.scores.data(),
+                  r.indices.data());
+    for (size_t b = 0; b < rows; ++b) {
+        std::set<uint32_t> excluded;
+        if (exclude != nullptr) {
+            const uint64_t e0 = exclude->offsets[batch->example(b)];
+            const uint64_t e1 = exclude->offsets[batch->example(b) + 1];
+            for (uint64_t e = e0; e < e1; ++e) excluded.insert(exclude->indices[e]);
+        }
+        std::vector<std::pair<float, uint32_t>> all;
+        for (uint32_t c = 0; c < n; ++c)
+            if (!excluded.count(c) && !std::isnan(s.at(b, c))) all.push_back({s.at(b, c), c});
+        std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) {
+            return x.first > y.first || (x.first == y.first && x.second < y.second);
+        });
+        for (size_t i = 0; i < k; ++i) {
+            const float got_s = r.scores[b * k + i];
+            const uint32_t got_i = r.indices[b * k + i];
+            if (i < all.size()) {
+                ASSERT_EQ(got_i, all[i].second) << what << " row " << b << " slot " << i;
+                ASSERT_EQ(got_s, all[i].first) << what << " row " << b << " slot " << i;
+                ASSERT_FALSE(excluded.count(got_i)) << what << " returned an excluded column";
+            } else {
+                ASSERT_EQ(got_s, -kInf) << what << " row " << b << " unused slot " << i;
+                ASSERT_EQ(got_i, UINT32_MAX) << what << " row " << b << " unused slot " << i;
+            }
+        }
+    }
+    ASSERT_EQ(r.scores[rows * k], 123.0f) << what << " wrote past the end";
+    ASSERT_EQ(r.indices[rows * k], 7u) << what << " wrote past the end";
+    if (result != nullptr) *result = std::move(r);
+}
+
+TEST(TopK, MatchesSortReferenceOverGrid) {
+    CpuBackend backend(2);
+    uint64_t seed = 1;
+    int cases = 0;
+    for (size_t rows : {1, 7, 64})
+        for (uint32_t n : {1u, 5u, 130u})
+            for (size_t k : {size_t(1), size_t(3), size_t(n), size_t(n) + 4}) {
+                const Dense<float> s = tied_scores(rows, n, seed++);
+                const std::string base = "rows=" + std::to_string(rows) +
+                                         " n=" + std::to_string(n) + " k=" + std::to_string(k);
+                run_and_check(backend, s, nullptr, nullptr, k, base + " no exclusions");
+                if (HasFatalFailure()) return;
+                ++cases;
+                for (testing::RowShape shape : testing::kAllShapes)
+                    for (bool permuted : {false, true}) {
+                        const Dataset ex = testing::random_dataset(rows + 3, n, shape, false, seed);
+                        const testing::TestBatch batch =
+                            testing::make_batch(ex.rows, rows, permuted, seed++);
+                        run_and_check(backend, s, &ex, &batch, k,
+                                      base + " " + testing::shape_name(shape) +
+                                          (permuted ? " permuted" : ""));
+                        if (HasFatalFailure()) return;
+                        ++cases;
+                    }
+            }
+    EXPECT_EQ(cases, 3 * 3 * 4 * 9);
+}
+
+TEST(TopK, AllTiesGoToTheLowestColumns) {
+    CpuBackend backend(1);
+    Dense<float> s(1, 10, 0, 2.0f);
+    std::vector<float> os(4);
+    std::vector<uint32_t> oi(4);
+    backend.top_k(s.cview(), nullptr, 4, os.data(), oi.data());
+    EXPECT_EQ(oi, (std::vector<uint32_t>{0, 1, 2, 3}));
+    EXPECT_EQ(os, (std::vector<float>{2, 2, 2, 2}));
+}
+
+TEST(TopK, EverythingExcludedGivesOnlyUnusedSlots) {
+    CpuBackend backend(1);
+    Dense<float> s = testing::random_dense<float>(2, 3, 0, 1);
+    Dataset ex;
+    ex.rows = 2;
+    ex.cols = 3;
+    ex.offsets = {0, 3, 4};
+    ex.indices = {0, 1, 2, 1};
+    const testing::TestBatch batch = testing::make_batch(2, 2, false, 0);
+    std::vector<float> os(6);
+    std::vector<uint32_t> oi(6);
+    CsrBatchView view = testing::csr_view(ex, batch);
+    backend.top_k(s.cview(), &view, 3, os.data(), oi.data());
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(os[i], -kInf);
+        EXPECT_EQ(oi[i], UINT32_MAX);
+    }
+    EXPECT_EQ(oi[5], UINT32_MAX);
+    EXPECT_NE(oi[3], 1u);
+    EXPECT_NE(oi[4], 1u);
+}
+
+TEST(TopK, LargeRowsAreThreadCountIndependent) {
+    CpuBackend one(1), two(2);
+    const Dense<float> s = testing::random_dense<float>(200, 3000, 1, 4);
+    const Dataset ex = testing::random_dataset(250, 3000, testing::RowShape::kPowerLaw, false, 2);
+    const testing::TestBatch batch = testing::make_batch(250, 200, true, 3);
+    for (size_t k : {1, 10, 100, 3000}) {
+        TopKResult r1, r2;
+        run_and_check(one, s, &ex, &batch, k, "k=" + std::to_string(k) + " threads=1", &r1);
+        run_and_check(two, s, &ex, &batch, k, "k=" + std::to_string(k) + " threads=2", &r2);
+        EXPECT_EQ(r1.indices, r2.indices);
+        EXPECT_EQ(0, std::memcmp(r1.scores.data(), r2.scores.data(), r1.scores.size() * 4));
+    }
+}
+
+TEST(TopK, DoubleInstantiation) {
+    Dense<double> s(2, 4);
+    const double v[] = {0.5, 2.0, -1.0, 2.0, 3.0, 1.0, 1.0, 0.0};
+    for (size_t i = 0; i < 8; ++i) s.data[i] = v[i];
+    std::vector<double> os(6);
+    std::vector<uint32_t> oi(6);
+    std::vector<cpu::ScoreIndex<double>> scratch;
+    cpu::top_k(s.cmat(), static_cast<const cpu::CsrT<double>*>(nullptr), 3, os.data(), oi.data(),
+               scratch, 1);
+    EXPECT_EQ(oi, (std::vector<uint32_t>{1, 3, 0, 0, 1, 2}));
+    EXPECT_EQ(os, (std::vector<double>{2.0, 2.0, 0.5, 3.0, 1.0, 1.0}));
+}
+
+}  // namespace
+}  // namespace sparsenet
