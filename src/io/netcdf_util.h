@@ -16,7 +16,7 @@ inline void nc_check(int status, const std::string& path, const std::string& wha
     }
 }
 
-// Closes a netCDF id on scope exit (errors while unwinding are ignored).
+// Closes a netCDF id when the scope ends; errors while unwinding are ignored.
 class NcFile {
   public:
     NcFile() = default;

@@ -51,22 +51,6 @@ double ref_derivative(Activation act, double a) {
     return std::nan("");
 }
 
-const char* name(Activation a) {
-    switch (a) {
-        case Activation::kSigmoid:
-            return "Sigmoid";
-        case Activation::kTanh:
-            return "Tanh";
-        case Activation::kRectifiedLinear:
-            return "RectifiedLinear";
-        case Activation::kLinear:
-            return "Linear";
-        case Activation::kSoftMax:
-            return "SoftMax";
-    }
-    return "?";
-}
-
 void check_forward(Backend& backend, Activation act, size_t rows, size_t cols, bool with_bias,
                    uint64_t seed, double range = 4.0) {
     const float kPad = 99.0f;
@@ -74,7 +58,7 @@ void check_forward(Backend& backend, Activation act, size_t rows, size_t cols, b
     const Dense<float> z0 = z;
     const Dense<float> bias = testing::random_dense<float>(1, cols, 0, seed + 1);
     backend.bias_activation_forward(act, with_bias ? bias.data.data() : nullptr, z.view());
-    const std::string what = std::string(name(act)) + " rows=" + std::to_string(rows) +
+    const std::string what = std::string(to_string(act)) + " rows=" + std::to_string(rows) +
                              " cols=" + std::to_string(cols) + (with_bias ? " bias" : "");
     for (size_t r = 0; r < rows; ++r) {
         std::vector<double> x(cols), want(cols);
@@ -149,7 +133,7 @@ TEST(ActivationBackward, MatchesReferenceOverGrid) {
                     for (size_t c = 0; c < cols; ++c) {
                         const double want = double(d0.at(r, c)) * ref_derivative(act, a.at(r, c));
                         ASSERT_TRUE(testing::near(d.at(r, c), want, std::fabs(want), 1e-6, 1e-7))
-                            << name(act) << " at " << r << "," << c;
+                            << to_string(act) << " at " << r << "," << c;
                     }
                     ASSERT_EQ(d.at(r, cols), 5.0f);
                 }

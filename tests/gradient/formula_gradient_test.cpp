@@ -21,34 +21,6 @@ using testing::Dense;
 
 constexpr double kH = 1e-6;
 
-const char* act_name(Activation a) {
-    switch (a) {
-        case Activation::kSigmoid:
-            return "Sigmoid";
-        case Activation::kTanh:
-            return "Tanh";
-        case Activation::kRectifiedLinear:
-            return "RectifiedLinear";
-        case Activation::kLinear:
-            return "Linear";
-        case Activation::kSoftMax:
-            return "SoftMax";
-    }
-    return "?";
-}
-
-const char* loss_name(ErrorFunction e) {
-    switch (e) {
-        case ErrorFunction::kL2:
-            return "L2";
-        case ErrorFunction::kCrossEntropy:
-            return "CrossEntropy";
-        case ErrorFunction::kScaledMarginalCrossEntropy:
-            return "ScaledMarginalCrossEntropy";
-    }
-    return "?";
-}
-
 // Relative tolerance ~1e-6 with a small absolute floor for derivatives that are exactly zero.
 void expect_derivative(double analytic, double numeric, const std::string& what) {
     EXPECT_LE(std::fabs(analytic - numeric), 1e-6 * std::fabs(analytic) + 1e-8)
@@ -99,7 +71,7 @@ TEST(FormulaGradient, ElementwiseActivationBackward) {
                 const double num =
                     (objective(z.at(r, c) + kH) - objective(z.at(r, c) - kH)) / (2 * kH);
                 expect_derivative(d.at(r, c), num,
-                                  std::string(act_name(act)) + " at " + std::to_string(r) + "," +
+                                  std::string(to_string(act)) + " at " + std::to_string(r) + "," +
                                       std::to_string(c));
             }
     }
@@ -165,7 +137,7 @@ std::pair<double, double> z_range(const LossCase& c) {
 
 void check_loss_case(const LossCase& c) {
     const size_t rows = 4, n = 7;
-    const std::string what = std::string(act_name(c.act)) + " + " + loss_name(c.loss) +
+    const std::string what = std::string(to_string(c.act)) + " + " + to_string(c.loss) +
                              (c.multinomial ? " multinomial" : "") +
                              (c.valued ? " valued" : " boolean");
     formulas::LossParams p;
