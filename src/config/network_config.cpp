@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "sparsenet/config.h"
+
+#include "config/json_text.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet {
@@ -57,22 +59,9 @@ std::string join(const std::vector<std::string>& items, const char* sep = ", ") 
     return r;
 }
 
+// Names and values in messages are quoted exactly as JSON writes them.
 std::string quote(const std::string& s) {
-    std::string r = "\"";
-    for (char c : s) {
-        unsigned char u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            r += '\\';
-            r += c;
-        } else if (u < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", u);
-            r += buf;
-        } else {
-            r += c;
-        }
-    }
-    return r + "\"";
+    return config::json_string(s);
 }
 
 // Shortest %g form that reads back as the same double.

@@ -8,6 +8,8 @@
 
 #include "sparsenet/config.h"
 
+#include "config/json_text.h"
+
 namespace sparsenet {
 
 const char* to_string(LayerKind v) {
@@ -87,7 +89,7 @@ bool operator==(const NetworkConfig& a, const NetworkConfig& b) {
            a.layers == b.layers;
 }
 
-namespace {
+namespace config {
 
 std::string json_string(const std::string& s) {
     std::string r = "\"";
@@ -127,6 +129,12 @@ std::string json_string(const std::string& s) {
     }
     return r + "\"";
 }
+
+}  // namespace config
+
+namespace {
+
+using config::json_string;
 
 // Shortest decimal text that reads back (through a double, as JsonCpp reads numbers) as exactly
 // the same value. Non-finite values cannot be written as JSON numbers: they become null, which
