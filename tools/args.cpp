@@ -103,8 +103,8 @@ void ArgParser::add_flag(std::vector<std::string> names, bool* target, std::stri
 }
 
 void ArgParser::add_list(std::vector<std::string> names, std::vector<std::string>* target,
-                         std::string metavar, std::string help) {
-    add_option({std::move(names), std::move(metavar), std::move(help), false, false, false,
+                         std::string metavar, std::string help, bool required) {
+    add_option({std::move(names), std::move(metavar), std::move(help), required, false, false,
                 [target](const std::string&, const std::string& v) { target->push_back(v); }});
 }
 

@@ -25,7 +25,7 @@ class ArgParser {
     void add(std::vector<std::string> names, double* target, std::string metavar, std::string help);
     void add_flag(std::vector<std::string> names, bool* target, std::string help);
     void add_list(std::vector<std::string> names, std::vector<std::string>* target,
-                  std::string metavar, std::string help);
+                  std::string metavar, std::string help, bool required = false);
 
     // Returns false when --help was asked (help already printed). Throws Error(kUsage).
     bool parse(int argc, char** argv);
