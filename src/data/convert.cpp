@@ -811,7 +811,7 @@ std::string locate_pair(const std::vector<std::string>& paths, const ConvertOpti
     LabelIndex s = samples, f = features;  // the converter needs them but changes nothing here
     ConvertStats stats;
     const Converter conv(paths, options, s, f, stats);
-    std::vector<std::string> found;
+    std::vector<std::pair<uint32_t, uint64_t>> found;  // (file, line)
     for (uint32_t file = 0; file < paths.size() && found.size() < 2; ++file) {
         const TextFormat format = conv.format_of(file);
         const bool numeric = conv.numeric_for(format);
@@ -824,17 +824,18 @@ std::string locate_pair(const std::vector<std::string>& paths, const ConvertOpti
                                                  std::to_string(c.feature[k]) == feature
                                            : c.samples.labels[c.sample[k]] == sample &&
                                                  c.features.labels[c.feature[k]] == feature;
-                if (match) {
-                    found.push_back(paths[file] + ":" +
-                                    std::to_string(first_line + c.record_line[k]));
-                }
+                if (match) found.emplace_back(file, first_line + c.record_line[k]);
             }
             first_line += c.newlines;
         }
     }
-    std::string out;
-    for (const std::string& s : found) out += (out.empty() ? "" : " and ") + s;
-    return out;
+    if (found.size() < 2) return "";  // not reached: the pair was seen twice
+    const auto [file1, line1] = found[0];
+    const auto [file2, line2] = found[1];
+    std::string where = paths[file2] + ":" + std::to_string(line2) + ": ";
+    if (file1 == file2 && line1 == line2) return where + "(twice on this line) ";
+    if (file1 == file2) return where + "(also on line " + std::to_string(line1) + ") ";
+    return where + "(also at " + paths[file1] + ":" + std::to_string(line1) + ") ";
 }
 
 }  // namespace
@@ -896,9 +897,9 @@ uint64_t build_csr(const Interactions& in, bool analog, Dataset& d) {
     const std::string sample = samples.label(static_cast<uint32_t>(r));
     const std::string feature = features.label(col);
     throw Error(ErrorCategory::kData,
-                "sample " + show(sample) + " has feature " + show(feature) + " more than once (" +
-                    locate_pair(paths, options, samples, features, sample, feature) +
-                    "); each interaction must appear once");
+                locate_pair(paths, options, samples, features, sample, feature) + "sample " +
+                    show(sample) + " has feature " + show(feature) +
+                    " more than once; each interaction must appear once");
 }
 
 Interactions read_unchecked(const std::vector<std::string>& paths, const ConvertOptions& options,
