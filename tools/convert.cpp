@@ -35,7 +35,7 @@ int convert_main(int argc, char** argv) {
         std::string output, names, features_path, samples_path, type = "indicator";
         std::string format = "auto", ids = "default";
         double min_rating = 0.0;
-        bool create = false, merge = false, drop_unknown = false, quiet = false;
+        bool create = false, merge = false, drop_unknown = false, quiet = false, verbose = false;
         int threads = 0;
         ArgParser args(
             "convert",
@@ -75,6 +75,7 @@ int convert_main(int argc, char** argv) {
                       "printed) instead of failing");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add_flag({"-q", "--quiet"}, &quiet, "print nothing but errors");
+        args.add_flag({"-v", "--verbose"}, &verbose, "also print the time of each phase");
         if (!args.parse(argc, argv)) return 0;
 
         if (create && merge) throw Error(ErrorCategory::kUsage, "-c and -m exclude each other");
@@ -129,7 +130,11 @@ int convert_main(int argc, char** argv) {
             out.push_back(data);
             out.back().name = n;
         }
+        const auto write_start = std::chrono::steady_clock::now();
         write_datasets(output, out);
+        const double write_seconds = std::chrono::duration<double>(
+                                         std::chrono::steady_clock::now() - write_start)
+                                         .count();
         if (create || merge) features.write(features_path);
         if (samples.size() != samples_before || !exists(samples_path)) {
             samples.write(samples_path);
@@ -163,6 +168,12 @@ int convert_main(int argc, char** argv) {
             }
             std::printf("\nfeatures index %s: %zu features (%llu new)\n", features_path.c_str(),
                         features.size(), (unsigned long long)stats.new_features);
+            if (verbose) {
+                std::printf("phases: parse %.2fs, index merge %.2fs, CSR build %.2fs, "
+                            "netCDF write %.2fs\n",
+                            stats.parse_seconds, stats.merge_seconds, stats.build_seconds,
+                            write_seconds);
+            }
             std::printf("%.2fs\n", seconds);
         }
         return 0;

@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "common.h"
+#include "sparsenet/convert.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
 
@@ -13,6 +14,7 @@ namespace sparsenet::cli {
 int generate_main(int argc, char** argv) {
     return run_command("generate", [&]() {
         GenerateOptions g;
+        std::string text_path, text_format = "csv";
         std::string out_path, heldout_path, names = "gl_input,gl_output", heldout_name = "heldout";
         int threads = 0;
         bool quiet = false;
@@ -40,6 +42,10 @@ int generate_main(int argc, char** argv) {
                  "where the held-out items go (needed with --holdout)");
         args.add({"--heldout-name"}, &heldout_name, "NAME",
                  "dataset name of the held-out items (default heldout)");
+        args.add({"--text"}, &text_path, "FILE",
+                 "also write the training interactions as text (for sparsenet convert)");
+        args.add({"--text-format"}, &text_format, "FMT",
+                 "csv (MovieLens ratings.csv, default), dsstne, tsv, dat or user-items");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add_flag({"-q", "--quiet"}, &quiet, "print nothing but errors");
         if (!args.parse(argc, argv)) return 0;
@@ -51,6 +57,10 @@ int generate_main(int argc, char** argv) {
         }
         if (g.users == 0 || g.items == 0) {
             throw Error(ErrorCategory::kUsage, "--users and --items must be positive");
+        }
+        const TextFormat format = parse_text_format(text_format);
+        if (format == TextFormat::kAuto) {
+            throw Error(ErrorCategory::kUsage, "option --text-format: name a format");
         }
         set_threads(threads);
         std::vector<std::string> name_list;
@@ -73,6 +83,7 @@ int generate_main(int argc, char** argv) {
             data.heldout.name = heldout_name;
             write_datasets(heldout_path, {data.heldout});
         }
+        if (!text_path.empty()) write_text(text_path, data.train, format);
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (!quiet) {
@@ -82,6 +93,9 @@ int generate_main(int argc, char** argv) {
             if (g.holdout > 0.0) {
                 std::printf("; %s: %llu held out", heldout_path.c_str(),
                             (unsigned long long)data.heldout.nnz());
+            }
+            if (!text_path.empty()) {
+                std::printf("; text (%s): %s", to_string(format), text_path.c_str());
             }
             std::printf("; %.2fs\n", seconds);
         }

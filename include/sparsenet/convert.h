@@ -93,6 +93,8 @@ struct ConvertStats {
     uint64_t samples_without_line = 0;  // index rows this input has no data for (empty rows)
     bool header_skipped = false;
     TextFormat format = TextFormat::kAuto;  // the format used (after detection)
+    // Wall time of the phases: parallel parse, in-order index merge, CSR build and row sort.
+    double parse_seconds = 0, merge_seconds = 0, build_seconds = 0;
 };
 
 // Interactions in file order: entry k is (sample[k], feature[k], value[k]), ids into the
@@ -120,6 +122,13 @@ Dataset to_dataset(const Interactions& in, const std::string& name, uint64_t row
 Dataset convert_text(const std::vector<std::string>& paths, const std::string& name,
                      const ConvertOptions& options, LabelIndex& samples, LabelIndex& features,
                      ConvertStats* stats = nullptr);
+
+// Writes `data` as text in `format` (dsstne, csv with a header, tsv, dat or user-items), with
+// row r and column c labelled by their numbers (1-based for the MovieLens formats, as in
+// MovieLens files). Ratings are the values, or for boolean data a rating in 3.0..5.0 derived
+// from (r, c); timestamps are derived from (r, c). For `sparsenet generate --text` (tests and
+// benchmarks of the converter). Written through a temporary file and renamed.
+void write_text(const std::string& path, const Dataset& data, TextFormat format);
 
 // The text files to read for `path`: itself, or when it is a directory the regular files in it
 // (not recursive), sorted by name, as DSSTNE's generateNetCDF does.

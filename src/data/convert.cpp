@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -253,7 +255,78 @@ std::vector<std::string> expand_input_paths(const std::string& path) {
     return files;
 }
 
+void write_text(const std::string& path, const Dataset& d, TextFormat format) {
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (f == nullptr)
+        throw Error(ErrorCategory::kIo, path + ": cannot write: " + std::strerror(errno));
+    std::string buf;
+    buf.reserve(size_t{1} << 22);
+    char num[32];
+    auto put_uint = [&](uint64_t v) {
+        auto [end, ec] = std::to_chars(num, num + sizeof num, v);
+        buf.append(num, end);
+    };
+    auto put_value = [&](uint64_t r, uint64_t k) {
+        if (!d.is_boolean()) {
+            auto [end, ec] = std::to_chars(num, num + sizeof num, d.values[k]);
+            buf.append(num, end);
+            return;
+        }
+        static const char* const kRatings[] = {"3.0", "3.5", "4.0", "4.5", "5.0"};
+        buf += kRatings[(r * 2654435761u + d.indices[k] * 40503u) % 5];
+    };
+    auto flush = [&](bool force) {
+        if (buf.size() < (size_t{1} << 22) && !force) return;
+        if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size()) {
+            std::fclose(f);
+            std::remove(tmp.c_str());
+            throw Error(ErrorCategory::kIo, path + ": write failed (disk full?)");
+        }
+        buf.clear();
+    };
+    const char* sep = format == TextFormat::kTsv ? "\t" : format == TextFormat::kDat ? "::" : ",";
+    if (format == TextFormat::kCsv) buf += "userId,movieId,rating,timestamp\n";
+    for (uint64_t r = 0; r < d.rows; ++r) {
+        if (format == TextFormat::kDsstne || format == TextFormat::kUserItems) {
+            put_uint(r);
+            buf += format == TextFormat::kDsstne ? '\t' : ' ';
+            for (uint64_t k = d.offsets[r]; k < d.offsets[r + 1]; ++k) {
+                if (k > d.offsets[r]) buf += format == TextFormat::kDsstne ? ':' : ' ';
+                put_uint(d.indices[k]);
+                if (format == TextFormat::kDsstne && !d.is_boolean()) {
+                    buf += ',';
+                    put_value(r, k);
+                }
+            }
+            if (format == TextFormat::kUserItems && d.row_length(r) == 0) buf.pop_back();
+            buf += '\n';
+        } else {
+            for (uint64_t k = d.offsets[r]; k < d.offsets[r + 1]; ++k) {
+                put_uint(r + 1);
+                buf += sep;
+                put_uint(uint64_t{d.indices[k]} + 1);
+                buf += sep;
+                put_value(r, k);
+                buf += sep;
+                put_uint(1000000000 + (r * 7919 + d.indices[k] * 104729) % 400000000);
+                buf += '\n';
+            }
+        }
+        flush(false);
+    }
+    flush(true);
+    if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw Error(ErrorCategory::kIo, path + ": write failed: " + std::strerror(errno));
+    }
+}
+
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // A read-only memory map of a whole file.
 class MappedFile {
@@ -292,20 +365,57 @@ class MappedFile {
     size_t size_ = 0;
 };
 
-// Labels of one chunk, numbered in first-seen order; views point into the mapped file.
-struct LocalLabels {
+// Labels of one chunk, numbered in first-seen order; views point into the mapped file. An
+// open-addressing table (FNV-1a, linear probing): the converter's hottest loop.
+class LocalLabels {
+  public:
     std::vector<std::string_view> labels;
     std::vector<uint64_t> first_line;  // chunk-relative, 0-based
-    std::unordered_map<std::string_view, uint32_t> map;
 
-    uint32_t intern(std::string_view s, uint64_t line) {
-        auto [it, inserted] = map.emplace(s, static_cast<uint32_t>(labels.size()));
-        if (inserted) {
-            labels.push_back(s);
-            first_line.push_back(line);
+    // The id of `s`, and whether it is new.
+    std::pair<uint32_t, bool> intern(std::string_view s, uint64_t line) {
+        if (!labels.empty() && s == labels[last_]) return {last_, false};  // runs of one user
+        if (2 * (labels.size() + 1) > slots_.size()) grow();
+        const uint64_t h = hash(s);
+        for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+            const uint64_t slot = slots_[i];
+            if (slot == 0) {
+                last_ = static_cast<uint32_t>(labels.size());
+                slots_[i] = (h & ~uint64_t{0xffffffff}) | (uint64_t{last_} + 1);
+                labels.push_back(s);
+                first_line.push_back(line);
+                return {last_, true};
+            }
+            const uint32_t id = static_cast<uint32_t>(slot & 0xffffffff) - 1;
+            if ((slot >> 32) == (h >> 32) && labels[id] == s) {
+                last_ = id;
+                return {id, false};
+            }
         }
-        return it->second;
     }
+
+  private:
+    static uint64_t hash(std::string_view s) {
+        uint64_t h = 1469598103934665603ULL;
+        for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
+        return h ^ (h >> 29);
+    }
+
+    void grow() {
+        const size_t size = std::max<size_t>(1024, slots_.size() * 2);
+        slots_.assign(size, 0);
+        mask_ = size - 1;
+        for (uint32_t id = 0; id < labels.size(); ++id) {
+            const uint64_t h = hash(labels[id]);
+            size_t i = h & mask_;
+            while (slots_[i] != 0) i = (i + 1) & mask_;
+            slots_[i] = (h & ~uint64_t{0xffffffff}) | (uint64_t{id} + 1);
+        }
+    }
+
+    std::vector<uint64_t> slots_;  // high 32 bits: hash; low 32 bits: id + 1 (0 = empty)
+    size_t mask_ = 0;
+    uint32_t last_ = 0;
 };
 
 constexpr const char* kUnknownHint =
@@ -370,6 +480,15 @@ struct Parser {
         return v;
     }
 
+    // A label's local id; new labels are checked once (non-empty, valid UTF-8).
+    static uint32_t intern(LocalLabels& labels, std::string_view s, uint64_t line,
+                           const char* what) {
+        if (s.empty()) fail(std::string("empty ") + what);
+        const auto [id, inserted] = labels.intern(s, line);
+        if (inserted) check_label(s, what);
+        return id;
+    }
+
     static void check_label(std::string_view s, const char* what) {
         if (s.empty()) fail(std::string("empty ") + what);
         const size_t bad = invalid_utf8(s);
@@ -410,9 +529,8 @@ struct Parser {
             c.max_sample = std::max(c.max_sample, s);
             c.max_feature = std::max(c.max_feature, f);
         } else {
-            check_label(feature, "feature");
-            s = c.samples.intern(sample, line);
-            f = c.features.intern(feature, line);
+            s = intern(c.samples, sample, line, "sample");
+            f = intern(c.features, feature, line, "feature");
         }
         c.any_sample = c.any_feature = true;
         c.sample.push_back(s);
@@ -428,8 +546,7 @@ struct Parser {
             s = numeric_sample(sample);
             c.max_sample = std::max(c.max_sample, s);
         } else {
-            check_label(sample, "sample");
-            s = c.samples.intern(sample, line);
+            s = intern(c.samples, sample, line, "sample");
         }
         c.any_sample = true;
         c.line_sample.emplace_back(s, line);
@@ -478,26 +595,31 @@ struct Parser {
 
     void parse_ratings(Chunk& c, std::string_view line, uint64_t n, std::string_view sep,
                        bool first_line_of_file) const {
-        const auto fields = split_on(line, sep);
-        if (first_line_of_file && format == TextFormat::kCsv && fields.size() >= 3 &&
+        std::array<std::string_view, 4> fields;
+        size_t count = 0;
+        for (size_t pos = 0;;) {
+            const size_t next = line.find(sep, pos);
+            if (count < fields.size()) fields[count] = line.substr(pos, next - pos);
+            ++count;
+            if (next == std::string_view::npos) break;
+            pos = next + sep.size();
+        }
+        if (first_line_of_file && format == TextFormat::kCsv && count >= 3 &&
             !is_number(fields[2])) {
             c.header = true;  // userId,movieId,rating,timestamp
             return;
         }
-        const std::string layout = format == TextFormat::kCsv ? "user,item,rating[,timestamp]"
-                                   : format == TextFormat::kTsv
-                                       ? "user<TAB>item<TAB>rating[<TAB>timestamp]"
-                                       : "user::item::rating[::timestamp]";
-        if (fields.size() < 3 || fields.size() > 4) {
-            fail("expected '" + layout + "', got " + std::to_string(fields.size()) + " field" +
-                 (fields.size() == 1 ? "" : "s"));
+        if (count < 3 || count > 4) {
+            const char* layout = format == TextFormat::kCsv   ? "user,item,rating[,timestamp]"
+                                 : format == TextFormat::kTsv ? "user<TAB>item<TAB>rating[<TAB>timestamp]"
+                                                              : "user::item::rating[::timestamp]";
+            fail(std::string("expected '") + layout + "', got " + std::to_string(count) +
+                 " field" + (count == 1 ? "" : "s"));
         }
-        if (!numeric) {
-            check_label(fields[0], "user");
-            check_label(fields[1], "item");
-        }
+        if (fields[0].empty()) fail("empty user");
+        if (fields[1].empty()) fail("empty item");
         const double rating = parse_number(fields[2], "rating");
-        if (fields.size() == 4 && !is_uint(fields[3])) {
+        if (count == 4 && !is_uint(fields[3])) {
             fail("bad timestamp " + show(fields[3]) + ": expected a non-negative integer");
         }
         add(c, fields[0], fields[1], rating, n);
@@ -737,7 +859,10 @@ class Converter {
             }
         }
         MappedFile map(paths_[file]);
+        auto start = std::chrono::steady_clock::now();
         std::vector<Chunk> chunks = parse(file, map, format, false);
+        stats_.parse_seconds += seconds_since(start);
+        start = std::chrono::steady_clock::now();
         ++stats_.files;
 
         uint64_t first_line = 1;
@@ -786,6 +911,7 @@ class Converter {
         std::sort(dropped_ids_.begin(), dropped_ids_.end());
         dropped_ids_.erase(std::unique(dropped_ids_.begin(), dropped_ids_.end()),
                            dropped_ids_.end());
+        stats_.merge_seconds += seconds_since(start);
     }
 
   public:
@@ -965,7 +1091,9 @@ Dataset convert_text(const std::vector<std::string>& paths, const std::string& n
     d.name = name;
     d.rows = samples.size();
     d.cols = static_cast<uint32_t>(features.size());
+    const auto start = std::chrono::steady_clock::now();
     const uint64_t bad = build_csr(in, options.analog, d);
+    stats.build_seconds = seconds_since(start);
     in = Interactions{};
     if (bad < d.rows) repeated_pair(d, bad, paths, options, samples, features);
     for (uint64_t r = 0; r < d.rows; ++r) {
