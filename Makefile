@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo clean format
+.PHONY: all deps configure build test test-asan demo clean format
 
 all: build
 
@@ -20,6 +20,14 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	$(MAKE) test-asan
+
+# The readers' tests (labels io, data, config, cli) under AddressSanitizer + UBSan, in
+# build-asan (CMakePresets.json). About 3 minutes from scratch on 2 cores, seconds when warm.
+test-asan: deps
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
 
 demo: build
 	scripts/demo.sh $(BUILD_DIR)/sparsenet
@@ -28,4 +36,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-asan

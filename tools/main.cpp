@@ -11,6 +11,7 @@ int train_main(int argc, char** argv);
 int predict_main(int argc, char** argv);
 int generate_main(int argc, char** argv);
 int evaluate_main(int argc, char** argv);
+int info_main(int argc, char** argv);
 int convert_main(int argc, char** argv);
 int split_main(int argc, char** argv);
 }  // namespace sparsenet::cli
@@ -25,6 +26,7 @@ const char* kUsage =
     "  predict    top-K recommendations per row, excluding the row's own items\n"
     "  evaluate   Recall/Precision/NDCG@K of a model on held-out items\n"
     "  generate   write a synthetic dataset with planted structure\n"
+    "  info       summarise dataset or model files (kinds, sizes, row lengths, layers)\n"
     "  convert    interaction text files (DSSTNE, MovieLens, LightGCN) to a netCDF dataset\n"
     "  split      train/validation/test datasets by a standard evaluation protocol\n"
     "\n"
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
     if (command == "predict") return predict_main(argc - 2, argv + 2);
     if (command == "evaluate") return evaluate_main(argc - 2, argv + 2);
     if (command == "generate") return generate_main(argc - 2, argv + 2);
+    if (command == "info") return info_main(argc - 2, argv + 2);
     if (command == "convert") return convert_main(argc - 2, argv + 2);
     if (command == "split") return split_main(argc - 2, argv + 2);
     std::fprintf(stderr, "sparsenet: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -14,8 +14,9 @@
 namespace sparsenet::cli {
 namespace {
 
-// Row-wise union of two CSR datasets with the same rows (boolean result).
+// Row-wise union of two CSR datasets with the same examples (boolean result).
 Dataset csr_union(const Dataset& a, const Dataset& b) {
+    if (a.is_indexed() || b.is_indexed()) return csr_union(a.expanded(), b.expanded());
     Dataset u;
     u.name = a.name + "+" + b.name;
     u.rows = a.rows;
@@ -140,10 +141,10 @@ int predict_main(int argc, char** argv) {
         if (!exclude_path.empty()) {
             filter = Dataset::read(exclude_path);
             if (exclude != nullptr) {
-                if (filter.rows != exclude->rows) {
+                if (filter.examples() != exclude->examples()) {
                     throw Error(ErrorCategory::kData,
-                                exclude_path + ": has " + std::to_string(filter.rows) +
-                                    " rows; the input has " + std::to_string(exclude->rows));
+                                exclude_path + ": has " + std::to_string(filter.examples()) +
+                                    " rows; the input has " + std::to_string(exclude->examples()));
                 }
                 merged = csr_union(*exclude, filter);
                 exclude = &merged;

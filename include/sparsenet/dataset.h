@@ -1,4 +1,5 @@
-// Host CSR dataset: the in-memory form of one DSSTNE sparse dataset (one row per example).
+// Host CSR dataset: the in-memory form of one DSSTNE dataset (one stored row per example, or,
+// for Indexed datasets, per unique example).
 #pragma once
 
 #include <cstdint>
@@ -14,23 +15,46 @@ namespace sparsenet {
 //   (read_dataset sorts and rejects duplicates). values is empty for boolean (indicator) data,
 //   meaning every stored entry is 1.0; otherwise values.size() == indices.size().
 // - Dense tensors are row-major [rows, cols] with a leading dimension >= cols.
+// - Indexed datasets (DSSTNE's Indexed attribute): `rows` counts the stored (unique) CSR rows
+//   and example e uses stored row example_rows[e], so examples() may differ from rows. Code that
+//   walks examples either calls expanded() or refuses indexed data; the engine binds expanded
+//   copies (src/engine/bindings.cpp).
+// - Dense datasets (stored densely in their file) are CSR in memory too, holding only the
+//   nonzero entries; `dense` only tells the writer to write them back densely.
 struct Dataset {
     std::string name;
-    uint64_t rows = 0;  // examples
+    uint64_t rows = 0;  // stored CSR rows (examples, unless indexed)
     uint32_t cols = 0;  // features (DSSTNE's width)
     std::vector<uint64_t> offsets{0};
     std::vector<uint32_t> indices;
     std::vector<float> values;  // empty = boolean
+    // Per-example weights (DSSTNE's dataWeight), one per example; empty = unweighted.
+    std::vector<float> weights;
+    // Indexed datasets: example e uses stored row example_rows[e]; empty = identity (one stored
+    // row per example).
+    std::vector<uint32_t> example_rows;
+    // Stored densely in its file (DSSTNE's data<n>, no Sparse attribute). In memory it is CSR
+    // like any other dataset; write_datasets writes it back as dense data.
+    bool dense = false;
 
     bool is_boolean() const { return values.empty(); }
+    bool is_indexed() const { return !example_rows.empty(); }
+    bool is_weighted() const { return !weights.empty(); }
+    uint64_t examples() const { return is_indexed() ? example_rows.size() : rows; }
     uint64_t nnz() const { return indices.size(); }
     uint64_t row_length(uint64_t r) const { return offsets[r + 1] - offsets[r]; }
 
-    // Throws Error(kData) naming `context` (e.g. the file) when the CSR invariants above fail.
+    // The plain copy: one CSR row per example (stored rows repeated as example_rows says),
+    // example_rows empty; weights and `dense` are kept. A copy of *this when not indexed.
+    Dataset expanded() const;
+
+    // Throws Error(kData) naming `context` (e.g. the file) when the CSR invariants above fail,
+    // weights are not one finite value per example, or an example_rows entry is >= rows.
     void validate(const std::string& context) const;
 
     // Reads dataset `name` (or the only/first one when name is empty) from a DSSTNE-layout
-    // netCDF file. Accepts 32- and 64-bit sparseStart/sparseEnd, separate start/end arrays.
+    // netCDF file. Accepts 32- and 64-bit sparseStart/sparseEnd, separate start/end arrays,
+    // dense, Indexed and Weighted datasets (docs/data-format.md).
     static Dataset read(const std::string& path, const std::string& name = "");
 };
 
@@ -41,8 +65,9 @@ std::vector<Dataset> read_datasets(const std::string& path);
 std::vector<std::string> list_datasets(const std::string& path);
 
 // Writes datasets into one netCDF-4 file in generateNetCDF's layout (uint64 offsets,
-// deflate+shuffle, explicit chunking). The file is written to a temporary name and renamed,
-// so a failed write never leaves a partial file under `path`.
+// deflate+shuffle, explicit chunking); dense datasets as data<n>, indexed and weighted ones with
+// index<n> and dataWeight<n>. The file is written to a temporary name and renamed, so a failed
+// write never leaves a partial file under `path`.
 void write_datasets(const std::string& path, const std::vector<Dataset>& datasets);
 
 // Options for the synthetic generator (sparsenet generate).

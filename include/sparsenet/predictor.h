@@ -38,7 +38,8 @@ class Predictor {
                               const std::string& output_layer = "");
 
     // Top-K for every row. exclude (optional, same rows as the inputs, width <= the output
-    // width): its stored columns are never returned for that row.
+    // width; an indexed dataset is expanded first): its stored columns are never returned for
+    // that row.
     TopK top_k(const PredictOptions& options, const Dataset* exclude = nullptr);
 
   private:
@@ -46,7 +47,8 @@ class Predictor {
     std::unique_ptr<Impl> impl_;
 };
 
-// Recommendation quality of a TopK against held-out items (rows aligned).
+// Recommendation quality of a TopK against held-out items (rows aligned). Indexed datasets
+// (here and in popularity_top_k) are expanded to one row per example first.
 struct RankingMetrics {
     uint32_t k = 0;
     uint64_t users = 0;      // rows with at least one held-out item

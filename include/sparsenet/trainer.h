@@ -45,7 +45,9 @@ struct TrainOptions {
 class Trainer {
   public:
     // datasets: by name; every Input/Output layer's DataSet must be present, all with the same
-    // number of rows. The datasets are uploaded to the network's backend once, here.
+    // number of examples. The datasets are uploaded to the network's backend once, here;
+    // indexed ones expanded to one row per example. Weights of Input datasets are ignored; a
+    // weighted Output dataset is Error(kNotImplemented) (no per-example weights in the loss yet).
     Trainer(Network& network, const std::map<std::string, const Dataset*>& datasets,
             TrainOptions options);
     ~Trainer();

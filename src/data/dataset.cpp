@@ -1,4 +1,5 @@
-// Dataset::validate: the CSR invariants documented in sparsenet/dataset.h.
+// Dataset::validate (the invariants documented in sparsenet/dataset.h) and Dataset::expanded.
+#include <cmath>
 #include <string>
 
 #include "sparsenet/dataset.h"
@@ -50,6 +51,56 @@ void Dataset::validate(const std::string& context) const {
             }
         }
     }
+    if (!weights.empty() && weights.size() != examples()) {
+        fail("weights has " + std::to_string(weights.size()) +
+             " entries; expected 0 (unweighted) or " + std::to_string(examples()) +
+             " (one per example)");
+    }
+    for (size_t e = 0; e < weights.size(); ++e) {
+        if (!std::isfinite(weights[e])) {
+            fail("example " + std::to_string(e) + ": weight " + std::to_string(weights[e]) +
+                 " is not finite");
+        }
+    }
+    for (size_t e = 0; e < example_rows.size(); ++e) {
+        if (example_rows[e] >= rows) {
+            fail("example " + std::to_string(e) + ": example_rows entry " +
+                 std::to_string(example_rows[e]) + " >= rows " + std::to_string(rows));
+        }
+    }
+}
+
+Dataset Dataset::expanded() const {
+    if (!is_indexed()) return *this;
+    uint64_t total = 0;
+    for (size_t e = 0; e < example_rows.size(); ++e) {
+        if (example_rows[e] >= rows) {
+            throw Error(ErrorCategory::kData, "dataset " + name + ": example " + std::to_string(e) +
+                                                  ": example_rows entry " +
+                                                  std::to_string(example_rows[e]) + " >= rows " +
+                                                  std::to_string(rows));
+        }
+        total += row_length(example_rows[e]);
+    }
+    Dataset out;
+    out.name = name;
+    out.rows = example_rows.size();
+    out.cols = cols;
+    out.weights = weights;
+    out.dense = dense;
+    out.offsets.reserve(out.rows + 1);
+    out.indices.reserve(total);
+    if (!values.empty()) out.values.reserve(total);
+    for (uint32_t r : example_rows) {
+        out.indices.insert(out.indices.end(), indices.begin() + offsets[r],
+                           indices.begin() + offsets[r + 1]);
+        if (!values.empty()) {
+            out.values.insert(out.values.end(), values.begin() + offsets[r],
+                              values.begin() + offsets[r + 1]);
+        }
+        out.offsets.push_back(out.indices.size());
+    }
+    return out;
 }
 
 }  // namespace sparsenet

@@ -31,24 +31,39 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
                             std::to_string(layer.n) + " units; expected at most " +
                             std::to_string(layer.n) + " columns");
         }
+        if (layer.is_output() && with_outputs && data.is_weighted()) {
+            throw Error(ErrorCategory::kNotImplemented,
+                        "dataset '" + name + "' (output layer '" + layer.config.name +
+                            "') is weighted: per-example weights in the loss are not "
+                            "implemented yet (issue 4); drop its dataWeight to train without them");
+        }
+        const uint64_t examples = data.examples();
         if (first_name.empty()) {
             first_name = name;
-            rows_ = data.rows;
-        } else if (data.rows != rows_) {
-            throw Error(ErrorCategory::kData,
-                        "datasets '" + first_name + "' and '" + name + "' have " +
-                            std::to_string(rows_) + " and " + std::to_string(data.rows) +
-                            " rows; every dataset of a network must have the same examples");
+            rows_ = examples;
+        } else if (examples != rows_) {
+            throw Error(
+                ErrorCategory::kData,
+                "datasets '" + first_name + "' and '" + name + "' have " + std::to_string(rows_) +
+                    " and " + std::to_string(examples) +
+                    " example rows; every dataset of a network must have the same examples");
         }
-        if (data.rows > UINT32_MAX) {
-            throw Error(ErrorCategory::kData, "dataset '" + name + "' has more than 2^32 rows");
+        if (examples > UINT32_MAX) {
+            throw Error(ErrorCategory::kData, "dataset '" + name + "' has more than 2^32 examples");
         }
         auto& slot = uploaded_[name];
-        if (!slot) slot = std::make_unique<DeviceDataset>(*net.backend, data);
+        if (!slot && data.is_indexed()) {
+            // Uploaded expanded (one row per example); the host copy lives only until then.
+            slot = std::make_unique<DeviceDataset>(*net.backend, data.expanded());
+        } else if (!slot) {
+            slot = std::make_unique<DeviceDataset>(*net.backend, data);
+        }
         bindings_.layer_data[l] = slot.get();
         if (layer.is_input() && !input_lengths_.count(name)) {
-            std::vector<uint64_t> lengths(data.rows);
-            for (uint64_t r = 0; r < data.rows; ++r) lengths[r] = data.row_length(r);
+            std::vector<uint64_t> lengths(examples);
+            for (uint64_t e = 0; e < examples; ++e) {
+                lengths[e] = data.row_length(data.is_indexed() ? data.example_rows[e] : e);
+            }
             std::sort(lengths.begin(), lengths.end(), std::greater<uint64_t>());
             input_lengths_[name] = std::move(lengths);
         }

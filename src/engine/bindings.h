@@ -10,6 +10,13 @@
 
 namespace sparsenet::engine {
 
+// Indexed datasets (Dataset::example_rows) are uploaded expanded, one CSR row per example, so
+// the passes need no indirection. Memory cost: the expanded CSR in backend memory (device memory
+// on CUDA) for the life of the BoundData, instead of the stored rows only, plus a temporary host
+// copy of the same size while uploading; an index shared by many examples multiplies the size.
+// Per-example weights (Dataset::weights) are ignored on Input datasets (DSSTNE uses them only
+// in the loss); on a bound Output dataset they are Error(kNotImplemented) until the loss
+// supports them (issue 4).
 class BoundData {
   public:
     // with_outputs: bind Output layers too (training); otherwise only Input layers.
@@ -17,7 +24,7 @@ class BoundData {
               bool with_outputs);
 
     const Bindings& bindings() const { return bindings_; }
-    uint64_t rows() const { return rows_; }
+    uint64_t rows() const { return rows_; }  // examples (expanded rows)
     // Largest number of stored entries in any `batch` rows of any bound input dataset.
     size_t max_input_nnz(size_t batch) const;
 

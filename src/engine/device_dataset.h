@@ -3,13 +3,15 @@
 
 #include "backend/backend.h"
 #include "sparsenet/dataset.h"
+#include "sparsenet/error.h"
 
 namespace sparsenet::engine {
 
 class DeviceDataset {
   public:
+    // `data` holds one row per example: callers pass Dataset::expanded() of indexed data.
     DeviceDataset(Backend& backend, const Dataset& data)
-        : rows_(data.rows),
+        : rows_(checked_rows(data)),
           cols_(data.cols),
           offsets_(backend, data.offsets.size(), "dataset offsets"),
           indices_(backend, data.indices.size(), "dataset indices"),
@@ -34,6 +36,14 @@ class DeviceDataset {
     }
 
   private:
+    static uint64_t checked_rows(const Dataset& data) {
+        if (data.is_indexed()) {
+            throw Error(ErrorCategory::kInternal,
+                        "dataset '" + data.name + "' is indexed; upload its expanded() copy");
+        }
+        return data.rows;
+    }
+
     uint64_t rows_;
     uint32_t cols_;
     DeviceArray<uint64_t> offsets_;

@@ -10,6 +10,7 @@
 namespace sparsenet {
 
 RankingMetrics ranking_metrics(const TopK& top, const Dataset& heldout, uint32_t k) {
+    if (heldout.is_indexed()) return ranking_metrics(top, heldout.expanded(), k);
     if (heldout.rows != top.rows) {
         throw Error(ErrorCategory::kData,
                     "held-out dataset '" + heldout.name + "' has " + std::to_string(heldout.rows) +
@@ -54,6 +55,7 @@ RankingMetrics ranking_metrics(const TopK& top, const Dataset& heldout, uint32_t
 }
 
 TopK popularity_top_k(const Dataset& train, uint32_t k) {
+    if (train.is_indexed()) return popularity_top_k(train.expanded(), k);
     std::vector<uint64_t> counts(train.cols, 0);
     for (uint32_t c : train.indices) counts[c]++;
     std::vector<uint32_t> ranked(train.cols);

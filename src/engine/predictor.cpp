@@ -74,6 +74,11 @@ TopK Predictor::top_k(const PredictOptions& options, const Dataset* exclude) {
     if (options.k == 0) throw Error(ErrorCategory::kUsage, "k must be positive");
     if (options.batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
     std::unique_ptr<engine::DeviceDataset> excluded;
+    Dataset expanded_exclude;
+    if (exclude != nullptr && exclude->is_indexed()) {
+        expanded_exclude = exclude->expanded();
+        exclude = &expanded_exclude;
+    }
     if (exclude != nullptr) {
         if (exclude->rows != p.data.rows()) {
             throw Error(ErrorCategory::kData, "the exclusion dataset '" + exclude->name + "' has " +

@@ -149,6 +149,18 @@ void write_model(const std::string& path, const ModelFile& model) {
     }
 }
 
+bool is_model_file(const std::string& path) {
+    NcFile file;
+    const int status = nc_open(path.c_str(), NC_NOWRITE, file.out());
+    nc_check(status, path,
+             status == NC_ENOTNC || status == NC_EHDFERR
+                 ? "cannot open (not a netCDF file, or truncated or corrupt)"
+                 : "cannot open");
+    nc_type type;
+    size_t len = 0;
+    return nc_inq_att(file.id(), NC_GLOBAL, "sparsenet_model_format", &type, &len) == NC_NOERR;
+}
+
 ModelFile read_model(const std::string& path) {
     if (!std::filesystem::exists(path)) {
         throw Error(ErrorCategory::kIo, path + ": model file not found");

@@ -37,5 +37,8 @@ struct ModelFile {
 void write_model(const std::string& path, const ModelFile& model);
 // Throws Error(kIo) for unreadable / non-model files, naming the path and what is missing.
 ModelFile read_model(const std::string& path);
+// Whether `path` is a model file (has the global attribute sparsenet_model_format) rather than,
+// say, a dataset file. Throws Error(kIo) naming the path when it is not a readable netCDF file.
+bool is_model_file(const std::string& path);
 
 }  // namespace sparsenet::io

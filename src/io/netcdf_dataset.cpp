@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -224,6 +225,11 @@ class Reader {
         return v;
     }
 
+    bool has_dim(const std::string& dim) const {
+        int id;
+        return nc_inq_dimid(file_.id(), dim.c_str(), &id) == NC_NOERR;
+    }
+
     // Length of a dimension, or `fallback` when the file has no such dimension.
     size_t dim_length(const std::string& label, const std::string& dim, size_t fallback) const {
         int id;
@@ -233,6 +239,13 @@ class Reader {
         size_t len = 0;
         nc_check(nc_inq_dimlen(file_.id(), id, &len), path_,
                  label + "inquiring dimension '" + dim + "'");
+        return len;
+    }
+
+    size_t required_dim(const std::string& label, const std::string& dim) const {
+        constexpr size_t kMissing = std::numeric_limits<size_t>::max();
+        const size_t len = dim_length(label, dim, kMissing);
+        if (len == kMissing) data_error(label, "missing dimension '" + dim + "'");
         return len;
     }
 
@@ -304,9 +317,34 @@ class Reader {
         return out;
     }
 
+    // Reads a whole numeric variable as non-negative whole numbers: integer types as
+    // read_unsigned, float types when every value is whole (DSSTNE stores dense class indices
+    // in the dataset's own type).
+    std::vector<uint64_t> read_whole_numbers(const std::string& label, const Var& v) const {
+        if (is_integer_type(v.type) || !is_numeric_type(v.type)) return read_unsigned(label, v);
+        std::vector<double> raw(v.length);
+        if (v.length > 0) check_read(nc_get_var_double(file_.id(), v.id, raw.data()), label, v);
+        std::vector<uint64_t> out(v.length);
+        for (size_t i = 0; i < v.length; ++i) {
+            constexpr double kTwoTo64 = 18446744073709551616.0;
+            if (!(raw[i] >= 0.0 && raw[i] < kTwoTo64 && raw[i] == std::floor(raw[i]))) {
+                data_error(label, "variable '" + v.name + "' element " + std::to_string(i) +
+                                      " is " + std::to_string(raw[i]) +
+                                      "; expected a non-negative whole number");
+            }
+            out[i] = static_cast<uint64_t>(raw[i]);
+        }
+        return out;
+    }
+
     Dataset read_dataset(size_t n) const;
 
   private:
+    void read_sparse(size_t n, const std::string& label, uint64_t attributes, Dataset& d) const;
+    void read_dense(size_t n, const std::string& label, uint64_t attributes, Dataset& d) const;
+    void read_example_rows(size_t n, const std::string& label, Dataset& d) const;
+    void read_weights(size_t n, const std::string& label, Dataset& d) const;
+
     std::string path_;
     NcFile file_;
 };
@@ -373,20 +411,7 @@ Dataset Reader::read_dataset(size_t n) const {
     Dataset d;
     d.name = name_of(n);
     const std::string label = "dataset " + d.name + ": ";
-
     const uint64_t attributes = uint_att(label, indexed("attributes", n), true, 0);
-    if ((attributes & kAttrSparse) == 0) {
-        throw Error(ErrorCategory::kNotImplemented,
-                    path_ + ": " + label + "not implemented yet: dense datasets");
-    }
-    if ((attributes & kAttrIndexed) != 0) {
-        throw Error(ErrorCategory::kNotImplemented,
-                    path_ + ": " + label + "not implemented yet: indexed datasets");
-    }
-    if ((attributes & kAttrWeighted) != 0) {
-        throw Error(ErrorCategory::kNotImplemented,
-                    path_ + ": " + label + "not implemented yet: weighted datasets");
-    }
 
     // cols = width (x height x length for 2-D/3-D examples, flattened as DSSTNE does).
     const uint64_t dims = uint_att(label, indexed("dimensions", n), false, 1);
@@ -402,6 +427,20 @@ Dataset Reader::read_dataset(size_t n) const {
     }
     d.cols = static_cast<uint32_t>(cols);
 
+    if ((attributes & kAttrSparse) != 0) {
+        read_sparse(n, label, attributes, d);
+    } else {
+        read_dense(n, label, attributes, d);
+    }
+    if ((attributes & kAttrIndexed) != 0) read_example_rows(n, label, d);
+    if ((attributes & kAttrWeighted) != 0) read_weights(n, label, d);
+    return d;
+}
+
+// The stored rows of a sparse dataset: sparseStart/sparseEnd have one entry per stored row
+// (per example, or per unique example when Indexed).
+void Reader::read_sparse(size_t n, const std::string& label, uint64_t attributes,
+                         Dataset& d) const {
     const Var start_var = var(label, indexed("sparseStart", n));
     const Var end_var = var(label, indexed("sparseEnd", n));
     const Var index_var = var(label, indexed("sparseIndex", n));
@@ -409,15 +448,17 @@ Dataset Reader::read_dataset(size_t n) const {
         data_error(label, "sparseStart" + std::to_string(n) + " has " +
                               std::to_string(start_var.length) + " entries but sparseEnd" +
                               std::to_string(n) + " has " + std::to_string(end_var.length) +
-                              "; expected one of each per example");
+                              "; expected one of each per stored row");
     }
-    const size_t examples = dim_length(label, indexed("examplesDim", n), start_var.length);
-    if (examples != start_var.length) {
+    const std::string rows_dim =
+        indexed((attributes & kAttrIndexed) != 0 ? "uniqueExamplesDim" : "examplesDim", n);
+    const size_t rows = dim_length(label, rows_dim, start_var.length);
+    if (rows != start_var.length) {
         data_error(label, "sparseStart" + std::to_string(n) + " has " +
-                              std::to_string(start_var.length) + " entries; expected examplesDim" +
-                              std::to_string(n) + " = " + std::to_string(examples));
+                              std::to_string(start_var.length) + " entries; expected " + rows_dim +
+                              " = " + std::to_string(rows));
     }
-    d.rows = examples;
+    d.rows = rows;
 
     const bool boolean = (attributes & kAttrBoolean) != 0 || !has_var(indexed("sparseData", n));
     const std::vector<uint64_t> starts = read_unsigned(label, start_var);
@@ -478,7 +519,120 @@ Dataset Reader::read_dataset(size_t n) const {
         }
     }
     sort_and_check_rows(*this, label, d);
-    return d;
+}
+
+// Dense data<n>: stored rows x width values, row-major, or with the Boolean attribute one class
+// index per stored row (DSSTNE expands it to one-hot). Kept as CSR of the nonzero entries.
+void Reader::read_dense(size_t n, const std::string& label, uint64_t attributes, Dataset& d) const {
+    // DSSTNE: unique examples from uniqueExamplesDim when present, else examplesDim.
+    const std::string examples_dim = indexed("examplesDim", n);
+    const std::string unique_dim = indexed("uniqueExamplesDim", n);
+    const bool use_unique = (attributes & kAttrIndexed) != 0 && has_dim(unique_dim);
+    const std::string rows_dim = use_unique ? unique_dim : examples_dim;
+    const uint64_t rows = required_dim(label, rows_dim);
+    const Var data_var = var(label, indexed("data", n));
+    const std::string data_name = "data" + std::to_string(n);
+    d.dense = true;
+    d.rows = rows;
+    d.offsets.assign(1, 0);
+
+    if ((attributes & kAttrBoolean) != 0) {
+        if (data_var.length != rows) {
+            data_error(label, "variable '" + data_name + "' has " +
+                                  std::to_string(data_var.length) +
+                                  " entries; expected one class index per row, " + rows_dim +
+                                  " = " + std::to_string(rows));
+        }
+        const std::vector<uint64_t> classes = read_whole_numbers(label, data_var);
+        d.indices.resize(rows);
+        for (uint64_t r = 0; r < rows; ++r) {
+            if (classes[r] >= d.cols) {
+                data_error(label, "row " + std::to_string(r) + ": class index " +
+                                      std::to_string(classes[r]) + " in '" + data_name +
+                                      "' >= width " + std::to_string(d.cols));
+            }
+            d.indices[r] = static_cast<uint32_t>(classes[r]);
+            d.offsets.push_back(r + 1);
+        }
+        return;
+    }
+
+    if (d.cols > 0 && rows > std::numeric_limits<uint64_t>::max() / d.cols) {
+        data_error(label, rows_dim + " = " + std::to_string(rows) + " rows x width " +
+                              std::to_string(d.cols) + " overflows");
+    }
+    if (data_var.length != rows * d.cols) {
+        data_error(label, "variable '" + data_name + "' has " + std::to_string(data_var.length) +
+                              " entries; expected rows x width = " + std::to_string(rows) + " x " +
+                              std::to_string(d.cols) + " = " + std::to_string(rows * d.cols) +
+                              " (" + rows_dim + " x width" + std::to_string(n) + ")");
+    }
+    const std::vector<float> dense = read_values(label, data_var);
+    d.offsets.reserve(rows + 1);
+    for (uint64_t r = 0; r < rows; ++r) {
+        const float* row = dense.data() + r * d.cols;
+        for (uint32_t c = 0; c < d.cols; ++c) {
+            if (row[c] != 0.0f) {
+                d.indices.push_back(c);
+                d.values.push_back(row[c]);
+            }
+        }
+        d.offsets.push_back(d.indices.size());
+    }
+}
+
+// index<n>: one stored row per example.
+void Reader::read_example_rows(size_t n, const std::string& label, Dataset& d) const {
+    const Var index_var = var(label, indexed("index", n));
+    const std::string examples_dim = indexed("examplesDim", n);
+    const size_t examples = dim_length(label, examples_dim, index_var.length);
+    if (index_var.length != examples) {
+        data_error(label, "variable '" + index_var.name + "' has " +
+                              std::to_string(index_var.length) + " entries; expected " +
+                              examples_dim + " = " + std::to_string(examples) +
+                              " (one per example)");
+    }
+    const std::vector<uint64_t> rows = read_unsigned(label, index_var);
+    for (size_t e = 0; e < rows.size(); ++e) {
+        if (rows[e] >= d.rows) {
+            data_error(label, "example " + std::to_string(e) + ": variable '" + index_var.name +
+                                  "' holds row " + std::to_string(rows[e]) +
+                                  "; expected a stored row < " + std::to_string(d.rows) +
+                                  " (unique examples)");
+        }
+        if (rows[e] > std::numeric_limits<uint32_t>::max()) {
+            data_error(label, "example " + std::to_string(e) + ": variable '" + index_var.name +
+                                  "' holds row " + std::to_string(rows[e]) +
+                                  "; indexed datasets are limited to 2^32 stored rows");
+        }
+    }
+    d.example_rows.assign(rows.begin(), rows.end());
+    if (d.example_rows.empty()) {
+        // No examples: nothing refers to the stored rows, and an empty example_rows means
+        // "not indexed", so keep an empty dataset.
+        d.rows = 0;
+        d.offsets.assign(1, 0);
+        d.indices.clear();
+        d.values.clear();
+    }
+}
+
+// dataWeight<n>: one finite float per example.
+void Reader::read_weights(size_t n, const std::string& label, Dataset& d) const {
+    const Var weight_var = var(label, indexed("dataWeight", n));
+    if (weight_var.length != d.examples()) {
+        data_error(label, "variable '" + weight_var.name + "' has " +
+                              std::to_string(weight_var.length) + " entries; expected " +
+                              std::to_string(d.examples()) + " (one weight per example)");
+    }
+    d.weights = read_values(label, weight_var);
+    for (size_t e = 0; e < d.weights.size(); ++e) {
+        if (!std::isfinite(d.weights[e])) {
+            data_error(label, "example " + std::to_string(e) + ": variable '" + weight_var.name +
+                                  "' holds " + std::to_string(d.weights[e]) +
+                                  "; expected a finite weight");
+        }
+    }
 }
 
 // Removes a temporary file on scope exit unless committed.
@@ -501,6 +655,35 @@ class TempFile {
 void put_uint_att(int nc, const std::string& path, const std::string& att, uint32_t value) {
     nc_check(nc_put_att_uint(nc, NC_GLOBAL, att.c_str(), NC_UINT, 1, &value), path,
              "writing attribute '" + att + "'");
+}
+
+// A length of 0 defines an unlimited dimension (NC_UNLIMITED == 0), which is how netCDF
+// represents an empty dimension; its current length reads back as 0.
+int define_dim(int nc, const std::string& path, const std::string& name, size_t length) {
+    int id;
+    nc_check(nc_def_dim(nc, name.c_str(), length, &id), path, "defining dimension '" + name + "'");
+    return id;
+}
+
+// A dense boolean dataset with exactly one entry per row is categorical: written as one class
+// index per row with the Boolean attribute, as DSSTNE stores one-hot data.
+bool is_categorical(const Dataset& d) {
+    if (!d.dense || !d.is_boolean()) return false;
+    for (uint64_t r = 0; r < d.rows; ++r) {
+        if (d.row_length(r) != 1) return false;
+    }
+    return true;
+}
+
+// The row-major [rows, cols] array of a dense dataset (boolean entries are 1.0).
+std::vector<float> dense_values(const Dataset& d) {
+    std::vector<float> out(d.rows * d.cols, 0.0f);
+    for (uint64_t r = 0; r < d.rows; ++r) {
+        for (uint64_t k = d.offsets[r]; k < d.offsets[r + 1]; ++k) {
+            out[r * d.cols + d.indices[k]] = d.is_boolean() ? 1.0f : d.values[k];
+        }
+    }
+    return out;
 }
 
 // Defines a 1-D variable with deflate 1 + shuffle and chunks of about 1 M elements.
@@ -554,6 +737,11 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
     std::set<std::string> seen;
     for (const Dataset& d : datasets) {
         d.validate(path);
+        if (d.dense && d.cols > 0 && d.rows > std::numeric_limits<size_t>::max() / d.cols) {
+            throw Error(ErrorCategory::kData,
+                        path + ": dataset " + d.name + ": " + std::to_string(d.rows) + " rows x " +
+                            std::to_string(d.cols) + " columns is too large to write densely");
+        }
         if (!seen.insert(d.name).second) {
             throw Error(ErrorCategory::kData,
                         path + ": dataset " + d.name + ": duplicate dataset name in one file");
@@ -577,56 +765,99 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
 
         put_uint_att(nc, path, "datasets", static_cast<uint32_t>(datasets.size()));
         struct Ids {
-            int start, end, index, data;
+            int start = -1, end = -1, index = -1, data = -1;  // sparse variables
+            int dense = -1, example_rows = -1, weights = -1;
         };
         std::vector<Ids> ids(datasets.size());
         for (size_t n = 0; n < datasets.size(); ++n) {
             const Dataset& d = datasets[n];
+            const bool categorical = is_categorical(d);
+            const bool boolean = d.dense ? categorical : d.is_boolean();
             const std::string att = indexed("name", n);
             nc_check(nc_put_att_text(nc, NC_GLOBAL, att.c_str(), d.name.size(), d.name.c_str()),
                      path, "writing attribute '" + att + "'");
-            put_uint_att(nc, path, indexed("attributes", n),
-                         static_cast<uint32_t>(kAttrSparse | (d.is_boolean() ? kAttrBoolean : 0)));
+            const uint64_t attributes = (d.dense ? 0 : kAttrSparse) | (boolean ? kAttrBoolean : 0) |
+                                        (d.is_indexed() ? kAttrIndexed : 0) |
+                                        (d.is_weighted() ? kAttrWeighted : 0);
+            put_uint_att(nc, path, indexed("attributes", n), static_cast<uint32_t>(attributes));
             put_uint_att(nc, path, indexed("kind", n), 0);
-            put_uint_att(nc, path, indexed("dataType", n), d.is_boolean() ? kTypeUInt : kTypeFloat);
+            put_uint_att(nc, path, indexed("dataType", n), boolean ? kTypeUInt : kTypeFloat);
             put_uint_att(nc, path, indexed("dimensions", n), 1);
             put_uint_att(nc, path, indexed("width", n), d.cols);
 
-            int examples_dim, data_dim;
-            // A length of 0 defines an unlimited dimension (NC_UNLIMITED == 0), which is how
-            // netCDF represents an empty dimension; its current length reads back as 0.
-            nc_check(nc_def_dim(nc, indexed("examplesDim", n).c_str(), d.rows, &examples_dim), path,
-                     "defining dimension 'examplesDim" + std::to_string(n) + "'");
-            nc_check(nc_def_dim(nc, indexed("sparseDataDim", n).c_str(), d.nnz(), &data_dim), path,
-                     "defining dimension 'sparseDataDim" + std::to_string(n) + "'");
-            ids[n].start =
-                define_var(nc, path, indexed("sparseStart", n), NC_UINT64, examples_dim, d.rows);
-            ids[n].end =
-                define_var(nc, path, indexed("sparseEnd", n), NC_UINT64, examples_dim, d.rows);
-            ids[n].index =
-                define_var(nc, path, indexed("sparseIndex", n), NC_UINT, data_dim, d.nnz());
-            ids[n].data = d.is_boolean() ? -1
-                                         : define_var(nc, path, indexed("sparseData", n), NC_FLOAT,
-                                                      data_dim, d.nnz());
+            // Stored rows live on uniqueExamplesDim when indexed, else on examplesDim.
+            const int examples_dim = define_dim(nc, path, indexed("examplesDim", n), d.examples());
+            const int rows_dim = d.is_indexed()
+                                     ? define_dim(nc, path, indexed("uniqueExamplesDim", n), d.rows)
+                                     : examples_dim;
+            if (d.dense) {
+                const size_t length = categorical ? d.rows : d.rows * d.cols;
+                const int data_dim = define_dim(nc, path, indexed("dataDim", n), length);
+                ids[n].dense = define_var(nc, path, indexed("data", n),
+                                          categorical ? NC_UINT : NC_FLOAT, data_dim, length);
+            } else {
+                const int data_dim = define_dim(nc, path, indexed("sparseDataDim", n), d.nnz());
+                ids[n].start =
+                    define_var(nc, path, indexed("sparseStart", n), NC_UINT64, rows_dim, d.rows);
+                ids[n].end =
+                    define_var(nc, path, indexed("sparseEnd", n), NC_UINT64, rows_dim, d.rows);
+                ids[n].index =
+                    define_var(nc, path, indexed("sparseIndex", n), NC_UINT, data_dim, d.nnz());
+                if (!d.is_boolean()) {
+                    ids[n].data =
+                        define_var(nc, path, indexed("sparseData", n), NC_FLOAT, data_dim, d.nnz());
+                }
+            }
+            if (d.is_indexed()) {
+                ids[n].example_rows =
+                    define_var(nc, path, indexed("index", n), NC_UINT, examples_dim, d.examples());
+            }
+            if (d.is_weighted()) {
+                ids[n].weights = define_var(nc, path, indexed("dataWeight", n), NC_FLOAT,
+                                            examples_dim, d.examples());
+            }
         }
         nc_check(nc_enddef(nc), path, "ending define mode");
 
         for (size_t n = 0; n < datasets.size(); ++n) {
             const Dataset& d = datasets[n];
-            if (d.rows > 0) {
-                const auto* offsets = reinterpret_cast<const unsigned long long*>(d.offsets.data());
-                nc_check(nc_put_var_ulonglong(nc, ids[n].start, offsets), path,
-                         "writing variable 'sparseStart" + std::to_string(n) + "'");
-                nc_check(nc_put_var_ulonglong(nc, ids[n].end, offsets + 1), path,
-                         "writing variable 'sparseEnd" + std::to_string(n) + "'");
-            }
-            if (d.nnz() > 0) {
-                nc_check(nc_put_var_uint(nc, ids[n].index, d.indices.data()), path,
-                         "writing variable 'sparseIndex" + std::to_string(n) + "'");
-                if (!d.is_boolean()) {
-                    nc_check(nc_put_var_float(nc, ids[n].data, d.values.data()), path,
-                             "writing variable 'sparseData" + std::to_string(n) + "'");
+            const std::string suffix = std::to_string(n) + "'";
+            if (d.dense && is_categorical(d)) {
+                if (d.rows > 0) {
+                    nc_check(nc_put_var_uint(nc, ids[n].dense, d.indices.data()), path,
+                             "writing variable 'data" + suffix);
                 }
+            } else if (d.dense) {
+                const std::vector<float> values = dense_values(d);
+                if (!values.empty()) {
+                    nc_check(nc_put_var_float(nc, ids[n].dense, values.data()), path,
+                             "writing variable 'data" + suffix);
+                }
+            } else {
+                if (d.rows > 0) {
+                    const auto* offsets =
+                        reinterpret_cast<const unsigned long long*>(d.offsets.data());
+                    nc_check(nc_put_var_ulonglong(nc, ids[n].start, offsets), path,
+                             "writing variable 'sparseStart" + suffix);
+                    nc_check(nc_put_var_ulonglong(nc, ids[n].end, offsets + 1), path,
+                             "writing variable 'sparseEnd" + suffix);
+                }
+                if (d.nnz() > 0) {
+                    nc_check(nc_put_var_uint(nc, ids[n].index, d.indices.data()), path,
+                             "writing variable 'sparseIndex" + suffix);
+                    if (!d.is_boolean()) {
+                        nc_check(nc_put_var_float(nc, ids[n].data, d.values.data()), path,
+                                 "writing variable 'sparseData" + suffix);
+                    }
+                }
+            }
+            if (d.is_indexed()) {
+                nc_check(nc_put_var_uint(nc, ids[n].example_rows, d.example_rows.data()), path,
+                         "writing variable 'index" + suffix);
+            }
+            if (d.is_weighted()) {
+                nc_check(nc_put_var_float(nc, ids[n].weights, d.weights.data()), path,
+                         "writing variable 'dataWeight" + suffix);
             }
         }
         nc_check(file.close(), path, "closing " + temp.path());

@@ -508,17 +508,15 @@ TEST(NetcdfDatasetErrors, UnknownDatasetName) {
     EXPECT_TRUE(contains(msg, "input, output")) << msg;
 }
 
-TEST(NetcdfDatasetErrors, DenseDatasetNotImplemented) {
+TEST(NetcdfDatasetErrors, DenseDatasetWithoutDataVariable) {
     TempDir dir;
     const std::string path = dir.file("dense.nc");
-    RawDataset raw = small_raw();
+    RawDataset raw = small_raw();  // sparse variables only, but no Sparse attribute
     raw.name = "pixels";
     raw.attributes = 0;
     write_raw(path, {raw});
-    const std::string msg =
-        expect_error([&] { Dataset::read(path); }, ErrorCategory::kNotImplemented);
-    EXPECT_EQ(msg, path + ": dataset pixels: not implemented yet: dense datasets");
-    // Other datasets in the file are still readable by name.
+    const std::string msg = expect_error([&] { Dataset::read(path); }, ErrorCategory::kData);
+    EXPECT_EQ(msg, path + ": dataset pixels: missing variable 'data0'");
 }
 
 TEST(NetcdfDatasetErrors, WriteIntoMissingDirectory) {
