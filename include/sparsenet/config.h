@@ -8,9 +8,37 @@
 namespace sparsenet {
 
 enum class LayerKind { kInput, kHidden, kOutput };
-enum class Activation { kSigmoid, kTanh, kRectifiedLinear, kLinear, kSoftMax };
-enum class ErrorFunction { kL2, kCrossEntropy, kScaledMarginalCrossEntropy };
-enum class WeightInitScheme { kXavier, kGaussian, kUniform, kConstant };
+// docs/config-reference.md gives each formula. New kinds are appended (the values are stable).
+enum class Activation {
+    kSigmoid,
+    kTanh,
+    kRectifiedLinear,
+    kLinear,
+    kSoftMax,
+    kLeakyRectifiedLinear,
+    kExponentialLinear,
+    kScaledExponentialLinear,
+    kSoftPlus,
+    kSoftSign,
+};
+enum class ErrorFunction {
+    kL2,
+    kCrossEntropy,
+    kScaledMarginalCrossEntropy,
+    kL1,
+    kL2Hinge,
+    kHinge,
+    kDataScaledMarginalCrossEntropy,
+};
+enum class WeightInitScheme {
+    kXavier,
+    kGaussian,
+    kUniform,
+    kConstant,
+    kCaffeXavier,
+    kUnitBall,
+    kSelu,
+};
 
 const char* to_string(LayerKind v);
 const char* to_string(Activation v);
@@ -23,6 +51,21 @@ struct WeightInit {
     float bias = 0.0f;
 };
 
+// DSSTNE's sparseness penalty: beta * KL(p || batch-mean activation) per unit of a Hidden layer
+// with "Sparse": true; off while beta == 0.
+struct SparsenessPenalty {
+    float p = 0.0f;
+    float beta = 0.0f;
+};
+
+// Network-wide activation parameters (RELUSlope / Slope, ELUAlpha, SELULambda), DSSTNE defaults.
+// Note DSSTNE's default slope 1.0 makes LeakyRectifiedLinear the identity: set RELUSlope.
+struct ActivationDefaults {
+    float relu_slope = 1.0f;
+    float elu_alpha = 1.0f;
+    float selu_lambda = 1.050701f;
+};
+
 struct LayerConfig {
     std::string name;
     LayerKind kind = LayerKind::kHidden;
@@ -32,8 +75,27 @@ struct LayerConfig {
     std::string dataset;               // Input and Output layers
     std::vector<std::string> sources;  // non-input; default: the previous layer
     Activation activation = Activation::kSigmoid;
+    // The activation's parameters: the layer's keys, else the network's (Hidden/Output layers).
+    float relu_slope = 1.0f;        // LeakyRectifiedLinear, >= 0
+    float elu_alpha = 1.0f;         // ExponentialLinear, ScaledExponentialLinear, >= 0
+    float selu_lambda = 1.050701f;  // ScaledExponentialLinear, > 0
     float p_dropout = 0.0f;
     WeightInit weight_init;
+    // Max L2 norm of each unit's incoming weight vector (a column of every incoming weight
+    // matrix), enforced after each update; 0 = off. Hidden/Output layers.
+    float weight_norm = 0.0f;
+    // Max L2 norm of each example's delta (dL/dz, in units of that example's loss) of this
+    // layer, enforced in backward; 0 = off. Hidden/Output layers.
+    float delta_norm = 0.0f;
+    // The layer's SparsenessPenalty, else the network's. Used only where has_sparseness_penalty().
+    // to_json writes relu_slope / elu_alpha / selu_lambda only where the activation uses them and
+    // sparseness_penalty only on sparse Hidden layers, and operator== compares just those (the
+    // others are the network's values after from_json).
+    SparsenessPenalty sparseness_penalty;
+
+    bool has_sparseness_penalty() const {
+        return kind == LayerKind::kHidden && sparse && sparseness_penalty.beta > 0.0f;
+    }
 };
 
 // SMCE margins (DSSTNE defaults).
@@ -49,8 +111,10 @@ struct NetworkConfig {
     std::string name;
     std::string kind = "FeedForward";  // FeedForward | AutoEncoder (a label only)
     ErrorFunction error_function = ErrorFunction::kCrossEntropy;
-    SmceParams smce;
+    SmceParams smce;  // also DataScaledMarginalCrossEntropy's margins (either key sets them)
     float denoising_p = 0.0f;
+    SparsenessPenalty sparseness_penalty;  // default of Hidden layers with "Sparse": true
+    ActivationDefaults activation_defaults;
     bool shuffle_indices = true;
     std::vector<LayerConfig> layers;
 
@@ -66,7 +130,28 @@ struct NetworkConfig {
     const LayerConfig* find_layer(const std::string& name) const;  // nullptr if absent
 };
 
+// The keys the parser accepts, and the DSSTNE keys it rejects as not implemented, per JSON object
+// ("$", "$.Layers[]", "$.Layers[].WeightInit", ...). The parser checks documents against these
+// very lists; docs/config-reference.md must list each of them (a test compares).
+struct ConfigKeySet {
+    std::string object;
+    std::vector<std::string> accepted;         // aliases included (e.g. RELUSlope and Slope)
+    std::vector<std::string> not_implemented;  // rejected with "not implemented yet: <Key>"
+};
+std::vector<ConfigKeySet> config_key_sets();
+
+// The same for enumerated string values, by key ("$.Kind", "$.ErrorFunction",
+// "$.Layers[].Kind", "$.Layers[].Type", "$.Layers[].Activation", "$.Layers[].WeightInit.Scheme").
+struct ConfigValueSet {
+    std::string key;
+    std::vector<std::string> accepted;
+    std::vector<std::string> not_implemented;
+};
+std::vector<ConfigValueSet> config_value_sets();
+
 bool operator==(const WeightInit& a, const WeightInit& b);
+bool operator==(const SparsenessPenalty& a, const SparsenessPenalty& b);
+bool operator==(const ActivationDefaults& a, const ActivationDefaults& b);
 bool operator==(const LayerConfig& a, const LayerConfig& b);
 bool operator==(const SmceParams& a, const SmceParams& b);
 bool operator==(const NetworkConfig& a, const NetworkConfig& b);

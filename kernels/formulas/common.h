@@ -31,6 +31,18 @@ SPARSENET_HD float sn_tanh(float x) {
 SPARSENET_HD double sn_tanh(double x) {
     return tanh(x);
 }
+SPARSENET_HD float sn_expm1(float x) {
+    return expm1f(x);
+}
+SPARSENET_HD double sn_expm1(double x) {
+    return expm1(x);
+}
+SPARSENET_HD float sn_log1p(float x) {
+    return log1pf(x);
+}
+SPARSENET_HD double sn_log1p(double x) {
+    return log1p(x);
+}
 SPARSENET_HD float sn_sqrt(float x) {
     return sqrtf(x);
 }
@@ -45,6 +57,11 @@ SPARSENET_HD T sn_max(T a, T b) {
 template <typename T>
 SPARSENET_HD T sn_min(T a, T b) {
     return a < b ? a : b;
+}
+// |x| without fabs: a select, so the CPU loops stay vectorisable under default flags.
+template <typename T>
+SPARSENET_HD T sn_abs(T x) {
+    return x < T(0) ? -x : x;
 }
 
 // Smallest probability fed to a logarithm: losses stay finite when a float sigmoid saturates.

@@ -1,6 +1,7 @@
 // Losses on one output unit and the output delta (gradient with respect to the pre-activation),
 // written once for CPU and GPU. Sparse targets: a target is t = 0 unless the example stores the
-// column; ops evaluate the zero-target formulas densely and correct at the stored entries.
+// column; ops evaluate the zero-target formulas densely and correct at the stored entries
+// (or, with ignore_zero, evaluate the stored entries only).
 #pragma once
 
 #include "formulas/activation.h"
@@ -11,27 +12,50 @@ namespace sparsenet::formulas {
 struct LossParams {
     ErrorFunction kind = ErrorFunction::kCrossEntropy;
     bool multinomial = false;  // CrossEntropy on a SoftMax output: -sum t log a
-    float one_target = 0.9f;   // SMCE margins and scales
+    // DSSTNE's SparseIgnoreZero: only the stored targets contribute (absent ones are ignored,
+    // not treated as 0). Read by the ops, not by the element formulas below.
+    bool ignore_zero = false;
+    float one_target = 0.9f;  // SMCE / DataSMCE margins and scales
     float zero_target = 0.1f;
     float one_scale = 1.0f;
     float zero_scale = 1.0f;
 };
 
-// Loss of one unit with activation a and target t.
+// Loss of one unit with activation a and target t. A target counts as "positive" when t != 0
+// (so a stored 0 behaves like an absent target).
+//   L1        |a - t|
+//   L2        (a - t)^2 / 2
+//   L2Hinge   d^2 / 2, d = min(0, a - t) for t > 0 (push up to t),
+//                      d = max(0, a - |t|) for t <= 0 (push down to |t|; DSSTNE's sign coding)
+//   Hinge     max(0, 1 - y a), y = +1 for t > 0, -1 otherwise
+//   CrossEntropy, SMCE as before; DataSMCE weights SMCE's positive term by t.
 template <typename T>
 SPARSENET_HD T loss_element(const LossParams& p, T a, T t) {
     switch (p.kind) {
         case ErrorFunction::kL2:
             return T(0.5) * (a - t) * (a - t);
+        case ErrorFunction::kL1:
+            return sn_abs(a - t);
+        case ErrorFunction::kL2Hinge: {
+            const T d = t > T(0) ? sn_min(T(0), a - t) : sn_max(T(0), a - sn_abs(t));
+            return T(0.5) * d * d;
+        }
+        case ErrorFunction::kHinge: {
+            const T y = t > T(0) ? T(1) : T(-1);
+            return sn_max(T(0), T(1) - y * a);
+        }
         case ErrorFunction::kCrossEntropy: {
             T loss = -t * sn_log(sn_max(a, log_floor<T>()));
             if (!p.multinomial) loss -= (T(1) - t) * sn_log(sn_max(T(1) - a, log_floor<T>()));
             return loss;
         }
         case ErrorFunction::kScaledMarginalCrossEntropy:
+        case ErrorFunction::kDataScaledMarginalCrossEntropy:
             if (t != T(0)) {
-                return a < T(p.one_target) ? -T(p.one_scale) * sn_log(sn_max(a, log_floor<T>()))
-                                           : T(0);
+                const T w = p.kind == ErrorFunction::kDataScaledMarginalCrossEntropy
+                                ? T(p.one_scale) * t
+                                : T(p.one_scale);
+                return a < T(p.one_target) ? -w * sn_log(sn_max(a, log_floor<T>())) : T(0);
             }
             return a > T(p.zero_target)
                        ? -T(p.zero_scale) * sn_log(sn_max(T(1) - a, log_floor<T>()))
@@ -40,12 +64,20 @@ SPARSENET_HD T loss_element(const LossParams& p, T a, T t) {
     return T(0);
 }
 
-// dL/da of loss_element.
+// dL/da of loss_element (at the kinks of L1 and Hinge: 0 and 0).
 template <typename T>
 SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
     switch (p.kind) {
         case ErrorFunction::kL2:
             return a - t;
+        case ErrorFunction::kL1:
+            return a > t ? T(1) : a < t ? T(-1) : T(0);
+        case ErrorFunction::kL2Hinge:
+            return t > T(0) ? sn_min(T(0), a - t) : sn_max(T(0), a - sn_abs(t));
+        case ErrorFunction::kHinge: {
+            const T y = t > T(0) ? T(1) : T(-1);
+            return T(1) - y * a > T(0) ? -y : T(0);
+        }
         case ErrorFunction::kCrossEntropy: {
             // Zero where loss_element clamps its logarithm, so the two stay consistent.
             T g = a > log_floor<T>() ? -t / a : T(0);
@@ -53,8 +85,12 @@ SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
             return g;
         }
         case ErrorFunction::kScaledMarginalCrossEntropy:
+        case ErrorFunction::kDataScaledMarginalCrossEntropy:
             if (t != T(0)) {
-                return a < T(p.one_target) && a > log_floor<T>() ? -T(p.one_scale) / a : T(0);
+                const T w = p.kind == ErrorFunction::kDataScaledMarginalCrossEntropy
+                                ? T(p.one_scale) * t
+                                : T(p.one_scale);
+                return a < T(p.one_target) && a > log_floor<T>() ? -w / a : T(0);
             }
             return a > T(p.zero_target) && T(1) - a > log_floor<T>() ? T(p.zero_scale) / (T(1) - a)
                                                                      : T(0);
@@ -64,16 +100,23 @@ SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
 
 // True when delta = dL/dz has the closed form below, which avoids dividing by a(1-a).
 SPARSENET_HD bool has_fused_sigmoid_delta(const LossParams& p, Activation act) {
-    return act == Activation::kSigmoid && (p.kind == ErrorFunction::kCrossEntropy ||
-                                           p.kind == ErrorFunction::kScaledMarginalCrossEntropy);
+    return act == Activation::kSigmoid &&
+           (p.kind == ErrorFunction::kCrossEntropy ||
+            p.kind == ErrorFunction::kScaledMarginalCrossEntropy ||
+            p.kind == ErrorFunction::kDataScaledMarginalCrossEntropy);
 }
 
 // delta = dL/dz for an element-wise activation (not SoftMax).
 template <typename T>
-SPARSENET_HD T output_delta_element(const LossParams& p, Activation act, T a, T t) {
-    if (has_fused_sigmoid_delta(p, act)) {
+SPARSENET_HD T output_delta_element(const LossParams& p, const ActivationParams& act, T a, T t) {
+    if (has_fused_sigmoid_delta(p, act.kind)) {
         if (p.kind == ErrorFunction::kCrossEntropy) return a - t;
-        if (t != T(0)) return a < T(p.one_target) ? T(p.one_scale) * (a - T(1)) : T(0);
+        if (t != T(0)) {
+            const T w = p.kind == ErrorFunction::kDataScaledMarginalCrossEntropy
+                            ? T(p.one_scale) * t
+                            : T(p.one_scale);
+            return a < T(p.one_target) ? w * (a - T(1)) : T(0);
+        }
         return a > T(p.zero_target) ? T(p.zero_scale) * a : T(0);
     }
     return loss_grad_element(p, a, t) * derivative_from_output(act, a);

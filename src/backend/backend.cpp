@@ -33,6 +33,12 @@ const char* to_string(Op op) {
             return "optimizer_step_rows";
         case Op::kTopK:
             return "top_k";
+        case Op::kSparsenessPenalty:
+            return "sparseness_penalty";
+        case Op::kNormalizeRows:
+            return "normalize_rows";
+        case Op::kNormalizeColumns:
+            return "normalize_columns";
     }
     return "unknown";
 }

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "formulas/activation.h"
+#include "formulas/dropout.h"
 #include "formulas/loss.h"
 #include "formulas/optimizer.h"
 #include "sparsenet/config.h"
@@ -65,6 +67,15 @@ struct SparseNoise {
     uint64_t seed = 0;
 };
 
+// A dropout mask over a [batch, cols] block of one layer: unit (r, c) is kept iff
+// keep_unit(params.seed, example(r), col_offset + c, params.p); kept and dropped units map as
+// formulas/dropout.h says (inverted dropout, or alpha dropout for ELU/SELU layers).
+struct DropoutMask {
+    formulas::DropoutParams params;
+    BatchRows rows;
+    uint32_t col_offset = 0;  // global column of local column 0
+};
+
 // Gradient of a weight matrix restricted to the rows a sparse batch touched.
 // rows[0..*count) are sorted, unique row ids; values is [capacity, cols] with row i holding
 // the gradient of W row rows[i]. count lives in backend memory (no host sync needed).
@@ -88,6 +99,9 @@ enum class Op {
     kOptimizerStep,
     kOptimizerStepRows,
     kTopK,
+    kSparsenessPenalty,
+    kNormalizeRows,
+    kNormalizeColumns,
 };
 const char* to_string(Op op);
 
@@ -126,28 +140,51 @@ class Backend {
                       float beta, MatrixView c) = 0;
 
     // In place: z := f(z + bias) row by row. bias: [cols] or nullptr. SoftMax is row-wise.
-    virtual void bias_activation_forward(Activation act, const float* bias, MatrixView z) = 0;
+    virtual void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+                                         MatrixView z) = 0;
 
-    // In place: d := d (.) f'(a) for element-wise activations (SoftMax is not accepted here:
-    // its Jacobian is applied by output_delta).
-    virtual void activation_backward(Activation act, ConstMatrixView a, MatrixView d) = 0;
+    // In place: d := dL/dz from d = dL/da for element-wise activations (SoftMax is not accepted
+    // here: its Jacobian is applied by output_delta).
+    //  * mask == nullptr: d := d (.) f'(a).
+    //  * mask != nullptr: a holds the activations after that dropout (as forward left them) and
+    //    d the gradient with respect to them. Kept units: d := d * scale * f'(x) with
+    //    x = dropout_input(a) the activation before dropout; dropped units: d := 0.
+    virtual void activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+                                     const DropoutMask* mask, MatrixView d) = 0;
 
     // out[c] = alpha * sum_r m[r, c] + beta * out[c].
     virtual void column_sum(ConstMatrixView m, float alpha, float beta, float* out) = 0;
 
-    // In place inverted dropout: m[r, c] := keep(seed, example(r), col_offset + c) ?
-    // m[r, c] / (1 - p) : 0. Applying it to the activations (forward) and to their gradient
-    // (backward) with the same seed uses the same mask.
-    virtual void dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset,
-                         MatrixView m) = 0;
+    // In place dropout: m[r, c] := kept ? scale * m[r, c] + shift : dropped (mask.params; with
+    // inverted dropout m / (1 - p) or 0). mask.params.p <= 0 does nothing. The mask depends only
+    // on (seed, example, global column), so activation_backward with the same mask sees it.
+    virtual void dropout(const DropoutMask& mask, MatrixView m) = 0;
 
     // delta := scale * dL/dz for an output layer with activation act and sparse targets
-    // (never densified: a zero-target pass over [B, n] plus a correction at stored entries).
-    // If loss_sum is not null, *loss_sum += sum of the (unscaled) loss over the batch, in
-    // double, in a fixed order. a, delta: [B, n]; target: [B, n] CSR batch.
-    virtual void output_delta(const formulas::LossParams& loss, Activation act, ConstMatrixView a,
+    // (never densified: a zero-target pass over [B, n] plus a correction at stored entries;
+    // with loss.ignore_zero only the stored entries count). If loss_sum is not null,
+    // *loss_sum += sum of the (unscaled) loss over the batch, in double, in a fixed order.
+    // a, delta: [B, n]; target: [B, n] CSR batch.
+    virtual void output_delta(const formulas::LossParams& loss,
+                              const formulas::ActivationParams& act, ConstMatrixView a,
                               const CsrBatchView& target, float scale, MatrixView delta,
                               double* loss_sum) = 0;
+
+    // Sparseness penalty of a hidden layer (formulas/regularizer.h): rho_j = mean over the rows
+    // of a[:, j], clamped; delta[r, j] += scale * beta * KL'(p, rho_j) for every row (0 where
+    // the clamp is active)
+    // (delta.data == nullptr: loss only). If loss_sum is not null, *loss_sum += rows * beta * sum_j
+    // KL(p, rho_j) (the penalty counted once per example, like the losses). Means and sums in
+    // double, in a fixed order. a, delta: [B, n].
+    virtual void sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
+                                    MatrixView delta, double* loss_sum) = 0;
+
+    // DeltaNorm: every row of m whose L2 norm exceeds max_norm is scaled to norm max_norm.
+    virtual void normalize_rows(float max_norm, MatrixView m) = 0;
+
+    // WeightNorm: every column of w (a unit's incoming weights) whose L2 norm exceeds max_norm is
+    // scaled to norm max_norm. Norms are summed in double over the rows in order.
+    virtual void normalize_columns(float max_norm, MatrixView w) = 0;
 
     // Dense update of w (and its state slots, same shape) with gradient g.
     virtual void optimizer_step(const formulas::OptimizerStep& step, MatrixView w,

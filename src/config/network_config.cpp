@@ -271,64 +271,90 @@ const char* const kLayerKindList = "Input, Hidden, Output";
 const std::vector<EnumName<Activation>> kActivations = {
     {"Sigmoid", Activation::kSigmoid},
     {"Tanh", Activation::kTanh},
+    {"Linear", Activation::kLinear},
     {"RectifiedLinear", Activation::kRectifiedLinear},
     {"Relu", Activation::kRectifiedLinear},
-    {"Linear", Activation::kLinear},
+    {"LeakyRectifiedLinear", Activation::kLeakyRectifiedLinear},
+    {"LRelu", Activation::kLeakyRectifiedLinear},
+    {"ExponentialLinear", Activation::kExponentialLinear},
+    {"Elu", Activation::kExponentialLinear},
+    {"ScaledExponentialLinear", Activation::kScaledExponentialLinear},
+    {"Selu", Activation::kScaledExponentialLinear},
+    {"SoftPlus", Activation::kSoftPlus},
+    {"SoftSign", Activation::kSoftSign},
     {"SoftMax", Activation::kSoftMax}};
-const char* const kActivationList = "Sigmoid, Tanh, RectifiedLinear (alias Relu), Linear, SoftMax";
-const std::vector<std::string> kActivationsNotImpl = {"LRelu",    "LeakyRectifiedLinear",
-                                                      "Elu",      "ExponentialLinear",
-                                                      "Selu",     "ScaledExponentialLinear",
-                                                      "SoftPlus", "SoftSign",
-                                                      "ReluMax",  "LinearMax"};
+const char* const kActivationList =
+    "Sigmoid, Tanh, Linear, RectifiedLinear (alias Relu), LeakyRectifiedLinear (alias LRelu), "
+    "ExponentialLinear (alias Elu), ScaledExponentialLinear (alias Selu), SoftPlus, SoftSign, "
+    "SoftMax";
+const std::vector<std::string> kActivationsNotImpl = {"ReluMax", "LinearMax"};
 
 const std::vector<EnumName<ErrorFunction>> kErrorFunctions = {
+    {"L1", ErrorFunction::kL1},
     {"L2", ErrorFunction::kL2},
+    {"L2Hinge", ErrorFunction::kL2Hinge},
+    {"Hinge", ErrorFunction::kHinge},
     {"CrossEntropy", ErrorFunction::kCrossEntropy},
     {"Cross Entropy", ErrorFunction::kCrossEntropy},
-    {"ScaledMarginalCrossEntropy", ErrorFunction::kScaledMarginalCrossEntropy}};
+    {"ScaledMarginalCrossEntropy", ErrorFunction::kScaledMarginalCrossEntropy},
+    {"DataScaledMarginalCrossEntropy", ErrorFunction::kDataScaledMarginalCrossEntropy}};
 const char* const kErrorFunctionList =
-    "L2, CrossEntropy (alias \"Cross Entropy\"), ScaledMarginalCrossEntropy";
-const std::vector<std::string> kErrorFunctionsNotImpl = {"L1", "L2Hinge", "Hinge",
-                                                         "DataScaledMarginalCrossEntropy"};
+    "L1, L2, L2Hinge, Hinge, CrossEntropy (alias \"Cross Entropy\"), ScaledMarginalCrossEntropy, "
+    "DataScaledMarginalCrossEntropy";
 
 const std::vector<EnumName<WeightInitScheme>> kSchemes = {
-    {"Xavier", WeightInitScheme::kXavier},
-    {"Gaussian", WeightInitScheme::kGaussian},
-    {"Uniform", WeightInitScheme::kUniform},
-    {"Constant", WeightInitScheme::kConstant}};
-const char* const kSchemeList = "Xavier, Gaussian, Uniform, Constant";
-const std::vector<std::string> kSchemesNotImpl = {"CaffeXavier", "UnitBall", "SELU"};
+    {"Xavier", WeightInitScheme::kXavier},     {"CaffeXavier", WeightInitScheme::kCaffeXavier},
+    {"Gaussian", WeightInitScheme::kGaussian}, {"Uniform", WeightInitScheme::kUniform},
+    {"UnitBall", WeightInitScheme::kUnitBall}, {"Constant", WeightInitScheme::kConstant},
+    {"SELU", WeightInitScheme::kSelu}};
+const char* const kSchemeList = "Xavier, CaffeXavier, Gaussian, Uniform, UnitBall, Constant, SELU";
+
+const std::vector<std::string> kNetworkKinds = {"FeedForward", "AutoEncoder"};
+const std::vector<std::string> kLayerTypes = {"FullyConnected"};
+const std::vector<std::string> kLayerTypesNotImpl = {"Convolutional", "Pooling"};
+const std::vector<std::string> kLayerKindsNotImpl = {"Target"};
 
 // ---- key sets ----
 
-const std::vector<std::string> kTopKeys = {
-    "Version",   "Name",           "Kind",  "ErrorFunction", "ScaledMarginalCrossEntropy",
-    "Denoising", "ShuffleIndices", "Layers"};
-const std::vector<std::string> kTopNotImpl = {"WeightsData",
-                                              "LocalResponseNormalization",
-                                              "LRN",
-                                              "Maxout",
-                                              "SparsenessPenalty",
-                                              "DeltaBoost",
-                                              "DataScaledMarginalCrossEntropy",
-                                              "RELUSlope",
-                                              "Slope",
-                                              "ELUAlpha",
-                                              "SELULambda",
-                                              "Decay"};
-const std::vector<std::string> kLayerKeys = {"Name",     "Kind",      "Type",   "N",
-                                             "Sparse",   "DataSet",   "Source", "Activation",
-                                             "pDropout", "WeightInit"};
-const std::vector<std::string> kLayerNotImpl = {
-    "Kernel",       "KernelStride", "BatchNormalization", "SparsenessPenalty",
-    "Function",     "Skip",         "RELUSlope",          "Slope",
-    "ELUAlpha",     "SELULambda",   "WeightNorm",         "DeltaNorm",
-    "SharedWeights"};
+// Keys that are aliases of one key (DSSTNE accepts either spelling).
+const std::vector<std::string> kSlopeKeys = {"RELUSlope", "Slope"};
+const std::vector<std::string> kSmceObjectKeys = {"ScaledMarginalCrossEntropy",
+                                                  "DataScaledMarginalCrossEntropy"};
+
+const std::vector<std::string> kTopKeys = {"Version",
+                                           "Name",
+                                           "Kind",
+                                           "ErrorFunction",
+                                           "ScaledMarginalCrossEntropy",
+                                           "DataScaledMarginalCrossEntropy",
+                                           "Denoising",
+                                           "SparsenessPenalty",
+                                           "RELUSlope",
+                                           "Slope",
+                                           "ELUAlpha",
+                                           "SELULambda",
+                                           "ShuffleIndices",
+                                           "Layers"};
+const std::vector<std::string> kTopNotImpl = {
+    "WeightsData", "LocalResponseNormalization", "LRN", "Maxout", "DeltaBoost", "Decay"};
+const std::vector<std::string> kLayerKeys = {
+    "Name",     "Kind",       "Type",       "N",         "Sparse",           "DataSet",
+    "Source",   "Activation", "RELUSlope",  "Slope",     "ELUAlpha",         "SELULambda",
+    "pDropout", "WeightInit", "WeightNorm", "DeltaNorm", "SparsenessPenalty"};
+const std::vector<std::string> kLayerNotImpl = {"Kernel",   "KernelStride", "BatchNormalization",
+                                                "Function", "Skip",         "SharedWeights"};
 const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
 const std::vector<std::string> kDenoisingKeys = {"p"};
+const std::vector<std::string> kSparsenessKeys = {"p", "beta"};
 const std::vector<std::string> kWeightInitKeys = {"Scheme", "Scale", "Bias"};
 const std::vector<std::string> kNone = {};
+
+template <typename E>
+std::vector<std::string> names_of(const std::vector<EnumName<E>>& names) {
+    std::vector<std::string> r;
+    for (const auto& n : names) r.push_back(n.name);
+    return r;
+}
 
 // ---- sections ----
 
@@ -345,12 +371,56 @@ SmceParams parse_smce(const Ctx& ctx, const Field& f) {
     return p;
 }
 
+// {p, beta}; absent keys keep the values of `base` (the network's, for a layer's override).
+SparsenessPenalty parse_sparseness(const Ctx& ctx, const Field& f, SparsenessPenalty base) {
+    ObjectView o(ctx, *f.value, f.path, kSparsenessKeys, kNone, "an object with keys p, beta");
+    if (Field g = o.get("p")) base.p = get_float_in(ctx, g, 0, 1, false, "a number in [0, 1]");
+    if (Field g = o.get("beta")) base.beta = get_float_in(ctx, g, 0, kInf, false, "a number >= 0");
+    return base;
+}
+
+// The one of `aliases` present in `o` (DSSTNE accepts either spelling); both present is an error.
+Field get_alias(const Ctx& ctx, const ObjectView& o, const std::vector<std::string>& aliases) {
+    Field found;
+    for (const std::string& a : aliases) {
+        Field f = o.get(a);
+        if (!f) continue;
+        if (found) {
+            fail(ctx, o.path(),
+                 "keys " + quote(found.path.substr(o.path().size() + 1)) + " and " +
+                     quote(f.path.substr(o.path().size() + 1)) + " are two spellings of one key",
+                 "at most one of " + join(aliases));
+        }
+        found = f;
+    }
+    if (!found) found.path = o.child(aliases.front());
+    return found;
+}
+
+// Activation parameters: RELUSlope (alias Slope) >= 0, ELUAlpha >= 0, SELULambda > 0.
+void parse_activation_params(const Ctx& ctx, const ObjectView& o, float& slope, float& alpha,
+                             float& lambda) {
+    if (Field f = get_alias(ctx, o, kSlopeKeys)) {
+        slope = get_float_in(ctx, f, 0, kInf, false, "a number >= 0 (the leaky ReLU slope)");
+    }
+    if (Field f = o.get("ELUAlpha")) {
+        alpha = get_float_in(ctx, f, 0, kInf, false, "a number >= 0");
+    }
+    if (Field f = o.get("SELULambda")) {
+        const char* expected = "a number > 0";
+        lambda = get_float(ctx, f, expected);
+        if (!(lambda > 0.0f)) {
+            fail(ctx, f.path, "value " + format_number(lambda) + " is out of range", expected);
+        }
+    }
+}
+
 WeightInit parse_weight_init(const Ctx& ctx, const Field& f) {
     ObjectView o(ctx, *f.value, f.path, kWeightInitKeys, kNone,
                  "an object with keys Scheme, Scale, Bias");
     WeightInit w;
     if (Field g = o.get("Scheme")) {
-        w.scheme = get_enum(ctx, g, "Scheme", kSchemes, kSchemesNotImpl, kSchemeList);
+        w.scheme = get_enum(ctx, g, "Scheme", kSchemes, kNone, kSchemeList);
     }
     if (Field g = o.get("Scale")) {
         if (w.scheme == WeightInitScheme::kConstant) {
@@ -423,9 +493,12 @@ struct ParsedLayer {
     std::string path;                       // $.Layers[i]
     std::vector<std::string> source_paths;  // JSON path of each entry of config.sources
     bool default_source = false;            // no Source key: the previous layer
+    std::string activation_path;            // JSON path of the Activation key, if present
 };
 
-ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size_t count) {
+// `network`: the network-level values a layer inherits (activation parameters, sparseness).
+ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size_t count,
+                        const NetworkConfig& network) {
     ParsedLayer out;
     out.path = "$.Layers[" + std::to_string(index) + "]";
     ObjectView o(ctx, v, out.path, kLayerKeys, kLayerNotImpl, "a layer object");
@@ -436,7 +509,7 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
                  : index + 1 == count ? LayerKind::kOutput
                                       : LayerKind::kHidden;
     if (Field f = o.get("Kind")) {
-        layer.kind = get_enum(ctx, f, "Kind", kLayerKinds, {"Target"}, kLayerKindList);
+        layer.kind = get_enum(ctx, f, "Kind", kLayerKinds, kLayerKindsNotImpl, kLayerKindList);
     }
     const std::string kind_name = to_string(layer.kind);
     auto not_allowed = [&](const Field& f, const std::string& key, const std::string& expected) {
@@ -446,10 +519,11 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
     if (Field f = o.get("Type")) {
         if (!f.value->isString()) wrong_type(ctx, f.path, *f.value, "the string FullyConnected");
         std::string t = f.value->asString();
-        if (iequals(t, "Convolutional")) not_implemented(ctx, f.path, "Type Convolutional");
-        if (iequals(t, "Pooling")) not_implemented(ctx, f.path, "Type Pooling");
-        if (!iequals(t, "FullyConnected")) {
-            fail(ctx, f.path, "unknown value " + quote(t), "FullyConnected");
+        for (const std::string& n : kLayerTypesNotImpl) {
+            if (iequals(t, n)) not_implemented(ctx, f.path, "Type " + n);
+        }
+        if (!iequals(t, kLayerTypes.front())) {
+            fail(ctx, f.path, "unknown value " + quote(t), kLayerTypes.front());
         }
     }
     if (Field f = o.get("Name")) {
@@ -504,7 +578,17 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
         }
         layer.activation =
             get_enum(ctx, f, "Activation", kActivations, kActivationsNotImpl, kActivationList);
+        out.activation_path = f.path;
     }
+    layer.relu_slope = network.activation_defaults.relu_slope;
+    layer.elu_alpha = network.activation_defaults.elu_alpha;
+    layer.selu_lambda = network.activation_defaults.selu_lambda;
+    for (const char* key : {"RELUSlope", "Slope", "ELUAlpha", "SELULambda"}) {
+        if (Field f = o.get(key); f && layer.kind == LayerKind::kInput) {
+            not_allowed(f, key, std::string(key) + " only on Hidden and Output layers");
+        }
+    }
+    parse_activation_params(ctx, o, layer.relu_slope, layer.elu_alpha, layer.selu_lambda);
     if (Field f = o.get("pDropout")) {
         if (layer.kind == LayerKind::kOutput) {
             not_allowed(f, "pDropout",
@@ -518,6 +602,29 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
             not_allowed(f, "WeightInit", "WeightInit only on Hidden and Output layers");
         }
         layer.weight_init = parse_weight_init(ctx, f);
+    }
+    auto parse_norm = [&](const std::string& key, float& value) {
+        Field f = o.get(key);
+        if (!f) return;
+        if (layer.kind == LayerKind::kInput) {
+            not_allowed(f, key, key + " only on Hidden and Output layers");
+        }
+        value = get_float_in(ctx, f, 0, kInf, false, "a number >= 0 (0 = off)");
+    };
+    parse_norm("WeightNorm", layer.weight_norm);
+    parse_norm("DeltaNorm", layer.delta_norm);
+    layer.sparseness_penalty = network.sparseness_penalty;
+    if (Field f = o.get("SparsenessPenalty")) {
+        if (layer.kind != LayerKind::kHidden) {
+            not_allowed(f, "SparsenessPenalty", "SparsenessPenalty only on Hidden layers");
+        }
+        if (!layer.sparse) {
+            fail(ctx, f.path,
+                 "SparsenessPenalty has no effect on a layer without \"Sparse\": true (the "
+                 "penalty applies to sparse Hidden layers only)",
+                 "\"Sparse\": true on this layer, or no SparsenessPenalty key");
+        }
+        layer.sparseness_penalty = parse_sparseness(ctx, f, network.sparseness_penalty);
     }
     return out;
 }
@@ -626,6 +733,22 @@ void link_layers(const Ctx& ctx, std::vector<ParsedLayer>& layers) {
     }
 }
 
+// Loss and output activation combinations DSSTNE refuses.
+void check_loss_activation(const Ctx& ctx, const NetworkConfig& cfg,
+                           const std::vector<ParsedLayer>& layers) {
+    for (const ParsedLayer& p : layers) {
+        const LayerConfig& l = p.config;
+        if (l.kind != LayerKind::kOutput) continue;
+        if (cfg.error_function == ErrorFunction::kDataScaledMarginalCrossEntropy &&
+            l.activation == Activation::kSoftMax) {
+            fail(ctx, p.activation_path,
+                 "SoftMax cannot be used with ErrorFunction DataScaledMarginalCrossEntropy (as in "
+                 "DSSTNE)",
+                 "an element-wise output activation such as Sigmoid, or another ErrorFunction");
+        }
+    }
+}
+
 Json::Value parse_document(const std::string& text, const std::string& source) {
     Json::CharReaderBuilder builder;
     builder["collectComments"] = false;
@@ -669,27 +792,30 @@ NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::
     }
     if (Field f = top.get("Name")) cfg.name = get_string(ctx, f, "a string (the network name)");
     if (Field f = top.get("Kind")) {
-        const char* expected = "one of FeedForward, AutoEncoder";
-        std::string k = get_string(ctx, f, std::string("a string, ") + expected);
-        if (iequals(k, "FeedForward")) {
-            cfg.kind = "FeedForward";
-        } else if (iequals(k, "AutoEncoder")) {
-            cfg.kind = "AutoEncoder";
-        } else {
-            fail(ctx, f.path, "unknown value " + quote(k), expected);
+        const std::string expected = "one of " + join(kNetworkKinds);
+        std::string k = get_string(ctx, f, "a string, " + expected);
+        cfg.kind.clear();
+        for (const std::string& n : kNetworkKinds) {
+            if (iequals(k, n)) cfg.kind = n;
         }
+        if (cfg.kind.empty()) fail(ctx, f.path, "unknown value " + quote(k), expected);
     }
     if (Field f = top.get("ErrorFunction")) {
-        cfg.error_function = get_enum(ctx, f, "ErrorFunction", kErrorFunctions,
-                                      kErrorFunctionsNotImpl, kErrorFunctionList);
+        cfg.error_function =
+            get_enum(ctx, f, "ErrorFunction", kErrorFunctions, kNone, kErrorFunctionList);
     }
-    if (Field f = top.get("ScaledMarginalCrossEntropy")) cfg.smce = parse_smce(ctx, f);
+    if (Field f = get_alias(ctx, top, kSmceObjectKeys)) cfg.smce = parse_smce(ctx, f);
     if (Field f = top.get("Denoising")) {
         ObjectView o(ctx, *f.value, f.path, kDenoisingKeys, kNone, "an object with key p");
         if (Field p = o.get("p")) {
             cfg.denoising_p = get_float_in(ctx, p, 0, 1, true, "a number in [0, 1)");
         }
     }
+    if (Field f = top.get("SparsenessPenalty")) {
+        cfg.sparseness_penalty = parse_sparseness(ctx, f, SparsenessPenalty{});
+    }
+    parse_activation_params(ctx, top, cfg.activation_defaults.relu_slope,
+                            cfg.activation_defaults.elu_alpha, cfg.activation_defaults.selu_lambda);
     if (Field f = top.get("ShuffleIndices")) cfg.shuffle_indices = get_bool(ctx, f);
 
     Field layers = top.get("Layers");
@@ -702,9 +828,10 @@ NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::
     const size_t count = layers.value->size();
     for (size_t i = 0; i < count; ++i) {
         parsed.push_back(
-            parse_layer(ctx, (*layers.value)[static_cast<Json::ArrayIndex>(i)], i, count));
+            parse_layer(ctx, (*layers.value)[static_cast<Json::ArrayIndex>(i)], i, count, cfg));
     }
     link_layers(ctx, parsed);
+    check_loss_activation(ctx, cfg, parsed);
     for (ParsedLayer& p : parsed) cfg.layers.push_back(std::move(p.config));
     return cfg;
 }
@@ -737,6 +864,26 @@ NetworkConfig NetworkConfig::from_file(const std::string& path) {
                     path + ": error while reading network file; expected a readable JSON file");
     }
     return from_json(text.str(), path);
+}
+
+std::vector<ConfigKeySet> config_key_sets() {
+    return {{"$", kTopKeys, kTopNotImpl},
+            {"$.ScaledMarginalCrossEntropy", kSmceKeys, kNone},
+            {"$.DataScaledMarginalCrossEntropy", kSmceKeys, kNone},
+            {"$.Denoising", kDenoisingKeys, kNone},
+            {"$.SparsenessPenalty", kSparsenessKeys, kNone},
+            {"$.Layers[]", kLayerKeys, kLayerNotImpl},
+            {"$.Layers[].WeightInit", kWeightInitKeys, kNone},
+            {"$.Layers[].SparsenessPenalty", kSparsenessKeys, kNone}};
+}
+
+std::vector<ConfigValueSet> config_value_sets() {
+    return {{"$.Kind", kNetworkKinds, kNone},
+            {"$.ErrorFunction", names_of(kErrorFunctions), kNone},
+            {"$.Layers[].Kind", names_of(kLayerKinds), kLayerKindsNotImpl},
+            {"$.Layers[].Type", kLayerTypes, kLayerTypesNotImpl},
+            {"$.Layers[].Activation", names_of(kActivations), kActivationsNotImpl},
+            {"$.Layers[].WeightInit.Scheme", names_of(kSchemes), kNone}};
 }
 
 const LayerConfig* NetworkConfig::find_layer(const std::string& name) const {

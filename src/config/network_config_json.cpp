@@ -36,6 +36,16 @@ const char* to_string(Activation v) {
             return "Linear";
         case Activation::kSoftMax:
             return "SoftMax";
+        case Activation::kLeakyRectifiedLinear:
+            return "LeakyRectifiedLinear";
+        case Activation::kExponentialLinear:
+            return "ExponentialLinear";
+        case Activation::kScaledExponentialLinear:
+            return "ScaledExponentialLinear";
+        case Activation::kSoftPlus:
+            return "SoftPlus";
+        case Activation::kSoftSign:
+            return "SoftSign";
     }
     return "Unknown";
 }
@@ -48,6 +58,14 @@ const char* to_string(ErrorFunction v) {
             return "CrossEntropy";
         case ErrorFunction::kScaledMarginalCrossEntropy:
             return "ScaledMarginalCrossEntropy";
+        case ErrorFunction::kL1:
+            return "L1";
+        case ErrorFunction::kL2Hinge:
+            return "L2Hinge";
+        case ErrorFunction::kHinge:
+            return "Hinge";
+        case ErrorFunction::kDataScaledMarginalCrossEntropy:
+            return "DataScaledMarginalCrossEntropy";
     }
     return "Unknown";
 }
@@ -62,6 +80,12 @@ const char* to_string(WeightInitScheme v) {
             return "Uniform";
         case WeightInitScheme::kConstant:
             return "Constant";
+        case WeightInitScheme::kCaffeXavier:
+            return "CaffeXavier";
+        case WeightInitScheme::kUnitBall:
+            return "UnitBall";
+        case WeightInitScheme::kSelu:
+            return "SELU";
     }
     return "Unknown";
 }
@@ -70,11 +94,31 @@ bool operator==(const WeightInit& a, const WeightInit& b) {
     return a.scheme == b.scheme && a.scale == b.scale && a.bias == b.bias;
 }
 
+bool operator==(const SparsenessPenalty& a, const SparsenessPenalty& b) {
+    return a.p == b.p && a.beta == b.beta;
+}
+
+bool operator==(const ActivationDefaults& a, const ActivationDefaults& b) {
+    return a.relu_slope == b.relu_slope && a.elu_alpha == b.elu_alpha &&
+           a.selu_lambda == b.selu_lambda;
+}
+
+// Layers are equal when they behave the same: activation parameters are compared where the
+// activation uses them, the sparseness penalty where it applies (as to_json writes them).
 bool operator==(const LayerConfig& a, const LayerConfig& b) {
+    const Activation act = a.activation;
+    const bool slope = act == Activation::kLeakyRectifiedLinear;
+    const bool alpha =
+        act == Activation::kExponentialLinear || act == Activation::kScaledExponentialLinear;
+    const bool lambda = act == Activation::kScaledExponentialLinear;
+    const bool penalty = a.kind == LayerKind::kHidden && a.sparse;
     return a.name == b.name && a.kind == b.kind && a.n == b.n && a.n_auto == b.n_auto &&
            a.sparse == b.sparse && a.dataset == b.dataset && a.sources == b.sources &&
-           a.activation == b.activation && a.p_dropout == b.p_dropout &&
-           a.weight_init == b.weight_init;
+           a.activation == b.activation && (!slope || a.relu_slope == b.relu_slope) &&
+           (!alpha || a.elu_alpha == b.elu_alpha) && (!lambda || a.selu_lambda == b.selu_lambda) &&
+           a.p_dropout == b.p_dropout && a.weight_init == b.weight_init &&
+           a.weight_norm == b.weight_norm && a.delta_norm == b.delta_norm &&
+           (!penalty || a.sparseness_penalty == b.sparseness_penalty);
 }
 
 bool operator==(const SmceParams& a, const SmceParams& b) {
@@ -85,8 +129,9 @@ bool operator==(const SmceParams& a, const SmceParams& b) {
 bool operator==(const NetworkConfig& a, const NetworkConfig& b) {
     return a.version == b.version && a.name == b.name && a.kind == b.kind &&
            a.error_function == b.error_function && a.smce == b.smce &&
-           a.denoising_p == b.denoising_p && a.shuffle_indices == b.shuffle_indices &&
-           a.layers == b.layers;
+           a.denoising_p == b.denoising_p && a.sparseness_penalty == b.sparseness_penalty &&
+           a.activation_defaults == b.activation_defaults &&
+           a.shuffle_indices == b.shuffle_indices && a.layers == b.layers;
 }
 
 namespace config {
@@ -165,6 +210,10 @@ const char* json_bool(bool b) {
     return b ? "true" : "false";
 }
 
+std::string sparseness_json(const SparsenessPenalty& s) {
+    return "{ \"p\": " + json_float(s.p) + ", \"beta\": " + json_float(s.beta) + " }";
+}
+
 std::string layer_json(const LayerConfig& l) {
     std::string r = "{ ";
     r += "\"Name\": " + json_string(l.name);
@@ -181,12 +230,29 @@ std::string layer_json(const LayerConfig& l) {
         }
         r += "]";
         r += std::string(", \"Activation\": \"") + to_string(l.activation) + "\"";
+        // Only the parameters the activation uses; the others equal the network's values.
+        if (l.activation == Activation::kLeakyRectifiedLinear) {
+            r += ", \"RELUSlope\": " + json_float(l.relu_slope);
+        }
+        if (l.activation == Activation::kExponentialLinear ||
+            l.activation == Activation::kScaledExponentialLinear) {
+            r += ", \"ELUAlpha\": " + json_float(l.elu_alpha);
+        }
+        if (l.activation == Activation::kScaledExponentialLinear) {
+            r += ", \"SELULambda\": " + json_float(l.selu_lambda);
+        }
     }
     if (l.kind != LayerKind::kOutput) r += ", \"pDropout\": " + json_float(l.p_dropout);
     if (l.kind != LayerKind::kInput) {
         r += std::string(", \"WeightInit\": { \"Scheme\": \"") + to_string(l.weight_init.scheme) +
              "\", \"Scale\": " + json_float(l.weight_init.scale) +
              ", \"Bias\": " + json_float(l.weight_init.bias) + " }";
+        r += ", \"WeightNorm\": " + json_float(l.weight_norm);
+        r += ", \"DeltaNorm\": " + json_float(l.delta_norm);
+    }
+    // Written where it applies; elsewhere the layer's value is the network's.
+    if (l.kind == LayerKind::kHidden && l.sparse) {
+        r += ", \"SparsenessPenalty\": " + sparseness_json(l.sparseness_penalty);
     }
     return r + " }";
 }
@@ -204,6 +270,10 @@ std::string NetworkConfig::to_json() const {
          ", \"oneScale\": " + json_float(smce.one_scale) +
          ", \"zeroScale\": " + json_float(smce.zero_scale) + " },\n";
     r += "    \"Denoising\": { \"p\": " + json_float(denoising_p) + " },\n";
+    r += "    \"SparsenessPenalty\": " + sparseness_json(sparseness_penalty) + ",\n";
+    r += "    \"RELUSlope\": " + json_float(activation_defaults.relu_slope) + ",\n";
+    r += "    \"ELUAlpha\": " + json_float(activation_defaults.elu_alpha) + ",\n";
+    r += "    \"SELULambda\": " + json_float(activation_defaults.selu_lambda) + ",\n";
     r += std::string("    \"ShuffleIndices\": ") + json_bool(shuffle_indices) + ",\n";
     r += "    \"Layers\": [";
     for (size_t i = 0; i < layers.size(); ++i) {

@@ -66,6 +66,10 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         }
         layers[i].config = lc;
         layers[i].n = lc.n;
+        layers[i].activation.kind = lc.activation;
+        layers[i].activation.slope = lc.relu_slope;
+        layers[i].activation.alpha = lc.elu_alpha;
+        layers[i].activation.lambda = lc.selu_lambda;
     }
     // One weight matrix per (source -> layer) edge.
     for (size_t i = 0; i < config.layers.size(); ++i) {
@@ -148,13 +152,21 @@ void Network::Impl::initialize_weights(uint64_t seed) {
         const WeightInit& init = layers[w.destination].config.weight_init;
         engine::HostRng rng(formulas::derive_seed(seed, wi, 0x5EED));
         std::vector<float> host(size_t(w.rows) * w.cols);
+        // docs/config-reference.md gives each scheme; fan_in = source width, fan_out = this
+        // layer's width (DSSTNE's _inputLayer / _outputLayer strides).
         const double scale = init.scale;
+        const double fan_in = double(w.rows), fan_out = double(w.cols);
         // Xavier as DSSTNE defines it: uniform of total width scale * sqrt(6 / (fan_in + fan_out)).
-        const double xavier = scale * std::sqrt(6.0 / (double(w.rows) + double(w.cols)));
+        const double xavier = scale * std::sqrt(6.0 / (fan_in + fan_out));
+        const double caffe = scale * std::sqrt(3.0 / fan_out);
+        const double selu = scale / std::sqrt(fan_in);
         for (float& v : host) {
             switch (init.scheme) {
                 case WeightInitScheme::kXavier:
                     v = float(xavier * (rng.uniform() - 0.5));
+                    break;
+                case WeightInitScheme::kCaffeXavier:
+                    v = float(caffe * (2.0 * rng.uniform() - 1.0));
                     break;
                 case WeightInitScheme::kGaussian:
                     v = float(scale * rng.normal());
@@ -162,8 +174,14 @@ void Network::Impl::initialize_weights(uint64_t seed) {
                 case WeightInitScheme::kUniform:
                     v = float(scale * (2.0 * rng.uniform() - 1.0));
                     break;
+                case WeightInitScheme::kUnitBall:
+                    v = float(scale * rng.uniform());
+                    break;
                 case WeightInitScheme::kConstant:
                     v = float(scale);
+                    break;
+                case WeightInitScheme::kSelu:
+                    v = float(selu * rng.normal());
                     break;
             }
         }

@@ -18,6 +18,7 @@ namespace engine {
 struct Layer {
     LayerConfig config;
     uint32_t n = 0;
+    formulas::ActivationParams activation;  // kind and parameters (non-input layers)
     std::vector<int> in_weights;   // weights whose destination is this layer, in Source order
     std::vector<int> out_weights;  // weights whose source is this layer
     bool reaches_output = false;   // its delta is needed in backward
@@ -89,7 +90,15 @@ struct Network::Impl {
                   uint64_t mask_seed, double* loss_sum);
     void update(const OptimizerOptions& optimizer);
 
+    // The objective's terms that need no gradient: every output loss (scale 1) and every
+    // sparseness penalty of the batch, added to *loss_sum. Runs after forward().
+    void add_losses(const engine::Bindings& data, const BatchRows& rows, double* loss_sum);
+
     formulas::LossParams loss_params(const engine::Layer& output) const;
+    // The dropout mask of hidden layer l (alpha dropout on ELU/SELU layers, else inverted).
+    DropoutMask dropout_mask(int l, const BatchRows& rows, uint64_t mask_seed) const;
+    // Hidden layers whose sparseness penalty is part of the objective.
+    bool penalized(const engine::Layer& layer) const;
     SparseNoise input_noise(const engine::Layer& input, bool training, uint64_t mask_seed) const;
     int find_parameter(const std::string& name, bool* is_bias) const;
 };

@@ -35,7 +35,30 @@ formulas::LossParams Network::Impl::loss_params(const Layer& output) const {
     p.zero_target = config.smce.zero_target;
     p.one_scale = config.smce.one_scale;
     p.zero_scale = config.smce.zero_scale;
+    // SparseIgnoreZero is a dataset attribute in DSSTNE; p.ignore_zero stays false until the
+    // dataset reader carries it (the op already implements it).
     return p;
+}
+
+DropoutMask Network::Impl::dropout_mask(int l, const BatchRows& rows, uint64_t mask_seed) const {
+    const Layer& layer = layers[l];
+    const float p = layer.config.p_dropout;
+    const uint64_t seed = formulas::derive_seed(mask_seed, uint64_t(l), kDropoutStream);
+    DropoutMask mask;
+    mask.rows = rows;
+    const formulas::ActivationParams& act = layer.activation;
+    if (act.kind == Activation::kExponentialLinear) {
+        mask.params = formulas::alpha_dropout(p, seed, -act.alpha);
+    } else if (act.kind == Activation::kScaledExponentialLinear) {
+        mask.params = formulas::alpha_dropout(p, seed, -act.lambda * act.alpha);
+    } else {
+        mask.params = formulas::inverted_dropout(p, seed);
+    }
+    return mask;
+}
+
+bool Network::Impl::penalized(const Layer& layer) const {
+    return layer.config.has_sparseness_penalty() && layer.reaches_output;
 }
 
 SparseNoise Network::Impl::input_noise(const Layer& input, bool training,
@@ -71,10 +94,9 @@ void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows,
                               z);
             }
         }
-        backend->bias_activation_forward(layer.config.activation, layer.bias.data(), z);
+        backend->bias_activation_forward(layer.activation, layer.bias.data(), z);
         if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
-            backend->dropout(layer.config.p_dropout,
-                             formulas::derive_seed(mask_seed, l, kDropoutStream), rows, 0, z);
+            backend->dropout(dropout_mask(l, rows, mask_seed), z);
         }
     }
 }
@@ -87,9 +109,14 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (!layer.is_output()) continue;
-        backend->output_delta(loss_params(layer), layer.config.activation,
+        MatrixView delta = rows_of(layer.delta, batch, layer.n);
+        backend->output_delta(loss_params(layer), layer.activation,
                               rows_of(layer.act, batch, layer.n), data.layer_data[l]->view(rows),
-                              scale, rows_of(layer.delta, batch, layer.n), loss_sum);
+                              scale, delta, loss_sum);
+        // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
+        if (layer.config.delta_norm > 0.0f) {
+            backend->normalize_rows(layer.config.delta_norm * scale, delta);
+        }
         has_delta[l] = true;
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -98,12 +125,21 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
         MatrixView dz = rows_of(layer.delta, batch, layer.n);
         if (!layer.is_output()) {  // dL/dA -> dL/dZ
-            if (training && layer.config.p_dropout > 0.0f) {
-                backend->dropout(layer.config.p_dropout,
-                                 formulas::derive_seed(mask_seed, l, kDropoutStream), rows, 0, dz);
+            const ConstMatrixView act = rows_of(layer.act, batch, layer.n);
+            // The penalty is a function of the stored (post-dropout) activations, as in DSSTNE.
+            if (penalized(layer)) {
+                const SparsenessPenalty& sp = layer.config.sparseness_penalty;
+                backend->sparseness_penalty(sp.p, sp.beta, act, scale, dz, loss_sum);
             }
-            backend->activation_backward(layer.config.activation,
-                                         rows_of(layer.act, batch, layer.n), dz);
+            if (training && layer.config.p_dropout > 0.0f) {
+                const DropoutMask mask = dropout_mask(l, rows, mask_seed);
+                backend->activation_backward(layer.activation, act, &mask, dz);
+            } else {
+                backend->activation_backward(layer.activation, act, nullptr, dz);
+            }
+            if (layer.config.delta_norm > 0.0f) {
+                backend->normalize_rows(layer.config.delta_norm * scale, dz);
+            }
         }
         backend->column_sum(dz, 1.0f, 0.0f, layer.bias_grad.data());
         for (int wi : layer.in_weights) {
@@ -123,6 +159,24 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                               rows_of(source.delta, batch, source.n));
                 has_delta[w.source] = true;
             }
+        }
+    }
+}
+
+void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& rows,
+                               double* loss_sum) {
+    const size_t batch = rows.batch;
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
+        if (layer.is_output()) {
+            backend->output_delta(loss_params(layer), layer.activation,
+                                  rows_of(layer.act, batch, layer.n),
+                                  data.layer_data[l]->view(rows), 1.0f,
+                                  rows_of(layer.delta, batch, layer.n), loss_sum);
+        } else if (penalized(layer)) {
+            const SparsenessPenalty& sp = layer.config.sparseness_penalty;
+            backend->sparseness_penalty(sp.p, sp.beta, rows_of(layer.act, batch, layer.n), 0.0f,
+                                        MatrixView{}, loss_sum);
         }
     }
 }
@@ -150,6 +204,9 @@ void Network::Impl::update(const OptimizerOptions& optimizer) {
             backend->optimizer_step(step, wv, rows_of(w.grad, w.rows, w.cols), w.state1.data(),
                                     w.state2.data());
         }
+        // WeightNorm: a max norm on each destination unit's incoming weights, after the step.
+        const float norm = layers[w.destination].config.weight_norm;
+        if (norm > 0.0f) backend->normalize_columns(norm, wv);
     }
     formulas::OptimizerStep bias_step = step;
     bias_step.l2 = 0.0f;  // no weight decay on biases

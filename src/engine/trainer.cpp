@@ -124,15 +124,7 @@ double Trainer::compute_loss(uint64_t first_row, uint32_t count) {
     BatchRows batch{nullptr, first_row, count};
     t.reset_loss();
     t.net.forward(t.data.bindings(), batch, false, 0);
-    for (size_t l = 0; l < t.net.layers.size(); ++l) {
-        engine::Layer& layer = t.net.layers[l];
-        if (!layer.is_output()) continue;
-        t.net.backend->output_delta(t.net.loss_params(layer), layer.config.activation,
-                                    ConstMatrixView(layer.act.data(), count, layer.n, layer.n),
-                                    t.data.bindings().layer_data[l]->view(batch), 1.0f,
-                                    MatrixView{layer.delta.data(), count, layer.n, layer.n},
-                                    t.loss_sum.data());
-    }
+    t.net.add_losses(t.data.bindings(), batch, t.loss_sum.data());
     return t.read_loss() / double(count);
 }
 

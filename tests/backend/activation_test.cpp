@@ -1,4 +1,5 @@
-// bias_activation_forward, activation_backward and column_sum against double references.
+// bias_activation_forward, activation_backward (with and without a dropout mask) and column_sum
+// against double references written here from the textbook definitions (not from the formulas).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,14 +14,35 @@ namespace {
 
 using testing::Dense;
 
-constexpr Activation kAll[] = {Activation::kSigmoid, Activation::kTanh,
-                               Activation::kRectifiedLinear, Activation::kLinear,
-                               Activation::kSoftMax};
-constexpr Activation kElementwise[] = {Activation::kSigmoid, Activation::kTanh,
-                                       Activation::kRectifiedLinear, Activation::kLinear};
+using formulas::ActivationParams;
 
-double ref_activate(Activation act, double z) {
-    switch (act) {
+// Parameters away from the defaults, so that a formula ignoring one of them fails.
+ActivationParams params(Activation kind) {
+    ActivationParams p;
+    p.kind = kind;
+    p.slope = 0.15f;
+    p.alpha = 1.6732632f;
+    p.lambda = 1.0507010f;
+    return p;
+}
+
+const std::vector<ActivationParams> kAll = {
+    params(Activation::kSigmoid),           params(Activation::kTanh),
+    params(Activation::kRectifiedLinear),   params(Activation::kLinear),
+    params(Activation::kSoftMax),           params(Activation::kLeakyRectifiedLinear),
+    params(Activation::kExponentialLinear), params(Activation::kScaledExponentialLinear),
+    params(Activation::kSoftPlus),          params(Activation::kSoftSign)};
+
+std::vector<ActivationParams> elementwise() {
+    std::vector<ActivationParams> v;
+    for (const ActivationParams& p : kAll)
+        if (p.kind != Activation::kSoftMax) v.push_back(p);
+    return v;
+}
+
+double ref_activate(const ActivationParams& p, double z) {
+    const double slope = p.slope, alpha = p.alpha, lambda = p.lambda;
+    switch (p.kind) {
         case Activation::kSigmoid:
             return 1.0 / (1.0 + std::exp(-z));
         case Activation::kTanh:
@@ -29,42 +51,66 @@ double ref_activate(Activation act, double z) {
             return std::max(z, 0.0);
         case Activation::kLinear:
             return z;
+        case Activation::kLeakyRectifiedLinear:
+            return z > 0 ? z : slope * z;
+        case Activation::kExponentialLinear:
+            return z > 0 ? z : alpha * (std::exp(z) - 1.0);
+        case Activation::kScaledExponentialLinear:
+            return lambda * (z > 0 ? z : alpha * (std::exp(z) - 1.0));
+        case Activation::kSoftPlus:
+            return std::log(1.0 + std::exp(z));
+        case Activation::kSoftSign:
+            return z / (1.0 + std::fabs(z));
         case Activation::kSoftMax:
             break;
     }
     return std::nan("");
 }
 
-double ref_derivative(Activation act, double a) {
-    switch (act) {
-        case Activation::kSigmoid:
-            return a * (1.0 - a);
+// f'(z) from the textbook derivatives, evaluated at the pre-activation z.
+double ref_derivative_at(const ActivationParams& p, double z) {
+    const double slope = p.slope, alpha = p.alpha, lambda = p.lambda;
+    switch (p.kind) {
+        case Activation::kSigmoid: {
+            const double s = 1.0 / (1.0 + std::exp(-z));
+            return s * (1.0 - s);
+        }
         case Activation::kTanh:
-            return 1.0 - a * a;
+            return 1.0 - std::tanh(z) * std::tanh(z);
         case Activation::kRectifiedLinear:
-            return a > 0 ? 1.0 : 0.0;
+            return z > 0 ? 1.0 : 0.0;
         case Activation::kLinear:
             return 1.0;
+        case Activation::kLeakyRectifiedLinear:
+            return z > 0 ? 1.0 : slope;
+        case Activation::kExponentialLinear:
+            return z > 0 ? 1.0 : alpha * std::exp(z);
+        case Activation::kScaledExponentialLinear:
+            return lambda * (z > 0 ? 1.0 : alpha * std::exp(z));
+        case Activation::kSoftPlus:
+            return 1.0 / (1.0 + std::exp(-z));
+        case Activation::kSoftSign:
+            return 1.0 / ((1.0 + std::fabs(z)) * (1.0 + std::fabs(z)));
         case Activation::kSoftMax:
             break;
     }
     return std::nan("");
 }
 
-void check_forward(Backend& backend, Activation act, size_t rows, size_t cols, bool with_bias,
-                   uint64_t seed, double range = 4.0) {
+void check_forward(Backend& backend, const ActivationParams& act, size_t rows, size_t cols,
+                   bool with_bias, uint64_t seed, double range = 4.0) {
     const float kPad = 99.0f;
     Dense<float> z = testing::random_dense<float>(rows, cols, 3, seed, -range, range, kPad);
     const Dense<float> z0 = z;
     const Dense<float> bias = testing::random_dense<float>(1, cols, 0, seed + 1);
     backend.bias_activation_forward(act, with_bias ? bias.data.data() : nullptr, z.view());
-    const std::string what = std::string(to_string(act)) + " rows=" + std::to_string(rows) +
+    const std::string what = std::string(to_string(act.kind)) + " rows=" + std::to_string(rows) +
                              " cols=" + std::to_string(cols) + (with_bias ? " bias" : "");
     for (size_t r = 0; r < rows; ++r) {
         std::vector<double> x(cols), want(cols);
         for (size_t c = 0; c < cols; ++c)
             x[c] = double(z0.at(r, c)) + (with_bias ? double(bias.at(0, c)) : 0.0);
-        if (act == Activation::kSoftMax) {
+        if (act.kind == Activation::kSoftMax) {
             const double mx = *std::max_element(x.begin(), x.end());
             double sum = 0;
             for (size_t c = 0; c < cols; ++c) sum += want[c] = std::exp(x[c] - mx);
@@ -78,7 +124,7 @@ void check_forward(Backend& backend, Activation act, size_t rows, size_t cols, b
             ASSERT_TRUE(testing::near(z.at(r, c), want[c], std::fabs(want[c]) + 1.0, 2e-6, 0))
                 << what << " at " << r << "," << c << " got " << z.at(r, c) << " want " << want[c];
         }
-        if (act == Activation::kSoftMax) {
+        if (act.kind == Activation::kSoftMax) {
             ASSERT_NEAR(total, 1.0, 1e-5) << what;
         }
         for (size_t c = cols; c < z.ld; ++c) ASSERT_EQ(z.at(r, c), kPad) << what;
@@ -88,7 +134,7 @@ void check_forward(Backend& backend, Activation act, size_t rows, size_t cols, b
 TEST(BiasActivationForward, MatchesReferenceOverGrid) {
     CpuBackend backend(2);
     uint64_t seed = 1;
-    for (Activation act : kAll)
+    for (const ActivationParams& act : kAll)
         for (size_t rows : {1, 7, 64})
             for (size_t cols : {1, 5, 130})
                 for (bool bias : {false, true}) {
@@ -99,7 +145,37 @@ TEST(BiasActivationForward, MatchesReferenceOverGrid) {
 
 TEST(BiasActivationForward, ParallelPath) {
     CpuBackend backend(2);
-    for (Activation act : kAll) check_forward(backend, act, 300, 257, true, 7);
+    for (const ActivationParams& act : kAll) check_forward(backend, act, 300, 257, true, 7);
+}
+
+TEST(BiasActivationForward, ParametersComeFromTheStruct) {
+    CpuBackend backend(1);
+    for (Activation kind : {Activation::kLeakyRectifiedLinear, Activation::kExponentialLinear,
+                            Activation::kScaledExponentialLinear})
+        for (float value : {0.0f, 0.5f, 2.0f}) {
+            ActivationParams p = params(kind);
+            p.slope = value;
+            p.alpha = value;
+            p.lambda = value + 1.0f;
+            Dense<float> z(1, 2);
+            z.at(0, 0) = -1.5f;
+            z.at(0, 1) = 0.75f;
+            backend.bias_activation_forward(p, nullptr, z.view());
+            EXPECT_NEAR(z.at(0, 0), ref_activate(p, -1.5), 1e-6) << to_string(kind) << value;
+            EXPECT_NEAR(z.at(0, 1), ref_activate(p, 0.75), 1e-6) << to_string(kind) << value;
+        }
+}
+
+TEST(BiasActivationForward, SoftPlusIsFiniteForLargeInputs) {
+    CpuBackend backend(1);
+    Dense<float> z(1, 4);
+    const float v[] = {-200.0f, -30.0f, 30.0f, 200.0f};
+    for (size_t c = 0; c < 4; ++c) z.at(0, c) = v[c];
+    backend.bias_activation_forward(params(Activation::kSoftPlus), nullptr, z.view());
+    EXPECT_EQ(z.at(0, 0), 0.0f);
+    EXPECT_NEAR(z.at(0, 1), std::exp(-30.0), 1e-18);
+    EXPECT_EQ(z.at(0, 2), 30.0f);
+    EXPECT_EQ(z.at(0, 3), 200.0f);
 }
 
 TEST(BiasActivationForward, SoftMaxIsStableForLargeInputs) {
@@ -107,7 +183,7 @@ TEST(BiasActivationForward, SoftMaxIsStableForLargeInputs) {
     Dense<float> z(2, 3);
     const float v[] = {1000.0f, 1001.0f, 999.0f, -1000.0f, -1000.0f, -1000.0f};
     for (size_t i = 0; i < 6; ++i) z.data[i] = v[i];
-    backend.bias_activation_forward(Activation::kSoftMax, nullptr, z.view());
+    backend.bias_activation_forward(params(Activation::kSoftMax), nullptr, z.view());
     const double e1 = std::exp(-1.0), e2 = std::exp(-2.0);
     const double s = 1 + e1 + e2;
     EXPECT_NEAR(z.at(0, 0), e1 / s, 1e-6);
@@ -116,35 +192,86 @@ TEST(BiasActivationForward, SoftMaxIsStableForLargeInputs) {
     for (size_t c = 0; c < 3; ++c) EXPECT_NEAR(z.at(1, c), 1.0 / 3.0, 1e-6);
 }
 
+// The derivative computed from the stored output a = f(z) equals f'(z) at the pre-activation.
 TEST(ActivationBackward, MatchesReferenceOverGrid) {
     CpuBackend backend(2);
     uint64_t seed = 50;
-    for (Activation act : kElementwise)
+    for (const ActivationParams& act : elementwise())
         for (size_t rows : {1, 7, 64, 300})
             for (size_t cols : {1, 5, 130}) {
-                // a: realistic activations (forward of random pre-activations, some exact zeros
-                // from ReLU).
-                Dense<float> a = testing::random_dense<float>(rows, cols, 2, seed++, -3, 3);
+                // z: random pre-activations (some exact zeros, the kink of the ReLU family, which
+                // the derivative-from-output rules assign to the z <= 0 side).
+                Dense<float> z = testing::random_dense<float>(rows, cols, 2, seed++, -3, 3);
+                z.at(0, 0) = 0.0f;
+                Dense<float> a = z;
                 backend.bias_activation_forward(act, nullptr, a.view());
                 Dense<float> d = testing::random_dense<float>(rows, cols, 1, seed++, -2, 2, 5.0f);
                 const Dense<float> d0 = d;
-                backend.activation_backward(act, a.cview(), d.view());
+                backend.activation_backward(act, a.cview(), nullptr, d.view());
                 for (size_t r = 0; r < rows; ++r) {
                     for (size_t c = 0; c < cols; ++c) {
-                        const double want = double(d0.at(r, c)) * ref_derivative(act, a.at(r, c));
-                        ASSERT_TRUE(testing::near(d.at(r, c), want, std::fabs(want), 1e-6, 1e-7))
-                            << to_string(act) << " at " << r << "," << c;
+                        double zz = z.at(r, c);
+                        // At z == 0: the ELU family takes the z > 0 side (f' from a >= 0).
+                        const bool elu_kink =
+                            zz == 0.0 && (act.kind == Activation::kExponentialLinear ||
+                                          act.kind == Activation::kScaledExponentialLinear);
+                        if (elu_kink) zz = 1e-30;
+                        const double want = double(d0.at(r, c)) * ref_derivative_at(act, zz);
+                        // Float outputs near saturation lose relative precision in f'(a).
+                        ASSERT_TRUE(testing::near(d.at(r, c), want, std::fabs(want), 2e-5, 2e-7))
+                            << to_string(act.kind) << " at " << r << "," << c << " z=" << zz
+                            << " got " << d.at(r, c) << " want " << want;
                     }
                     ASSERT_EQ(d.at(r, cols), 5.0f);
                 }
             }
 }
 
+// With a dropout mask the stored activations are post-dropout; the derivative must be taken at
+// the pre-dropout activation (inverted and alpha dropout), and dropped units pass no gradient.
+TEST(ActivationBackward, UndoesTheDropoutBeforeTheDerivative) {
+    CpuBackend backend(2);
+    const testing::TestBatch batch = testing::make_batch(90, 64, true, 3);
+    uint64_t seed = 900;
+    for (const ActivationParams& act : elementwise())
+        for (bool alpha : {false, true}) {
+            Dense<float> z = testing::random_dense<float>(64, 70, 1, seed++, -3, 3);
+            Dense<float> a = z;
+            backend.bias_activation_forward(act, nullptr, a.view());
+            DropoutMask mask;
+            mask.rows = batch.view();
+            mask.col_offset = 11;
+            mask.params = alpha ? formulas::alpha_dropout(0.3f, 77, -1.7580993f)
+                                : formulas::inverted_dropout(0.3f, 77);
+            backend.dropout(mask, a.view());
+            Dense<float> d = testing::random_dense<float>(64, 70, 1, seed++, -2, 2);
+            const Dense<float> d0 = d;
+            backend.activation_backward(act, a.cview(), &mask, d.view());
+            size_t dropped = 0;
+            for (size_t r = 0; r < 64; ++r)
+                for (size_t c = 0; c < 70; ++c) {
+                    const bool keep =
+                        formulas::keep_unit(77, batch.example(r), 11 + c, mask.params.p);
+                    double want = 0.0;
+                    if (keep) {
+                        want = double(d0.at(r, c)) * double(mask.params.scale) *
+                               ref_derivative_at(act, z.at(r, c));
+                    } else {
+                        ++dropped;
+                    }
+                    ASSERT_TRUE(testing::near(d.at(r, c), want, std::fabs(want), 1e-4, 1e-6))
+                        << to_string(act.kind) << (alpha ? " alpha" : " inverted") << " at " << r
+                        << "," << c << " got " << d.at(r, c) << " want " << want;
+                }
+            EXPECT_GT(dropped, 0u);
+        }
+}
+
 TEST(ActivationBackward, SoftMaxIsRejected) {
     CpuBackend backend(1);
     Dense<float> a(2, 2, 0, 0.5f), d(2, 2, 0, 1.0f);
     try {
-        backend.activation_backward(Activation::kSoftMax, a.cview(), d.view());
+        backend.activation_backward(params(Activation::kSoftMax), a.cview(), nullptr, d.view());
         FAIL() << "expected Error";
     } catch (const Error& e) {
         EXPECT_EQ(e.category(), ErrorCategory::kInternal);
@@ -155,9 +282,9 @@ TEST(ActivationDouble, ForwardAndBackwardInstantiate) {
     Dense<double> z = testing::random_dense<double>(3, 4, 1, 3);
     const Dense<double> z0 = z;
     const double bias[4] = {0.1, -0.2, 0.3, 0.0};
-    cpu::bias_activation_forward(Activation::kTanh, bias, z.mat(), 2);
+    cpu::bias_activation_forward(params(Activation::kTanh), bias, z.mat(), 2);
     Dense<double> d(3, 4, 1, 1.0);
-    cpu::activation_backward(Activation::kTanh, z.cmat(), d.mat(), 2);
+    cpu::activation_backward(params(Activation::kTanh), z.cmat(), nullptr, d.mat(), 2);
     for (size_t r = 0; r < 3; ++r)
         for (size_t c = 0; c < 4; ++c) {
             const double a = std::tanh(z0.at(r, c) + bias[c]);

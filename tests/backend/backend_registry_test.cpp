@@ -77,18 +77,18 @@ TEST(BackendRegistry, OpNames) {
     EXPECT_STREQ(to_string(Op::kOptimizerStep), "optimizer_step");
     EXPECT_STREQ(to_string(Op::kOptimizerStepRows), "optimizer_step_rows");
     EXPECT_STREQ(to_string(Op::kTopK), "top_k");
+    EXPECT_STREQ(to_string(Op::kSparsenessPenalty), "sparseness_penalty");
+    EXPECT_STREQ(to_string(Op::kNormalizeRows), "normalize_rows");
+    EXPECT_STREQ(to_string(Op::kNormalizeColumns), "normalize_columns");
 }
 
 TEST(CpuBackend, SupportsEverything) {
     CpuBackend backend;
     std::string why = "stale";
-    for (int op = 0; op <= int(Op::kTopK); ++op)
-        for (Activation act :
-             {Activation::kSigmoid, Activation::kTanh, Activation::kRectifiedLinear,
-              Activation::kLinear, Activation::kSoftMax})
-            for (ErrorFunction loss : {ErrorFunction::kL2, ErrorFunction::kCrossEntropy,
-                                       ErrorFunction::kScaledMarginalCrossEntropy})
-                EXPECT_TRUE(backend.supports(Op(op), act, loss, &why));
+    for (int op = 0; op <= int(Op::kNormalizeColumns); ++op)
+        for (int act = 0; act <= int(Activation::kSoftSign); ++act)
+            for (int loss = 0; loss <= int(ErrorFunction::kDataScaledMarginalCrossEntropy); ++loss)
+                EXPECT_TRUE(backend.supports(Op(op), Activation(act), ErrorFunction(loss), &why));
     EXPECT_TRUE(why.empty());
     EXPECT_TRUE(backend.supports(Op::kGemm, Activation::kLinear, ErrorFunction::kL2, nullptr));
 }

@@ -1,5 +1,6 @@
-// output_delta: the sparse-target delta and loss (zero-target pass + corrections) against a
-// reference that densifies the targets and evaluates the formulas everywhere in double.
+// output_delta: the sparse-target delta and loss (zero-target pass + corrections, or the stored
+// entries only with SparseIgnoreZero) against a reference that densifies the targets and
+// evaluates the formulas everywhere in double.
 // The formulas themselves are checked against finite differences in
 // tests/gradient/formula_gradient_test.cpp.
 #include <gtest/gtest.h>
@@ -20,22 +21,33 @@ struct Combo {
     Activation act;
     ErrorFunction loss;
     bool multinomial;
+    bool ignore_zero = false;
 };
 
-std::vector<Combo> all_combos() {
+constexpr int kActivations = int(Activation::kSoftSign) + 1;
+constexpr int kLosses = int(ErrorFunction::kDataScaledMarginalCrossEntropy) + 1;
+
+std::vector<Combo> all_combos(bool ignore_zero = false) {
     std::vector<Combo> v;
-    for (Activation act : {Activation::kSigmoid, Activation::kTanh, Activation::kRectifiedLinear,
-                           Activation::kLinear, Activation::kSoftMax})
-        for (ErrorFunction loss : {ErrorFunction::kL2, ErrorFunction::kCrossEntropy,
-                                   ErrorFunction::kScaledMarginalCrossEntropy})
-            v.push_back({act, loss, false});
-    v.push_back({Activation::kSoftMax, ErrorFunction::kCrossEntropy, true});
+    for (int act = 0; act < kActivations; ++act)
+        for (int loss = 0; loss < kLosses; ++loss)
+            v.push_back({Activation(act), ErrorFunction(loss), false, ignore_zero});
+    v.push_back({Activation::kSoftMax, ErrorFunction::kCrossEntropy, true, ignore_zero});
     return v;
 }
 
+formulas::ActivationParams act_params(Activation kind) {
+    formulas::ActivationParams p;
+    p.kind = kind;
+    p.slope = 0.2f;
+    p.alpha = 0.8f;
+    p.lambda = 1.1f;
+    return p;
+}
+
 std::string combo_name(const Combo& c) {
-    return std::to_string(int(c.act)) + "/" + std::to_string(int(c.loss)) +
-           (c.multinomial ? " multinomial" : "");
+    return std::string(to_string(c.act)) + "/" + to_string(c.loss) +
+           (c.multinomial ? " multinomial" : "") + (c.ignore_zero ? " ignore-zero" : "");
 }
 
 struct DeltaCase {
@@ -61,12 +73,14 @@ void run_and_check(Backend& backend, const DeltaCase& c, const std::string& what
     const testing::TestBatch batch = testing::make_batch(targets.rows, c.batch, c.permuted, c.seed);
     // Activations: the forward of random pre-activations, so each lies in its function's range.
     Dense<float> a = testing::random_dense<float>(c.batch, c.width, 2, c.seed + 1, -3, 3);
-    backend.bias_activation_forward(c.combo.act, nullptr, a.view());
+    const formulas::ActivationParams act = act_params(c.combo.act);
+    backend.bias_activation_forward(act, nullptr, a.view());
     const float kPad = -42.0f;
     Dense<float> delta(c.batch, c.width, 1, kPad);
     formulas::LossParams p;
     p.kind = c.combo.loss;
     p.multinomial = c.combo.multinomial;
+    p.ignore_zero = c.combo.ignore_zero;
     p.one_target = 0.8f;
     p.zero_target = 0.2f;
     p.one_scale = 1.5f;
@@ -74,23 +88,28 @@ void run_and_check(Backend& backend, const DeltaCase& c, const std::string& what
 
     const double kStart = 1.25;
     double loss_sum = kStart;
-    backend.output_delta(p, c.combo.act, a.cview(), testing::csr_view(targets, batch), c.scale,
+    backend.output_delta(p, act, a.cview(), testing::csr_view(targets, batch), c.scale,
                          delta.view(), &loss_sum);
 
     // Reference: dense targets, every unit evaluated with its own target.
     double ref_loss = 0, loss_mag = 0;
     for (size_t b = 0; b < c.batch; ++b) {
         std::vector<double> t(c.width, 0.0);
+        std::vector<bool> stored(c.width, false);
         const uint64_t ex = batch.example(b);
-        for (uint64_t e = targets.offsets[ex]; e < targets.offsets[ex + 1]; ++e)
+        for (uint64_t e = targets.offsets[ex]; e < targets.offsets[ex + 1]; ++e) {
             t[targets.indices[e]] = testing::entry_value(targets, e);
+            stored[targets.indices[e]] = true;
+        }
+        // SparseIgnoreZero: absent targets neither count in the loss nor pass a gradient.
+        auto counts = [&](size_t j) { return !c.combo.ignore_zero || stored[j]; };
         std::vector<double> want(c.width), mag(c.width);
         if (c.combo.act == Activation::kSoftMax) {
             double tsum = 0, dot = 0, dot_mag = 0;
             std::vector<double> g(c.width);
             for (size_t j = 0; j < c.width; ++j) {
                 tsum += t[j];
-                g[j] = formulas::loss_grad_element<double>(p, a.at(b, j), t[j]);
+                g[j] = counts(j) ? formulas::loss_grad_element<double>(p, a.at(b, j), t[j]) : 0.0;
                 dot += g[j] * a.at(b, j);
                 dot_mag += std::fabs(g[j] * a.at(b, j));
             }
@@ -106,12 +125,14 @@ void run_and_check(Backend& backend, const DeltaCase& c, const std::string& what
             }
         } else {
             for (size_t j = 0; j < c.width; ++j) {
-                want[j] = formulas::output_delta_element<double>(p, c.combo.act, a.at(b, j), t[j]);
+                want[j] = counts(j)
+                              ? formulas::output_delta_element<double>(p, act, a.at(b, j), t[j])
+                              : 0.0;
                 mag[j] = std::fabs(want[j]);
             }
         }
         for (size_t j = 0; j < c.width; ++j) {
-            const double l = formulas::loss_element<double>(p, a.at(b, j), t[j]);
+            const double l = counts(j) ? formulas::loss_element<double>(p, a.at(b, j), t[j]) : 0.0;
             ref_loss += l;
             loss_mag += std::fabs(l);
             const double w = c.scale * want[j];
@@ -126,7 +147,7 @@ void run_and_check(Backend& backend, const DeltaCase& c, const std::string& what
 
     // Without a loss pointer the delta is the same.
     Dense<float> delta2(c.batch, c.width, 1, kPad);
-    backend.output_delta(p, c.combo.act, a.cview(), testing::csr_view(targets, batch), c.scale,
+    backend.output_delta(p, act, a.cview(), testing::csr_view(targets, batch), c.scale,
                          delta2.view(), nullptr);
     ASSERT_EQ(0, std::memcmp(delta.data.data(), delta2.data.data(), delta.data.size() * 4)) << what;
     if (result != nullptr) {
@@ -159,7 +180,61 @@ TEST(OutputDelta, MatchesDenseReferenceOverGrid) {
                             if (HasFatalFailure()) return;
                             ++cases;
                         }
-    EXPECT_EQ(cases, 16 * 3 * 3 * 4 * 2 * 2);
+    EXPECT_EQ(cases, (kActivations * kLosses + 1) * 3 * 3 * 4 * 2 * 2);
+}
+
+TEST(OutputDelta, SparseIgnoreZeroMatchesDenseReference) {
+    CpuBackend backend(2);
+    int cases = 0;
+    for (const Combo& combo : all_combos(true))
+        for (size_t batch : {1, 7})
+            for (uint32_t width : {5u, 130u})
+                for (testing::RowShape shape : testing::kAllShapes)
+                    for (bool valued : {false, true}) {
+                        DeltaCase c;
+                        c.batch = batch;
+                        c.width = width;
+                        c.shape = shape;
+                        c.valued = valued;
+                        c.permuted = (cases % 2) == 1;
+                        c.combo = combo;
+                        c.seed = 9000 + cases;
+                        run_and_check(
+                            backend, c,
+                            combo_name(combo) + " " +
+                                testing::case_name(shape, valued, batch, width, c.permuted));
+                        if (HasFatalFailure()) return;
+                        ++cases;
+                    }
+    EXPECT_EQ(cases, (kActivations * kLosses + 1) * 2 * 2 * 4 * 2);
+}
+
+// Known values with SparseIgnoreZero: Sigmoid + L2, one row storing columns 1 and 3.
+TEST(OutputDelta, SparseIgnoreZeroKnownValues) {
+    CpuBackend backend(1);
+    Dataset t;
+    t.rows = 1;
+    t.cols = 4;
+    t.offsets = {0, 2};
+    t.indices = {1, 3};
+    t.values = {1.0f, 0.5f};
+    const testing::TestBatch batch = testing::make_batch(1, 1, false, 0);
+    Dense<float> a(1, 4);
+    const float av[] = {0.9f, 0.25f, 0.6f, 0.75f};
+    for (size_t j = 0; j < 4; ++j) a.at(0, j) = av[j];
+    formulas::LossParams p;
+    p.kind = ErrorFunction::kL2;
+    p.ignore_zero = true;
+    Dense<float> delta(1, 4, 0, 99.0f);
+    double loss = 0;
+    backend.output_delta(p, act_params(Activation::kSigmoid), a.cview(),
+                         testing::csr_view(t, batch), 1.0f, delta.view(), &loss);
+    // delta = (a - t) a (1 - a) at stored entries, 0 elsewhere; loss = sum (a - t)^2 / 2 stored.
+    EXPECT_EQ(delta.at(0, 0), 0.0f);
+    EXPECT_NEAR(delta.at(0, 1), (0.25 - 1.0) * 0.25 * 0.75, 1e-7);
+    EXPECT_EQ(delta.at(0, 2), 0.0f);
+    EXPECT_NEAR(delta.at(0, 3), (0.75 - 0.5) * 0.75 * 0.25, 1e-7);
+    EXPECT_NEAR(loss, 0.5 * (0.75 * 0.75 + 0.25 * 0.25), 1e-7);
 }
 
 TEST(OutputDelta, DeterministicAcrossThreadCounts) {
@@ -195,8 +270,8 @@ TEST(OutputDelta, TargetsOnlyCorrectTheirOwnRow) {
     Dense<float> delta(2, 4);
     formulas::LossParams p;
     p.kind = ErrorFunction::kCrossEntropy;
-    backend.output_delta(p, Activation::kSigmoid, a.cview(), testing::csr_view(t, batch), 1.0f,
-                         delta.view(), nullptr);
+    backend.output_delta(p, act_params(Activation::kSigmoid), a.cview(),
+                         testing::csr_view(t, batch), 1.0f, delta.view(), nullptr);
     const float want[2][4] = {{0.25f, 0.25f, -0.75f, 0.25f}, {-0.75f, 0.25f, 0.25f, -0.75f}};
     for (size_t b = 0; b < 2; ++b)
         for (size_t j = 0; j < 4; ++j) EXPECT_EQ(delta.at(b, j), want[b][j]) << b << "," << j;

@@ -241,6 +241,18 @@ TEST(ConfigParse, ActivationValuesAndAliasesAreCaseInsensitive) {
         {"Linear", Activation::kLinear},
         {"SoftMax", Activation::kSoftMax},
         {"softmax", Activation::kSoftMax},
+        {"LeakyRectifiedLinear", Activation::kLeakyRectifiedLinear},
+        {"LRelu", Activation::kLeakyRectifiedLinear},
+        {"lrelu", Activation::kLeakyRectifiedLinear},
+        {"ExponentialLinear", Activation::kExponentialLinear},
+        {"Elu", Activation::kExponentialLinear},
+        {"ELU", Activation::kExponentialLinear},
+        {"ScaledExponentialLinear", Activation::kScaledExponentialLinear},
+        {"Selu", Activation::kScaledExponentialLinear},
+        {"SoftPlus", Activation::kSoftPlus},
+        {"softplus", Activation::kSoftPlus},
+        {"SoftSign", Activation::kSoftSign},
+        {"SOFTSIGN", Activation::kSoftSign},
     };
     for (const auto& [text, value] : cases) {
         SCOPED_TRACE(text);
@@ -261,6 +273,14 @@ TEST(ConfigParse, ErrorFunctionValuesAndAliases) {
         {"cross entropy", ErrorFunction::kCrossEntropy},
         {"ScaledMarginalCrossEntropy", ErrorFunction::kScaledMarginalCrossEntropy},
         {"SCALEDMARGINALCROSSENTROPY", ErrorFunction::kScaledMarginalCrossEntropy},
+        {"L1", ErrorFunction::kL1},
+        {"l1", ErrorFunction::kL1},
+        {"L2Hinge", ErrorFunction::kL2Hinge},
+        {"l2hinge", ErrorFunction::kL2Hinge},
+        {"Hinge", ErrorFunction::kHinge},
+        {"HINGE", ErrorFunction::kHinge},
+        {"DataScaledMarginalCrossEntropy", ErrorFunction::kDataScaledMarginalCrossEntropy},
+        {"datascaledmarginalcrossentropy", ErrorFunction::kDataScaledMarginalCrossEntropy},
     };
     for (const auto& [text, value] : cases) {
         SCOPED_TRACE(text);
@@ -271,10 +291,20 @@ TEST(ConfigParse, ErrorFunctionValuesAndAliases) {
 
 TEST(ConfigParse, WeightInitSchemesAreCaseInsensitive) {
     const std::vector<std::pair<std::string, WeightInitScheme>> cases = {
-        {"Xavier", WeightInitScheme::kXavier},     {"xavier", WeightInitScheme::kXavier},
-        {"Gaussian", WeightInitScheme::kGaussian}, {"GAUSSIAN", WeightInitScheme::kGaussian},
-        {"Uniform", WeightInitScheme::kUniform},   {"uniform", WeightInitScheme::kUniform},
-        {"Constant", WeightInitScheme::kConstant}, {"cOnStAnT", WeightInitScheme::kConstant},
+        {"Xavier", WeightInitScheme::kXavier},
+        {"xavier", WeightInitScheme::kXavier},
+        {"Gaussian", WeightInitScheme::kGaussian},
+        {"GAUSSIAN", WeightInitScheme::kGaussian},
+        {"Uniform", WeightInitScheme::kUniform},
+        {"uniform", WeightInitScheme::kUniform},
+        {"Constant", WeightInitScheme::kConstant},
+        {"cOnStAnT", WeightInitScheme::kConstant},
+        {"CaffeXavier", WeightInitScheme::kCaffeXavier},
+        {"caffexavier", WeightInitScheme::kCaffeXavier},
+        {"UnitBall", WeightInitScheme::kUnitBall},
+        {"UNITBALL", WeightInitScheme::kUnitBall},
+        {"SELU", WeightInitScheme::kSelu},
+        {"selu", WeightInitScheme::kSelu},
     };
     for (const auto& [text, value] : cases) {
         SCOPED_TRACE(text);
@@ -393,6 +423,19 @@ TEST(ConfigToString, EnumNamesUseDsstneSpelling) {
     EXPECT_STREQ(to_string(WeightInitScheme::kGaussian), "Gaussian");
     EXPECT_STREQ(to_string(WeightInitScheme::kUniform), "Uniform");
     EXPECT_STREQ(to_string(WeightInitScheme::kConstant), "Constant");
+    EXPECT_STREQ(to_string(Activation::kLeakyRectifiedLinear), "LeakyRectifiedLinear");
+    EXPECT_STREQ(to_string(Activation::kExponentialLinear), "ExponentialLinear");
+    EXPECT_STREQ(to_string(Activation::kScaledExponentialLinear), "ScaledExponentialLinear");
+    EXPECT_STREQ(to_string(Activation::kSoftPlus), "SoftPlus");
+    EXPECT_STREQ(to_string(Activation::kSoftSign), "SoftSign");
+    EXPECT_STREQ(to_string(ErrorFunction::kL1), "L1");
+    EXPECT_STREQ(to_string(ErrorFunction::kL2Hinge), "L2Hinge");
+    EXPECT_STREQ(to_string(ErrorFunction::kHinge), "Hinge");
+    EXPECT_STREQ(to_string(ErrorFunction::kDataScaledMarginalCrossEntropy),
+                 "DataScaledMarginalCrossEntropy");
+    EXPECT_STREQ(to_string(WeightInitScheme::kCaffeXavier), "CaffeXavier");
+    EXPECT_STREQ(to_string(WeightInitScheme::kUnitBall), "UnitBall");
+    EXPECT_STREQ(to_string(WeightInitScheme::kSelu), "SELU");
 }
 
 TEST(ConfigEquality, ComparesEveryField) {
@@ -427,6 +470,35 @@ TEST(ConfigEquality, ComparesEveryField) {
         [](NetworkConfig& c) { c.layers[1].weight_init.scheme = WeightInitScheme::kUniform; }));
     EXPECT_TRUE(differs([](NetworkConfig& c) { c.layers[1].weight_init.scale = 2; }));
     EXPECT_TRUE(differs([](NetworkConfig& c) { c.layers[1].weight_init.bias = 2; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.sparseness_penalty.p = 0.5f; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.sparseness_penalty.beta = 2; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.activation_defaults.relu_slope = 0.1f; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.activation_defaults.elu_alpha = 0.1f; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.activation_defaults.selu_lambda = 2; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.layers[1].weight_norm = 2; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.layers[2].delta_norm = 2; }));
+    // Activation parameters count where the activation uses them, the sparseness penalty on
+    // sparse Hidden layers (to_json writes exactly these).
+    EXPECT_FALSE(differs([](NetworkConfig& c) { c.layers[1].relu_slope = 0.1f; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) {
+        c.layers[1].activation = Activation::kLeakyRectifiedLinear;
+        c.layers[1].relu_slope = 0.1f;
+    }));
+    EXPECT_FALSE(differs([](NetworkConfig& c) { c.layers[1].elu_alpha = 0.1f; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) {
+        c.layers[1].activation = Activation::kExponentialLinear;
+        c.layers[1].elu_alpha = 0.1f;
+    }));
+    EXPECT_FALSE(differs([](NetworkConfig& c) { c.layers[2].selu_lambda = 2; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) {
+        c.layers[2].activation = Activation::kScaledExponentialLinear;
+        c.layers[2].selu_lambda = 2;
+    }));
+    EXPECT_FALSE(differs([](NetworkConfig& c) { c.layers[1].sparseness_penalty.beta = 2; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) {
+        c.layers[1].sparse = true;
+        c.layers[1].sparseness_penalty.beta = 2;
+    }));
 }
 
 // ---------------------------------------------------------------- not implemented yet
@@ -437,21 +509,14 @@ TEST(ConfigNotImplemented, DsstneTopLevelKeysAreRejectedByName) {
         {"LocalResponseNormalization", R"({ "k": 2, "n": 5, "alpha": 0.0001, "beta": 0.75 })"},
         {"LRN", R"({ "k": 2 })"},
         {"Maxout", R"({ "k": 2 })"},
-        {"SparsenessPenalty", R"({ "p": 0.5, "beta": 2.0 })"},
         {"DeltaBoost", R"({ "one": 30.0, "zero": 1.0 })"},
-        {"DataScaledMarginalCrossEntropy", R"({ "oneTarget": 1.0 })"},
-        {"RELUSlope", "0.1"},
-        {"Slope", "0.1"},
-        {"ELUAlpha", "1.0"},
-        {"SELULambda", "1.05"},
         {"Decay", "0.01"},
     };
     for (const auto& [key, value] : keys) {
         expect_not_implemented(net("\"" + key + "\": " + value + ","), "$." + key, key);
     }
     // Case-insensitive, and the message names the canonical key.
-    expect_not_implemented(net(R"("sparsenesspenalty": { "p": 0.5 },)"), "$.sparsenesspenalty",
-                           "SparsenessPenalty");
+    expect_not_implemented(net(R"("deltaboost": { "one": 2 },)"), "$.deltaboost", "DeltaBoost");
 }
 
 TEST(ConfigNotImplemented, DsstneLayerKeysAreRejectedByName) {
@@ -459,15 +524,8 @@ TEST(ConfigNotImplemented, DsstneLayerKeysAreRejectedByName) {
         {"Kernel", "[7, 7]"},
         {"KernelStride", "[1, 1]"},
         {"BatchNormalization", "true"},
-        {"SparsenessPenalty", R"({ "p": 0.5, "beta": 2.0 })"},
         {"Function", R"("Max")"},
         {"Skip", R"("Input0")"},
-        {"RELUSlope", "0.1"},
-        {"Slope", "0.5"},
-        {"ELUAlpha", "1.0"},
-        {"SELULambda", "1.05"},
-        {"WeightNorm", "1.0"},
-        {"DeltaNorm", "1.0"},
         {"SharedWeights",
          R"([{ "SourceInputLayer": "Input0", "SourceOutputLayer": "Hidden1",
                "InputLayer": "Hidden1", "Transposed": true }])"},
@@ -481,28 +539,13 @@ TEST(ConfigNotImplemented, DsstneLayerKeysAreRejectedByName) {
 }
 
 TEST(ConfigNotImplemented, DsstneActivationValuesAreRejectedByName) {
-    for (const std::string a :
-         {"LRelu", "LeakyRectifiedLinear", "Elu", "ExponentialLinear", "Selu",
-          "ScaledExponentialLinear", "SoftPlus", "SoftSign", "ReluMax", "LinearMax"}) {
+    // DSSTNE's enum has them but no kernel (they silently act as the identity there).
+    for (const std::string a : {"ReluMax", "LinearMax"}) {
         expect_not_implemented(net("", "", ", \"Activation\": \"" + a + "\""),
                                "$.Layers[1].Activation", "Activation " + a);
     }
-    expect_not_implemented(net("", "", R"(, "Activation": "lrelu")"), "$.Layers[1].Activation",
-                           "Activation LRelu");
-}
-
-TEST(ConfigNotImplemented, DsstneErrorFunctionsAreRejectedByName) {
-    for (const std::string e : {"L1", "L2Hinge", "Hinge", "DataScaledMarginalCrossEntropy"}) {
-        expect_not_implemented(net("\"ErrorFunction\": \"" + e + "\","), "$.ErrorFunction",
-                               "ErrorFunction " + e);
-    }
-}
-
-TEST(ConfigNotImplemented, DsstneWeightInitSchemesAreRejectedByName) {
-    for (const std::string s : {"CaffeXavier", "UnitBall", "SELU"}) {
-        expect_not_implemented(net("", "", ", \"WeightInit\": { \"Scheme\": \"" + s + "\" }"),
-                               "$.Layers[1].WeightInit.Scheme", "Scheme " + s);
-    }
+    expect_not_implemented(net("", "", R"(, "Activation": "relumax")"), "$.Layers[1].Activation",
+                           "Activation ReluMax");
 }
 
 TEST(ConfigNotImplemented, TargetKindConvolutionalAndPoolingTypes) {
@@ -525,15 +568,17 @@ TEST(ConfigUnknownKey, TopLevelNamesPathAndListsValidKeys) {
     expect_config_error(net(R"("Optimizer": "sgd",)"),
                         {"net.json: $.Optimizer: unknown key \"Optimizer\"",
                          "expected one of the keys valid here: Version, Name, Kind, "
-                         "ErrorFunction, ScaledMarginalCrossEntropy, Denoising, ShuffleIndices, "
-                         "Layers"});
+                         "ErrorFunction, ScaledMarginalCrossEntropy, "
+                         "DataScaledMarginalCrossEntropy, Denoising, SparsenessPenalty, RELUSlope, "
+                         "Slope, ELUAlpha, SELULambda, ShuffleIndices, Layers"});
 }
 
 TEST(ConfigUnknownKey, LayerLevelNamesPathAndListsValidKeys) {
     expect_config_error(net("", "", R"(, "Dropout": 0.5)"),
                         {"$.Layers[1].Dropout: unknown key \"Dropout\"",
-                         "Name, Kind, Type, N, Sparse, DataSet, Source, Activation, pDropout, "
-                         "WeightInit"});
+                         "Name, Kind, Type, N, Sparse, DataSet, Source, Activation, RELUSlope, "
+                         "Slope, ELUAlpha, SELULambda, pDropout, WeightInit, WeightNorm, "
+                         "DeltaNorm, SparsenessPenalty"});
 }
 
 TEST(ConfigUnknownKey, NestedObjectsNamePathAndListValidKeys) {
@@ -675,13 +720,16 @@ TEST(ConfigBadValue, VersionBelowMinimum) {
 TEST(ConfigBadValue, UnknownEnumValuesListTheValidOnes) {
     expect_config_error(net("", "", R"(, "Activation": "Swish")"),
                         {"$.Layers[1].Activation: unknown value \"Swish\"",
-                         "one of Sigmoid, Tanh, RectifiedLinear (alias Relu), Linear, SoftMax"});
+                         "one of Sigmoid, Tanh, Linear, RectifiedLinear (alias Relu), "
+                         "LeakyRectifiedLinear (alias LRelu), ExponentialLinear (alias Elu), "
+                         "ScaledExponentialLinear (alias Selu), SoftPlus, SoftSign, SoftMax"});
     expect_config_error(net(R"("ErrorFunction": "MSE",)"),
                         {"$.ErrorFunction: unknown value \"MSE\"",
-                         "L2, CrossEntropy (alias \"Cross Entropy\"), ScaledMarginalCrossEntropy"});
+                         "L1, L2, L2Hinge, Hinge, CrossEntropy (alias \"Cross Entropy\"), "
+                         "ScaledMarginalCrossEntropy, DataScaledMarginalCrossEntropy"});
     expect_config_error(net("", "", R"(, "WeightInit": { "Scheme": "He" })"),
                         {"$.Layers[1].WeightInit.Scheme: unknown value \"He\"",
-                         "Xavier, Gaussian, Uniform, Constant"});
+                         "Xavier, CaffeXavier, Gaussian, Uniform, UnitBall, Constant, SELU"});
     expect_config_error(net("", "", R"(, "Kind": "Middle")"),
                         {"$.Layers[1].Kind: unknown value \"Middle\"", "Input, Hidden, Output"});
     expect_config_error(net(R"("Kind": "Recurrent",)"),
@@ -932,13 +980,16 @@ TEST(ConfigToJson, MinimalNetworkWritesEveryKeyExplicitly) {
           "\"Denoising\": { \"p\": 0 }", "\"ShuffleIndices\": true",
           "{ \"Name\": \"Input0\", \"Kind\": \"Input\", \"Type\": \"FullyConnected\", \"N\": 10, "
           "\"Sparse\": false, \"DataSet\": \"x\", \"pDropout\": 0 }",
+          "\"SparsenessPenalty\": { \"p\": 0, \"beta\": 0 }", "\"RELUSlope\": 1", "\"ELUAlpha\": 1",
+          "\"SELULambda\": 1.050701",
           "{ \"Name\": \"Hidden1\", \"Kind\": \"Hidden\", \"Type\": \"FullyConnected\", \"N\": 4, "
           "\"Sparse\": false, \"Source\": [\"Input0\"], \"Activation\": \"Sigmoid\", "
-          "\"pDropout\": 0, \"WeightInit\": { \"Scheme\": \"Xavier\", \"Scale\": 1, \"Bias\": 0 } "
-          "}",
+          "\"pDropout\": 0, \"WeightInit\": { \"Scheme\": \"Xavier\", \"Scale\": 1, \"Bias\": 0 }, "
+          "\"WeightNorm\": 0, \"DeltaNorm\": 0 }",
           "{ \"Name\": \"Output2\", \"Kind\": \"Output\", \"Type\": \"FullyConnected\", \"N\": 10, "
           "\"Sparse\": false, \"DataSet\": \"y\", \"Source\": [\"Hidden1\"], \"Activation\": "
-          "\"Sigmoid\", \"WeightInit\": { \"Scheme\": \"Xavier\", \"Scale\": 1, \"Bias\": 0 } }"}) {
+          "\"Sigmoid\", \"WeightInit\": { \"Scheme\": \"Xavier\", \"Scale\": 1, \"Bias\": 0 }, "
+          "\"WeightNorm\": 0, \"DeltaNorm\": 0 }"}) {
         EXPECT_CONTAINS(j, key);
     }
     expect_round_trip(net());
@@ -1034,8 +1085,9 @@ TEST(ConfigToJson, DsstneDerivedExamplesRoundTrip) {
                  "Sparse" : true,
                  "WeightInit" : { "Scheme" : "Gaussian", "Scale" : 0.01, "Bias" : -10.2 } } ],
              "ErrorFunction" : "ScaledMarginalCrossEntropy" })",
-        // samples/movielens/config.json without SparsenessPenalty (not implemented yet)
+        // samples/movielens/config.json
         R"({ "Version" : 0.7, "Name" : "AE", "Kind" : "FeedForward", "ShuffleIndices" : false,
+             "SparsenessPenalty" : { "p" : 0.5, "beta" : 2.0 },
              "Denoising" : { "p" : 0.2 },
              "ScaledMarginalCrossEntropy" : { "oneTarget" : 1.0, "zeroTarget" : 0.0,
                                               "oneScale" : 1.0, "zeroScale" : 1.0 },

@@ -25,23 +25,18 @@ const std::map<std::string, std::string> kExpected = {
     {"benchmarks_dsstne_config.json", ""},
     {"samples_cifar-10_config.json",
      "$.LocalResponseNormalization: not implemented yet: LocalResponseNormalization"},
-    {"samples_movielens_config.json",
-     "$.SparsenessPenalty: not implemented yet: SparsenessPenalty"},
-    {"samples_network_config_1.json",
-     "$.SparsenessPenalty: not implemented yet: SparsenessPenalty"},
+    {"samples_movielens_config.json", ""},
+    {"samples_network_config_1.json", ""},
     {"samples_network_config_2.json", ""},
     {"samples_network_config_3.json", "$.DeltaBoost: not implemented yet: DeltaBoost"},
     {"samples_network_config_4.json", ""},
-    {"samples_network_config_5.json",
-     "$.SparsenessPenalty: not implemented yet: SparsenessPenalty"},
-    {"samples_network_config_6.json",
-     "$.SparsenessPenalty: not implemented yet: SparsenessPenalty"},
-    {"tst_test_data_validate_DataScaledMarginalCrossEntropy_02.json",
-     "$.DataScaledMarginalCrossEntropy: not implemented yet: DataScaledMarginalCrossEntropy"},
+    {"samples_network_config_5.json", ""},
+    {"samples_network_config_6.json", ""},
+    {"tst_test_data_validate_DataScaledMarginalCrossEntropy_02.json", ""},
     {"tst_test_data_validate_L2_01.json", ""},
     {"tst_test_data_validate_L2_02.json", ""},
-    {"tst_test_data_validate_L2_LRelu_01.json", "$.Layers[1].Slope: not implemented yet: Slope"},
-    {"tst_test_data_validate_L2_LRelu_02.json", "$.Layers[1].Slope: not implemented yet: Slope"},
+    {"tst_test_data_validate_L2_LRelu_01.json", ""},
+    {"tst_test_data_validate_L2_LRelu_02.json", ""},
     {"tst_test_data_validate_ScaledMarginalCrossEntropy_01.json", ""},
     {"tst_test_data_validate_ScaledMarginalCrossEntropy_02.json", ""},
 };
@@ -164,6 +159,51 @@ TEST(DsstneConfigs, TestDataConfigValues) {
     NetworkConfig relu = NetworkConfig::from_file(path_of("samples_network_config_4.json"));
     EXPECT_EQ(relu.layers[1].n, 1536u);
     EXPECT_EQ(relu.layers[1].activation, Activation::kRectifiedLinear);
+}
+
+// Configs that load since the whole activation / loss / regulariser language is implemented.
+TEST(DsstneConfigs, LanguageConfigValues) {
+    SKIP_WITHOUT_CONFIGS();
+    NetworkConfig ml = NetworkConfig::from_file(path_of("samples_movielens_config.json"));
+    EXPECT_EQ(ml.sparseness_penalty.p, 0.5f);
+    EXPECT_EQ(ml.sparseness_penalty.beta, 2.0f);
+    EXPECT_EQ(ml.denoising_p, 0.2f);
+    const LayerConfig& hidden = ml.layers[1];
+    EXPECT_TRUE(hidden.sparse);
+    EXPECT_TRUE(hidden.has_sparseness_penalty());
+    EXPECT_EQ(hidden.sparseness_penalty.p, 0.5f);
+    EXPECT_EQ(hidden.sparseness_penalty.beta, 2.0f);
+    EXPECT_FALSE(ml.layers[2].has_sparseness_penalty());  // Output layers are never penalised
+
+    NetworkConfig five = NetworkConfig::from_file(path_of("samples_network_config_5.json"));
+    EXPECT_EQ(five.denoising_p, 0.4f);
+    EXPECT_EQ(five.smce.one_scale, 30.0f);
+    EXPECT_TRUE(five.layers[1].has_sparseness_penalty());
+
+    NetworkConfig dsmce = NetworkConfig::from_file(
+        path_of("tst_test_data_validate_DataScaledMarginalCrossEntropy_02.json"));
+    EXPECT_EQ(dsmce.error_function, ErrorFunction::kDataScaledMarginalCrossEntropy);
+    // Its margins come from the DataScaledMarginalCrossEntropy object.
+    EXPECT_EQ(dsmce.smce.one_target, 1.0f);
+    EXPECT_EQ(dsmce.smce.zero_target, 0.0f);
+    EXPECT_EQ(dsmce.smce.one_scale, 30.0f);
+    EXPECT_EQ(dsmce.smce.zero_scale, 1.0f);
+
+    for (const char* name :
+         {"tst_test_data_validate_L2_LRelu_01.json", "tst_test_data_validate_L2_LRelu_02.json"}) {
+        SCOPED_TRACE(name);
+        NetworkConfig lrelu = NetworkConfig::from_file(path_of(name));
+        EXPECT_EQ(lrelu.layers[1].activation, Activation::kLeakyRectifiedLinear);
+        EXPECT_EQ(lrelu.activation_defaults.relu_slope, 1.0f);  // DSSTNE's default
+    }
+    EXPECT_EQ(NetworkConfig::from_file(path_of("tst_test_data_validate_L2_LRelu_01.json"))
+                  .layers[1]
+                  .relu_slope,
+              0.0f);
+    EXPECT_EQ(NetworkConfig::from_file(path_of("tst_test_data_validate_L2_LRelu_02.json"))
+                  .layers[1]
+                  .relu_slope,
+              0.5f);
 }
 
 }  // namespace

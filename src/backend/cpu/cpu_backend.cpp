@@ -125,28 +125,43 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a
     cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
 }
 
-void CpuBackend::bias_activation_forward(Activation act, const float* bias, MatrixView z) {
+void CpuBackend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+                                         MatrixView z) {
     cpu::bias_activation_forward(act, bias, mat(z), threads_);
 }
 
-void CpuBackend::activation_backward(Activation act, ConstMatrixView a, MatrixView d) {
-    cpu::activation_backward(act, cmat(a), mat(d), threads_);
+void CpuBackend::activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+                                     const DropoutMask* mask, MatrixView d) {
+    cpu::activation_backward(act, cmat(a), mask, mat(d), threads_);
 }
 
 void CpuBackend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
     cpu::column_sum(cmat(m), alpha, beta, out, threads_);
 }
 
-void CpuBackend::dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset,
-                         MatrixView m) {
-    cpu::dropout(p, seed, rows, col_offset, mat(m), threads_);
+void CpuBackend::dropout(const DropoutMask& mask, MatrixView m) {
+    cpu::dropout(mask, mat(m), threads_);
 }
 
-void CpuBackend::output_delta(const formulas::LossParams& loss, Activation act, ConstMatrixView a,
+void CpuBackend::output_delta(const formulas::LossParams& loss,
+                              const formulas::ActivationParams& act, ConstMatrixView a,
                               const CsrBatchView& target, float scale, MatrixView delta,
                               double* loss_sum) {
     cpu::output_delta(loss, act, cmat(a), csr(target), scale, mat(delta), loss_sum, row_loss_,
                       threads_);
+}
+
+void CpuBackend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
+                                    MatrixView delta, double* loss_sum) {
+    cpu::sparseness_penalty(p, beta, cmat(a), scale, mat(delta), loss_sum, column_kl_, threads_);
+}
+
+void CpuBackend::normalize_rows(float max_norm, MatrixView m) {
+    cpu::normalize_rows(max_norm, mat(m), threads_);
+}
+
+void CpuBackend::normalize_columns(float max_norm, MatrixView w) {
+    cpu::normalize_columns(max_norm, mat(w), threads_);
 }
 
 void CpuBackend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w,

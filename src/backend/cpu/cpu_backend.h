@@ -37,14 +37,19 @@ class CpuBackend final : public Backend {
                          const SparseRowGrad& grad) override;
     void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
               float beta, MatrixView c) override;
-    void bias_activation_forward(Activation act, const float* bias, MatrixView z) override;
-    void activation_backward(Activation act, ConstMatrixView a, MatrixView d) override;
+    void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+                                 MatrixView z) override;
+    void activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+                             const DropoutMask* mask, MatrixView d) override;
     void column_sum(ConstMatrixView m, float alpha, float beta, float* out) override;
-    void dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset,
-                 MatrixView m) override;
-    void output_delta(const formulas::LossParams& loss, Activation act, ConstMatrixView a,
-                      const CsrBatchView& target, float scale, MatrixView delta,
+    void dropout(const DropoutMask& mask, MatrixView m) override;
+    void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                      ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
                       double* loss_sum) override;
+    void sparseness_penalty(float p, float beta, ConstMatrixView a, float scale, MatrixView delta,
+                            double* loss_sum) override;
+    void normalize_rows(float max_norm, MatrixView m) override;
+    void normalize_columns(float max_norm, MatrixView w) override;
     void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
                         float* state1, float* state2) override;
     void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
@@ -57,6 +62,7 @@ class CpuBackend final : public Backend {
     cpu::WeightGradScratch<float> weight_grad_scratch_;
     cpu::RowsStepScratch<float> rows_step_scratch_;
     std::vector<double> row_loss_;
+    std::vector<double> column_kl_;
     std::vector<cpu::ScoreIndex<float>> top_k_scratch_;
 };
 

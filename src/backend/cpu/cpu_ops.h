@@ -23,8 +23,10 @@
 
 #include "backend/backend.h"
 #include "formulas/activation.h"
+#include "formulas/dropout.h"
 #include "formulas/loss.h"
 #include "formulas/optimizer.h"
+#include "formulas/regularizer.h"
 #include "formulas/rng.h"
 #include "sparsenet/config.h"
 #include "sparsenet/error.h"
@@ -43,6 +45,15 @@ __attribute__((simd("notinbranch"))) double exp(double) noexcept;
 __attribute__((simd("notinbranch"))) double log(double) noexcept;
 __attribute__((simd("notinbranch"))) double tanh(double) noexcept;
 }
+// expm1 / log1p (ELU, SELU, SoftPlus) joined libmvec in glibc 2.35.
+#if __GLIBC_PREREQ(2, 35)
+extern "C" {
+__attribute__((simd("notinbranch"))) float expm1f(float) noexcept;
+__attribute__((simd("notinbranch"))) float log1pf(float) noexcept;
+__attribute__((simd("notinbranch"))) double expm1(double) noexcept;
+__attribute__((simd("notinbranch"))) double log1p(double) noexcept;
+}
+#endif
 #endif
 
 namespace sparsenet::cpu {
@@ -201,6 +212,21 @@ inline void dispatch_activation(Activation act, F&& f) {
         case A::kSoftMax:
             f(std::integral_constant<A, A::kSoftMax>{});
             return;
+        case A::kLeakyRectifiedLinear:
+            f(std::integral_constant<A, A::kLeakyRectifiedLinear>{});
+            return;
+        case A::kExponentialLinear:
+            f(std::integral_constant<A, A::kExponentialLinear>{});
+            return;
+        case A::kScaledExponentialLinear:
+            f(std::integral_constant<A, A::kScaledExponentialLinear>{});
+            return;
+        case A::kSoftPlus:
+            f(std::integral_constant<A, A::kSoftPlus>{});
+            return;
+        case A::kSoftSign:
+            f(std::integral_constant<A, A::kSoftSign>{});
+            return;
     }
     internal_error("unknown activation");
 }
@@ -217,6 +243,18 @@ inline void dispatch_loss(ErrorFunction kind, F&& f) {
             return;
         case E::kScaledMarginalCrossEntropy:
             f(std::integral_constant<E, E::kScaledMarginalCrossEntropy>{});
+            return;
+        case E::kL1:
+            f(std::integral_constant<E, E::kL1>{});
+            return;
+        case E::kL2Hinge:
+            f(std::integral_constant<E, E::kL2Hinge>{});
+            return;
+        case E::kHinge:
+            f(std::integral_constant<E, E::kHinge>{});
+            return;
+        case E::kDataScaledMarginalCrossEntropy:
+            f(std::integral_constant<E, E::kDataScaledMarginalCrossEntropy>{});
             return;
     }
     internal_error("unknown error function");

@@ -72,14 +72,19 @@ inline void softmax_row(T* z, size_t n) {
 
 // In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
 template <class T>
-void bias_activation_forward(Activation act, const T* bias, MatT<T> z, int threads) {
+void bias_activation_forward(const formulas::ActivationParams& act, const T* bias, MatT<T> z,
+                             int threads) {
     const size_t rows = z.rows, n = z.cols;
     if (rows == 0 || n == 0) return;
     const bool par = parallel_worth(rows * n, threads);
-    dispatch_activation(act, [&](auto a_const) {
+    dispatch_activation(act.kind, [&](auto a_const) {
         constexpr Activation A = decltype(a_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
         for (size_t r = 0; r < rows; ++r) {
+            // A private copy with the kind a constant: the formula's switch folds away (a copy
+            // shared across the parallel region would be read through a pointer, every element).
+            formulas::ActivationParams p = act;
+            p.kind = A;
             T* __restrict zr = z.row(r);
             if constexpr (A == Activation::kSoftMax) {
                 if (bias != nullptr)
@@ -87,33 +92,58 @@ void bias_activation_forward(Activation act, const T* bias, MatT<T> z, int threa
                 softmax_row(zr, n);
             } else if (bias != nullptr) {
 #pragma omp simd
-                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(A, zr[j] + bias[j]);
+                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(p, zr[j] + bias[j]);
             } else {
 #pragma omp simd
-                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(A, zr[j]);
+                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(p, zr[j]);
             }
         }
     });
 }
 
-// In place: d := d * f'(a) for element-wise activations. SoftMax throws Error(kInternal): its
-// Jacobian is applied by output_delta.
+inline uint64_t example_of(const BatchRows& rows, size_t r) {
+    return rows.rows != nullptr ? uint64_t(rows.rows[r]) : rows.first_row + r;
+}
+
+// In place: d := dL/dz from d = dL/da for element-wise activations. Without a mask,
+// d *= f'(a). With a dropout mask, a holds the activations after dropout: kept units get
+// d * scale * f'(x), x = dropout_input(a); dropped units get 0. SoftMax throws Error(kInternal):
+// its Jacobian is applied by output_delta.
 template <class T>
-void activation_backward(Activation act, CMatT<T> a, MatT<T> d, int threads) {
-    if (act == Activation::kSoftMax)
+void activation_backward(const formulas::ActivationParams& act, CMatT<T> a, const DropoutMask* mask,
+                         MatT<T> d, int threads) {
+    if (act.kind == Activation::kSoftMax)
         internal_error("activation_backward: SoftMax is applied by output_delta, not here");
     check(a.rows == d.rows && a.cols == d.cols, "activation_backward", "shapes of a and d differ");
+    check(mask == nullptr || mask->rows.batch == d.rows, "activation_backward",
+          "mask batch size != rows of d");
     const size_t rows = d.rows, n = d.cols;
     if (rows == 0 || n == 0) return;
+    const bool masked = mask != nullptr && mask->params.p > 0.0f;
     const bool par = parallel_worth(rows * n, threads);
-    dispatch_activation(act, [&](auto a_const) {
+    dispatch_activation(act.kind, [&](auto a_const) {
         constexpr Activation A = decltype(a_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
         for (size_t r = 0; r < rows; ++r) {
+            formulas::ActivationParams p = act;  // private, kind constant (see above)
+            p.kind = A;
             const T* __restrict ar = a.row(r);
             T* __restrict dr = d.row(r);
+            if (!masked) {
 #pragma omp simd
-            for (size_t j = 0; j < n; ++j) dr[j] *= formulas::derivative_from_output(A, ar[j]);
+                for (size_t j = 0; j < n; ++j) dr[j] *= formulas::derivative_from_output(p, ar[j]);
+                continue;
+            }
+            const formulas::DropoutParams dp = mask->params;  // private copy, as p
+            const uint64_t ex = example_of(mask->rows, r);
+            const uint64_t col0 = mask->col_offset;
+            const T scale = T(dp.scale);
+#pragma omp simd
+            for (size_t j = 0; j < n; ++j) {
+                const bool keep = formulas::keep_unit(dp.seed, ex, col0 + j, dp.p);
+                const T x = formulas::dropout_input(dp, ar[j]);
+                dr[j] = keep ? dr[j] * scale * formulas::derivative_from_output(p, x) : T(0);
+            }
         }
     });
 }
@@ -146,22 +176,127 @@ void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
 
 // ---- dropout ----
 
-// In place inverted dropout: m[r, c] := keep(seed, example(r), col_offset + c) ? m[r, c] / (1-p)
-// : 0 (survivors are multiplied by 1/(1-p)). p <= 0 is a no-op.
+// In place: m[r, c] := kept ? scale * m[r, c] + shift : dropped, kept iff
+// keep_unit(seed, example(r), col_offset + c, p) (formulas/dropout.h). p <= 0 is a no-op.
 template <class T>
-void dropout(float p, uint64_t seed, const BatchRows& rows, uint32_t col_offset, MatT<T> m,
-             int threads) {
-    if (!(p > 0.0f) || m.rows == 0 || m.cols == 0) return;
+void dropout(const DropoutMask& mask, MatT<T> m, int threads) {
+    const formulas::DropoutParams& dp = mask.params;
+    if (!(dp.p > 0.0f) || m.rows == 0 || m.cols == 0) return;
+    check(mask.rows.batch == m.rows, "dropout", "mask batch size != rows of m");
     const size_t n = m.cols;
-    const T scale = p < 1.0f ? T(1) / (T(1) - T(p)) : T(0);
     const bool par = parallel_worth(m.rows * n, threads);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
     for (size_t r = 0; r < m.rows; ++r) {
-        const uint64_t ex = rows.rows != nullptr ? uint64_t(rows.rows[r]) : rows.first_row + r;
+        const formulas::DropoutParams d = dp;  // private copy: no reads through a pointer
+        const uint64_t ex = example_of(mask.rows, r);
+        const uint64_t col0 = mask.col_offset;
         T* __restrict mr = m.row(r);
         for (size_t j = 0; j < n; ++j) {
-            const bool keep = formulas::keep_unit(seed, ex, uint64_t(col_offset) + j, p);
-            mr[j] = keep ? mr[j] * scale : T(0);
+            const bool keep = formulas::keep_unit(d.seed, ex, col0 + j, d.p);
+            mr[j] = formulas::dropout_forward(d, keep, mr[j]);
+        }
+    }
+}
+
+// ---- regularisers ----
+
+// Sparseness penalty (see Backend::sparseness_penalty). Per block of 128 columns: the column
+// means in double over the rows in order, then delta += scale * beta * KL'(p, mean) on every row
+// (0 where the mean is clamped). column_kl ([cols], the caller's scratch) keeps each column's KL so
+// that the loss is summed in column order whatever the thread count.
+template <class T>
+void sparseness_penalty(float p, float beta, CMatT<T> a, T scale, MatT<T> delta, double* loss_sum,
+                        std::vector<double>& column_kl, int threads) {
+    check(delta.data == nullptr || (delta.rows == a.rows && delta.cols == a.cols),
+          "sparseness_penalty", "shapes of a and delta differ");
+    constexpr size_t kBlock = 128;
+    const size_t rows = a.rows, n = a.cols;
+    if (rows == 0 || n == 0) return;
+    grow(column_kl, n);
+    double* kl = column_kl.data();
+    const double pp = double(p), bb = double(beta);
+    const size_t blocks = (n + kBlock - 1) / kBlock;
+    const bool par = blocks > 1 && parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t blk = 0; blk < blocks; ++blk) {
+        const size_t c0 = blk * kBlock, w = std::min(kBlock, n - c0);
+        double acc[kBlock];
+        T grad[kBlock];
+        for (size_t j = 0; j < w; ++j) acc[j] = 0.0;
+        for (size_t r = 0; r < rows; ++r) {
+            const T* __restrict ar = a.row(r) + c0;
+#pragma omp simd
+            for (size_t j = 0; j < w; ++j) acc[j] += double(ar[j]);
+        }
+        for (size_t j = 0; j < w; ++j) {
+            const double mean = acc[j] / double(rows);
+            kl[c0 + j] = formulas::sparseness_kl(pp, formulas::sparseness_clamp(mean));
+            grad[j] = T(double(scale) * bb * formulas::sparseness_kl_grad(pp, mean));
+        }
+        if (delta.data == nullptr) continue;
+        for (size_t r = 0; r < rows; ++r) {
+            T* __restrict dr = delta.row(r) + c0;
+#pragma omp simd
+            for (size_t j = 0; j < w; ++j) dr[j] += grad[j];
+        }
+    }
+    if (loss_sum != nullptr) {
+        double total = 0.0;
+        for (size_t j = 0; j < n; ++j) total += kl[j];
+        *loss_sum += double(rows) * bb * total;
+    }
+}
+
+// DeltaNorm: rows of m longer than max_norm (L2, summed in double) are scaled to max_norm.
+template <class T>
+void normalize_rows(float max_norm, MatT<T> m, int threads) {
+    const size_t rows = m.rows, n = m.cols;
+    if (rows == 0 || n == 0) return;
+    const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) {
+        T* __restrict mr = m.row(r);
+        double norm2 = 0.0;
+#pragma omp simd reduction(+ : norm2)
+        for (size_t j = 0; j < n; ++j) norm2 += double(mr[j]) * double(mr[j]);
+        const double f = formulas::norm_clip_factor(norm2, double(max_norm));
+        if (f == 1.0) continue;
+        const T ft = T(f);
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) mr[j] *= ft;
+    }
+}
+
+// WeightNorm: columns of w longer than max_norm are scaled to max_norm. Per block of 128
+// columns: squared norms in double over the rows in order, then one scaling pass.
+template <class T>
+void normalize_columns(float max_norm, MatT<T> w, int threads) {
+    constexpr size_t kBlock = 128;
+    const size_t rows = w.rows, n = w.cols;
+    if (rows == 0 || n == 0) return;
+    const size_t blocks = (n + kBlock - 1) / kBlock;
+    const bool par = blocks > 1 && parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t blk = 0; blk < blocks; ++blk) {
+        const size_t c0 = blk * kBlock, cw = std::min(kBlock, n - c0);
+        double acc[kBlock];
+        T factor[kBlock];
+        for (size_t j = 0; j < cw; ++j) acc[j] = 0.0;
+        for (size_t r = 0; r < rows; ++r) {
+            const T* __restrict wr = w.row(r) + c0;
+#pragma omp simd
+            for (size_t j = 0; j < cw; ++j) acc[j] += double(wr[j]) * double(wr[j]);
+        }
+        bool any = false;
+        for (size_t j = 0; j < cw; ++j) {
+            factor[j] = T(formulas::norm_clip_factor(acc[j], double(max_norm)));
+            any = any || factor[j] != T(1);
+        }
+        if (!any) continue;
+        for (size_t r = 0; r < rows; ++r) {
+            T* __restrict wr = w.row(r) + c0;
+#pragma omp simd
+            for (size_t j = 0; j < cw; ++j) wr[j] *= factor[j];
         }
     }
 }

@@ -181,14 +181,19 @@ void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
 // ---- output_delta ----
 
 // One row of output_delta with the activation and loss kind fixed at compile time. Returns the
-// row's loss (zero-target pass plus corrections at the stored targets) when want_loss.
+// row's loss when want_loss: the zero-target pass plus corrections at the stored targets, or,
+// with ignore_zero, the stored targets only.
 template <class T, Activation A, ErrorFunction K, bool Multinomial>
-inline double output_delta_row(const formulas::LossParams& params, const T* __restrict a,
+inline double output_delta_row(const formulas::LossParams& params,
+                               const formulas::ActivationParams& act_params, const T* __restrict a,
                                const CsrT<T>& target, size_t b, T scale, T* __restrict d, size_t n,
                                bool want_loss) {
     formulas::LossParams p = params;
     p.kind = K;
     p.multinomial = Multinomial;  // a constant, so the loss loops vectorise without unswitching
+    formulas::ActivationParams act = act_params;
+    act.kind = A;
+    const bool ignore_zero = params.ignore_zero;
     const uint64_t ex = target.example(b);
     const uint64_t t0 = target.offsets[ex], t1 = target.offsets[ex + 1];
     const uint32_t* idx = target.indices;
@@ -197,7 +202,7 @@ inline double output_delta_row(const formulas::LossParams& params, const T* __re
     if constexpr (A == Activation::kSoftMax) {
         if constexpr (K == ErrorFunction::kCrossEntropy && Multinomial) {
             // delta = a * sum(t) - t. The zero-target loss -0 * log(a) is 0: only stored
-            // entries contribute.
+            // entries contribute (so ignore_zero changes nothing here).
             double tsum = 0.0;
             for (uint64_t e = t0; e < t1; ++e) tsum += double(target.value(e));
             const T ts = T(tsum);
@@ -212,55 +217,71 @@ inline double output_delta_row(const formulas::LossParams& params, const T* __re
             }
             return loss;
         }
-        // General SoftMax: delta_k = a_k (g_k - sum_j g_j a_j) with g = dL/da.
+        // General SoftMax: delta_k = a_k (g_k - sum_j g_j a_j) with g = dL/da (g = 0 at absent
+        // targets with ignore_zero).
         double dot = 0.0;
+        if (!ignore_zero) {
 #pragma omp simd reduction(+ : dot)
-        for (size_t j = 0; j < n; ++j)
-            dot += double(formulas::loss_grad_element(p, a[j], T(0)) * a[j]);
+            for (size_t j = 0; j < n; ++j)
+                dot += double(formulas::loss_grad_element(p, a[j], T(0)) * a[j]);
+        }
         for (uint64_t e = t0; e < t1; ++e) {
             const uint32_t j = idx[e];
             const T t = target.value(e);
-            dot += double(formulas::loss_grad_element(p, a[j], t) * a[j]) -
-                   double(formulas::loss_grad_element(p, a[j], T(0)) * a[j]);
+            dot += double(formulas::loss_grad_element(p, a[j], t) * a[j]);
+            if (!ignore_zero) dot -= double(formulas::loss_grad_element(p, a[j], T(0)) * a[j]);
         }
         const T dt = T(dot);
+        if (ignore_zero) {
 #pragma omp simd
-        for (size_t j = 0; j < n; ++j)
-            d[j] = scale * formulas::softmax_delta_element(
-                               a[j], formulas::loss_grad_element(p, a[j], T(0)), dt);
+            for (size_t j = 0; j < n; ++j)
+                d[j] = scale * formulas::softmax_delta_element(a[j], T(0), dt);
+        } else {
+#pragma omp simd
+            for (size_t j = 0; j < n; ++j)
+                d[j] = scale * formulas::softmax_delta_element(
+                                   a[j], formulas::loss_grad_element(p, a[j], T(0)), dt);
+        }
         for (uint64_t e = t0; e < t1; ++e) {
             const uint32_t j = idx[e];
             d[j] = scale * formulas::softmax_delta_element(
                                a[j], formulas::loss_grad_element(p, a[j], target.value(e)), dt);
         }
     } else {
+        if (ignore_zero) {
+            for (size_t j = 0; j < n; ++j) d[j] = T(0);
+        } else {
 #pragma omp simd
-        for (size_t j = 0; j < n; ++j)
-            d[j] = scale * formulas::output_delta_element(p, A, a[j], T(0));
+            for (size_t j = 0; j < n; ++j)
+                d[j] = scale * formulas::output_delta_element(p, act, a[j], T(0));
+        }
         for (uint64_t e = t0; e < t1; ++e) {
             const uint32_t j = idx[e];
-            d[j] = scale * formulas::output_delta_element(p, A, a[j], target.value(e));
+            d[j] = scale * formulas::output_delta_element(p, act, a[j], target.value(e));
         }
     }
     if (want_loss) {
+        if (!ignore_zero) {
 #pragma omp simd reduction(+ : loss)
-        for (size_t j = 0; j < n; ++j) loss += double(formulas::loss_element(p, a[j], T(0)));
+            for (size_t j = 0; j < n; ++j) loss += double(formulas::loss_element(p, a[j], T(0)));
+        }
         for (uint64_t e = t0; e < t1; ++e) {
             const uint32_t j = idx[e];
-            loss += double(formulas::loss_element(p, a[j], target.value(e))) -
-                    double(formulas::loss_element(p, a[j], T(0)));
+            loss += double(formulas::loss_element(p, a[j], target.value(e)));
+            if (!ignore_zero) loss -= double(formulas::loss_element(p, a[j], T(0)));
         }
     }
     return loss;
 }
 
 // delta := scale * dL/dz for an output layer with activation act and sparse targets (a dense
-// zero-target pass plus a correction at the stored entries; targets are never densified).
-// If loss_sum is not null, *loss_sum += the unscaled batch loss, summed per row in double and
-// then over rows in row order (row_loss is the caller's scratch).
+// zero-target pass plus a correction at the stored entries; targets are never densified; with
+// loss.ignore_zero only the stored entries). If loss_sum is not null, *loss_sum += the unscaled
+// batch loss, summed per row in double and then over rows in row order (row_loss is the
+// caller's scratch).
 template <class T>
-void output_delta(const formulas::LossParams& loss, Activation act, CMatT<T> a,
-                  const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
+void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                  CMatT<T> a, const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
                   std::vector<double>& row_loss, int threads) {
     check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
           "shapes of a and delta differ");
@@ -272,7 +293,7 @@ void output_delta(const formulas::LossParams& loss, Activation act, CMatT<T> a,
     grow(row_loss, rows);
     double* rl = row_loss.data();
     const bool par = parallel_worth(rows * n, threads);
-    dispatch_activation(act, [&](auto a_const) {
+    dispatch_activation(act.kind, [&](auto a_const) {
         dispatch_loss(loss.kind, [&](auto k_const) {
             constexpr Activation A = decltype(a_const)::value;
             constexpr ErrorFunction K = decltype(k_const)::value;
@@ -280,13 +301,16 @@ void output_delta(const formulas::LossParams& loss, Activation act, CMatT<T> a,
                 constexpr bool M = decltype(m_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
                 for (size_t b = 0; b < rows; ++b)
-                    rl[b] = output_delta_row<T, A, K, M>(loss, a.row(b), target, b, scale,
+                    rl[b] = output_delta_row<T, A, K, M>(loss, act, a.row(b), target, b, scale,
                                                          delta.row(b), n, want_loss);
             };
-            if (K == ErrorFunction::kCrossEntropy && loss.multinomial)
-                run(std::true_type{});
-            else
-                run(std::false_type{});
+            if constexpr (K == ErrorFunction::kCrossEntropy) {
+                if (loss.multinomial) {
+                    run(std::true_type{});
+                    return;
+                }
+            }
+            run(std::false_type{});
         });
     });
     if (want_loss) {
