@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-asan demo clean format
+.PHONY: all deps configure build test test-asan demo bench clean format
 
 all: build
 
@@ -31,6 +31,13 @@ test-asan: deps
 
 demo: build
 	scripts/demo.sh $(BUILD_DIR)/sparsenet
+
+# CPU benchmarks beside the peers (docs/benchmarks.md): training throughput on dsstne-bench vs
+# PyTorch (pip into benchmarks/.venv), then conversion and loading. Not part of `make test`.
+bench: build
+	benchmarks/setup-venv.sh
+	benchmarks/bench.py --build $(BUILD_DIR) --python benchmarks/.venv/bin/python
+	PATH="$(CURDIR)/benchmarks/.venv/bin:$$PATH" benchmarks/data/convert_bench.sh $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
