@@ -37,6 +37,21 @@ __device__ T every_loss(formulas::LossParams loss, T a, T t) {
            formulas::multinomial_delta_element(a, t, t);
 }
 
+// Every optimizer kind, two steps, with L1/L2, for float and double.
+template <typename T>
+__device__ T every_optimizer(formulas::OptimizerStep step, T w, T g) {
+    T sum = T(0);
+    for (int k = 0; k <= int(OptimizerKind::kAdamW); ++k) {
+        step.kind = OptimizerKind(k);
+        T wk = w, s1 = T(0), s2 = T(0);
+        formulas::optimizer_update(step, wk, g, s1, s2);
+        formulas::optimizer_update(step, wk, -g, s1, s2);
+        sum += wk + s1 + s2 + T(formulas::optimizer_state_slots(step.kind)) +
+               T(formulas::zero_gradient_is_noop(step) ? 1 : 0);
+    }
+    return sum;
+}
+
 template <typename T>
 __device__ T regularizers(T a) {
     const T rho = formulas::sparseness_clamp(a);
@@ -57,9 +72,10 @@ __global__ void formulas_check_kernel(formulas::LossParams loss, formulas::Optim
                                s2);
     const float y = formulas::dropout_forward(dropout, keep, a[i]);
     out[i] = w + every_activation(a[i]) + every_loss(loss, a[i], t) + regularizers(a[i]) + y +
-             formulas::dropout_input(dropout, y);
+             formulas::dropout_input(dropout, y) + every_optimizer(step, a[i], t);
     const double ad = double(a[i]);
-    out_d[i] = every_activation(ad) + every_loss(loss, ad, double(t)) + regularizers(ad);
+    out_d[i] = every_activation(ad) + every_loss(loss, ad, double(t)) + regularizers(ad) +
+               every_optimizer(step, ad, double(t));
 }
 
 // Host-side parameter builders are host/device too.

@@ -20,7 +20,7 @@ void print_row(const char* who, const RankingMetrics& m) {
 
 int evaluate_main(int argc, char** argv) {
     return run_command("evaluate", [&]() {
-        std::string model_path, input_path, heldout_path, device = "auto";
+        std::string model_path, input_path, heldout_path, output_layer, device = "auto";
         uint32_t k = 20, batch = 1024;
         int threads = 0;
         bool baseline = false;
@@ -33,6 +33,8 @@ int evaluate_main(int argc, char** argv) {
         args.add({"-k"}, &k, "K", "cut-off (default 20)");
         args.add({"-b", "--batch"}, &batch, "N", "rows per batch (default 1024)");
         args.add_flag({"--popularity"}, &baseline, "also score the popularity baseline");
+        args.add({"--output-layer"}, &output_layer, "NAME",
+                 "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
         if (!args.parse(argc, argv)) return 0;
@@ -58,6 +60,7 @@ int evaluate_main(int argc, char** argv) {
         PredictOptions options;
         options.k = k;
         options.batch = batch;
+        options.output_layer = output_layer;
         const TopK top = predictor.top_k(options, &input);
         print_row("model", ranking_metrics(top, heldout, k));
         if (baseline)

@@ -64,6 +64,7 @@ Json::Value dataset_info(const Dataset& d) {
     v["kind"] = kind_of(d);
     v["weighted"] = d.is_weighted();
     v["indexed"] = d.is_indexed();
+    v["ignore_zero"] = d.sparse_ignore_zero;
     v["examples"] = Json::UInt64(d.examples());
     v["stored_rows"] = Json::UInt64(d.rows);
     v["columns"] = Json::UInt64(d.cols);
@@ -102,8 +103,16 @@ Json::Value model_info(const io::ModelFile& model) {
         weight["to"] = w.output_layer;
         weight["rows"] = Json::UInt64(w.rows);
         weight["cols"] = Json::UInt64(w.cols);
+        if (w.shared) {  // uses another edge's matrix: no parameters of its own
+            Json::Value shares;
+            shares["from"] = w.source_input_layer;
+            shares["to"] = w.source_output_layer;
+            shares["transposed"] = w.transposed;
+            weight["shares"] = shares;
+        } else {
+            parameters += w.rows * w.cols;
+        }
         v["weights"].append(weight);
-        parameters += w.rows * w.cols;
     }
     v["biases"] = Json::Value(Json::arrayValue);
     for (const io::ModelBias& b : model.biases) {
@@ -143,6 +152,7 @@ void print_datasets(const Json::Value& file) {
         std::string kind = d["kind"].asString();
         if (d["weighted"].asBool()) kind += ", weighted";
         if (d["indexed"].asBool()) kind += ", indexed";
+        if (d["ignore_zero"].asBool()) kind += ", ignore zero";
         std::printf("dataset %s: %s\n", d["name"].asCString(), kind.c_str());
         std::string examples = u64(d["examples"]);
         std::string nonzeros = u64(d["nonzeros"]);
@@ -187,9 +197,16 @@ void print_model(const Json::Value& file) {
     uint64_t weights = 0;
     for (const Json::Value& w : m["weights"]) {
         const std::string link = w["from"].asString() + " -> " + w["to"].asString();
-        std::printf("  %s  %s x %s\n", padded(link, 2 * width + 4).c_str(), u64(w["rows"]).c_str(),
-                    u64(w["cols"]).c_str());
-        weights += w["rows"].asUInt64() * w["cols"].asUInt64();
+        std::string line =
+            "  " + padded(link, 2 * width + 4) + "  " + u64(w["rows"]) + " x " + u64(w["cols"]);
+        if (w.isMember("shares")) {
+            const Json::Value& s = w["shares"];
+            line += "  shares " + s["from"].asString() + " -> " + s["to"].asString() +
+                    (s["transposed"].asBool() ? " (transposed)" : "");
+        } else {
+            weights += w["rows"].asUInt64() * w["cols"].asUInt64();
+        }
+        std::printf("%s\n", line.c_str());
     }
     const uint64_t total = m["parameters"].asUInt64();
     std::printf("parameters %llu (weights %llu, biases %llu)\n", (unsigned long long)total,

@@ -63,7 +63,8 @@ int predict_main(int argc, char** argv) {
                  "sample names ('label<TAB>index'); default: row numbers");
         args.add({"-o", "--features-index"}, &features_index, "FILE",
                  "output feature names ('label<TAB>index'); default: column numbers");
-        args.add({"--output-layer"}, &output_layer, "NAME", "layer to rank (default: the Output)");
+        args.add({"--output-layer"}, &output_layer, "NAME",
+                 "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
         if (!args.parse(argc, argv)) return 0;

@@ -14,34 +14,48 @@ namespace sparsenet::cli {
 int train_main(int argc, char** argv) {
     return run_command("train", [&]() {
         std::string config_path, input_path, output_path, model_path, device = "auto", metrics_path;
-        std::string optimizer = "sgd";
+        std::string optimizer, sparse_updates;
         std::vector<std::string> extra;
-        TrainOptions options;
-        options.batch = 1024;
-        options.epochs = 40;
-        NetworkOptions net_options;
+        // Flag values; each overrides the config's Training section (or Decay) only when given.
+        TrainOptions flags;
+        float epsilon = 0.0f, decay = 0.0f;
         int threads = 0;
         bool quiet = false, no_shuffle = false;
         ArgParser args("train",
-                       "Trains a network defined in DSSTNE's JSON language on sparse "
-                       "netCDF datasets and writes the model file.");
+                       "Trains a network defined in DSSTNE's JSON language on sparse netCDF "
+                       "datasets and writes the model file. Training options come from the "
+                       "config's Training section (and Decay); the flags below override them.");
         args.add({"-c", "--config"}, &config_path, "FILE.json", "network definition", true);
         args.add({"-i", "--input"}, &input_path, "FILE.nc", "input dataset file", true);
         args.add({"-o", "--output"}, &output_path, "FILE.nc",
                  "output (target) dataset file; may be the input file");
         args.add_list({"--data"}, &extra, "FILE.nc", "another dataset file (repeatable)");
         args.add({"-n", "--model"}, &model_path, "FILE.nc", "model file to write", true);
-        args.add({"-b", "--batch"}, &options.batch, "N", "minibatch size (default 1024)");
-        args.add({"-e", "--epochs"}, &options.epochs, "N", "epochs (default 40)");
-        args.add({"--learning-rate", "-alpha"}, &options.optimizer.learning_rate, "F",
-                 "learning rate (default 0.025)");
-        args.add({"--optimizer"}, &optimizer, "NAME", "sgd | momentum | adam (default sgd)");
-        args.add({"--momentum", "-mu"}, &options.optimizer.momentum, "F",
-                 "momentum for the momentum optimizer (default 0.9)");
-        args.add({"--l2", "-lambda"}, &options.optimizer.l2, "F", "L2 weight decay (default 0)");
-        args.add({"--beta1"}, &options.optimizer.beta1, "F", "Adam beta1 (default 0.9)");
-        args.add({"--beta2"}, &options.optimizer.beta2, "F", "Adam beta2 (default 0.999)");
-        args.add({"--seed"}, &options.seed, "N",
+        args.add({"-b", "--batch"}, &flags.batch, "N", "minibatch size (default 1024)");
+        args.add({"-e", "--epochs"}, &flags.epochs, "N", "epochs (default 40)");
+        args.add({"--optimizer"}, &optimizer, "NAME",
+                 "sgd | momentum | nesterov | adagrad | rmsprop | adadelta | adam | adamw "
+                 "(default sgd)");
+        args.add({"--learning-rate", "-alpha"}, &flags.optimizer.learning_rate, "F",
+                 "learning rate alpha (default 0.025)");
+        args.add({"--mu", "-mu", "--momentum", "--beta1"}, &flags.optimizer.mu, "F",
+                 "DSSTNE's mu: momentum (momentum, nesterov), moving-average rate (rmsprop, "
+                 "adadelta) or beta1 (adam, adamw) (default 0.9)");
+        args.add({"--mu1", "-mu1", "--beta2"}, &flags.optimizer.mu1, "F",
+                 "DSSTNE's mu1: beta2 of adam and adamw (default 0.999)");
+        args.add({"--l2", "-lambda"}, &flags.optimizer.l2, "F",
+                 "L2 regularisation lambda (default 0; decoupled in adamw)");
+        args.add({"--l1", "-lambda1"}, &flags.optimizer.l1, "F",
+                 "L1 regularisation lambda1 (default 0; decoupled in adamw)");
+        args.add({"--epsilon"}, &epsilon, "F",
+                 "epsilon (default 1e-8 for adam/adamw, 1e-9 for adagrad/rmsprop/adadelta)");
+        args.add({"--decay"}, &decay, "F",
+                 "learning-rate decay: alpha / (1 + decay * (step - 1)) (default: the config's "
+                 "Decay, else 0)");
+        args.add({"--sparse-updates"}, &sparse_updates, "MODE",
+                 "exact | lazy: how untouched rows of sparse-input weights are updated (default "
+                 "exact)");
+        args.add({"--seed"}, &flags.seed, "N",
                  "seed of weights, shuffling and dropout (default 12134)");
         args.add_flag({"--no-shuffle"}, &no_shuffle,
                       "keep the example order (overrides "
@@ -52,15 +66,34 @@ int train_main(int argc, char** argv) {
         args.add_flag({"-q", "--quiet"}, &quiet, "print nothing but errors");
         if (!args.parse(argc, argv)) return 0;
 
-        options.optimizer.kind = optimizer_from_string(optimizer);
-        if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
+        const NetworkConfig config = NetworkConfig::from_file(config_path);
+        TrainOptions options = train_options(config);
+        OptimizerOptions& opt = options.optimizer;
+        if (args.given("--optimizer")) opt.kind = optimizer_from_string(optimizer);
+        if (args.given("--sparse-updates"))
+            opt.sparse_update = sparse_update_from_string(sparse_updates);
+        if (args.given("-b")) options.batch = flags.batch;
+        if (args.given("-e")) options.epochs = flags.epochs;
+        if (args.given("--learning-rate")) opt.learning_rate = flags.optimizer.learning_rate;
+        if (args.given("--mu")) opt.mu = flags.optimizer.mu;
+        if (args.given("--mu1")) opt.mu1 = flags.optimizer.mu1;
+        if (args.given("--l2")) opt.l2 = flags.optimizer.l2;
+        if (args.given("--l1")) opt.l1 = flags.optimizer.l1;
+        if (args.given("--epsilon")) opt.epsilon = epsilon;
+        if (args.given("--decay")) options.decay = decay;
+        if (args.given("--seed")) options.seed = flags.seed;
         if (no_shuffle) options.shuffle = false;
+        if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
+        validate(opt);
+        if (!(options.decay.value_or(0.0f) >= 0.0f)) {
+            throw Error(ErrorCategory::kUsage, "option --decay: must be >= 0");
+        }
         set_threads(threads);
+        NetworkOptions net_options;
         net_options.device = device;
         net_options.threads = threads;
         net_options.seed = options.seed;
 
-        const NetworkConfig config = NetworkConfig::from_file(config_path);
         std::vector<std::string> files{input_path};
         if (!output_path.empty()) files.push_back(output_path);
         files.insert(files.end(), extra.begin(), extra.end());
@@ -74,10 +107,10 @@ int train_main(int argc, char** argv) {
         options.on_batch = [&](const BatchProgress& p) { progress.on_batch(p); };
         options.on_epoch = [&](const EpochStats& s) { progress.on_epoch(s); };
         if (!quiet) {
-            std::printf("training '%s' on %s: %zu layers, batch %u, %u epochs, %s\n",
+            std::printf("training '%s' on %s: %zu layers, batch %u, %u epochs, %s (alpha %g)\n",
                         network.config().name.c_str(), network.device().c_str(),
                         network.config().layers.size(), options.batch, options.epochs,
-                        to_string(options.optimizer.kind));
+                        to_string(opt.kind), double(opt.learning_rate));
         }
         Trainer trainer(network, pointers(datasets), options);
         trainer.fit();

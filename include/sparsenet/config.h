@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "sparsenet/optimizer.h"
 
 namespace sparsenet {
 
@@ -66,6 +69,16 @@ struct ActivationDefaults {
     float selu_lambda = 1.050701f;
 };
 
+// DSSTNE's SharedWeights entry, declared on the layer that consumes it: the edge
+// input_layer -> this layer uses the weight matrix of the edge source_input_layer ->
+// source_output_layer (its owner), transposed when `transposed`. Biases are never shared.
+struct SharedWeights {
+    std::string input_layer;  // one of this layer's sources
+    std::string source_input_layer;
+    std::string source_output_layer;
+    bool transposed = false;
+};
+
 struct LayerConfig {
     std::string name;
     LayerKind kind = LayerKind::kHidden;
@@ -74,6 +87,10 @@ struct LayerConfig {
     bool sparse = false;
     std::string dataset;               // Input and Output layers
     std::vector<std::string> sources;  // non-input; default: the previous layer
+    // Skip (non-input): layers of the same width whose activations are added to this layer's
+    // pre-activation, before its activation function (DSSTNE's residual add).
+    std::vector<std::string> skips;
+    std::vector<SharedWeights> shared_weights;  // non-input; at most one per source
     Activation activation = Activation::kSigmoid;
     // The activation's parameters: the layer's keys, else the network's (Hidden/Output layers).
     float relu_slope = 1.0f;        // LeakyRectifiedLinear, >= 0
@@ -106,6 +123,17 @@ struct SmceParams {
     float zero_scale = 1.0f;
 };
 
+// The optional "Training" section: how to train this network, so that one file reproduces a run
+// (`sparsenet train` flags override it; train_options() in trainer.h turns it into TrainOptions).
+// Absent keys keep sparsenet's defaults.
+struct TrainingConfig {
+    OptimizerOptions
+        optimizer;          // Optimizer, Alpha, Mu, Mu1, Epsilon, Lambda, Lambda1, SparseUpdates
+    uint32_t epochs = 40;   // Epochs
+    uint32_t batch = 1024;  // BatchSize
+    uint64_t seed = 12134;  // Seed: weights, shuffling and masks
+};
+
 struct NetworkConfig {
     double version = 0.9;
     std::string name;
@@ -116,6 +144,9 @@ struct NetworkConfig {
     SparsenessPenalty sparseness_penalty;  // default of Hidden layers with "Sparse": true
     ActivationDefaults activation_defaults;
     bool shuffle_indices = true;
+    // DSSTNE's Decay (>= 0): optimizer step t uses learning rate alpha / (1 + decay * (t - 1)).
+    float decay = 0.0f;
+    std::optional<TrainingConfig> training;  // the "Training" section, when present
     std::vector<LayerConfig> layers;
 
     // Parse and validate. `source` names the file (or "<string>") in error messages.
@@ -141,7 +172,8 @@ struct ConfigKeySet {
 std::vector<ConfigKeySet> config_key_sets();
 
 // The same for enumerated string values, by key ("$.Kind", "$.ErrorFunction",
-// "$.Layers[].Kind", "$.Layers[].Type", "$.Layers[].Activation", "$.Layers[].WeightInit.Scheme").
+// "$.Layers[].Kind", "$.Layers[].Type", "$.Layers[].Activation", "$.Layers[].WeightInit.Scheme",
+// "$.Training.Optimizer", "$.Training.SparseUpdates").
 struct ConfigValueSet {
     std::string key;
     std::vector<std::string> accepted;
@@ -152,8 +184,10 @@ std::vector<ConfigValueSet> config_value_sets();
 bool operator==(const WeightInit& a, const WeightInit& b);
 bool operator==(const SparsenessPenalty& a, const SparsenessPenalty& b);
 bool operator==(const ActivationDefaults& a, const ActivationDefaults& b);
+bool operator==(const SharedWeights& a, const SharedWeights& b);
 bool operator==(const LayerConfig& a, const LayerConfig& b);
 bool operator==(const SmceParams& a, const SmceParams& b);
+bool operator==(const TrainingConfig& a, const TrainingConfig& b);
 bool operator==(const NetworkConfig& a, const NetworkConfig& b);
 
 }  // namespace sparsenet

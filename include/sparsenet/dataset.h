@@ -36,6 +36,10 @@ struct Dataset {
     // Stored densely in its file (DSSTNE's data<n>, no Sparse attribute). In memory it is CSR
     // like any other dataset; write_datasets writes it back as dense data.
     bool dense = false;
+    // DSSTNE's SparseIgnoreZero attribute (bit 32): as a target, only the stored entries count in
+    // the loss; absent columns are ignored instead of being targets of 0. Sparse datasets only
+    // (validate rejects it on a dense one; DSSTNE ignores the bit there).
+    bool sparse_ignore_zero = false;
 
     bool is_boolean() const { return values.empty(); }
     bool is_indexed() const { return !example_rows.empty(); }
@@ -45,11 +49,13 @@ struct Dataset {
     uint64_t row_length(uint64_t r) const { return offsets[r + 1] - offsets[r]; }
 
     // The plain copy: one CSR row per example (stored rows repeated as example_rows says),
-    // example_rows empty; weights and `dense` are kept. A copy of *this when not indexed.
+    // example_rows empty; weights, `dense` and `sparse_ignore_zero` are kept. A copy of *this when
+    // not indexed.
     Dataset expanded() const;
 
     // Throws Error(kData) naming `context` (e.g. the file) when the CSR invariants above fail,
-    // weights are not one finite value per example, or an example_rows entry is >= rows.
+    // weights are not one finite value per example, an example_rows entry is >= rows, or a dense
+    // dataset has sparse_ignore_zero.
     void validate(const std::string& context) const;
 
     // Reads dataset `name` (or the only/first one when name is empty) from a DSSTNE-layout
@@ -66,8 +72,9 @@ std::vector<std::string> list_datasets(const std::string& path);
 
 // Writes datasets into one netCDF-4 file in generateNetCDF's layout (uint64 offsets,
 // deflate+shuffle, explicit chunking); dense datasets as data<n>, indexed and weighted ones with
-// index<n> and dataWeight<n>. The file is written to a temporary name and renamed, so a failed
-// write never leaves a partial file under `path`.
+// index<n> and dataWeight<n>, sparse_ignore_zero as the SparseIgnoreZero attribute bit. The file is
+// written to a temporary name and renamed, so a failed write never leaves a partial file under
+// `path`.
 void write_datasets(const std::string& path, const std::vector<Dataset>& datasets);
 
 // Options for the synthetic generator (sparsenet generate).

@@ -22,7 +22,9 @@ struct TopK {
 struct PredictOptions {
     uint32_t k = 100;
     uint32_t batch = 1024;
-    std::string output_layer;  // empty: the network's only Output layer
+    // The layer to rank, by name (any non-input layer); empty: the first Output layer in the
+    // config's order.
+    std::string output_layer;
 };
 
 class Predictor {
@@ -33,7 +35,8 @@ class Predictor {
 
     uint64_t rows() const;
 
-    // Dense output activations for rows [first_row, first_row + count): [count, n].
+    // Dense activations of `output_layer` (default: the first Output layer; any non-input layer
+    // by name) for rows [first_row, first_row + count): [count, n].
     std::vector<float> scores(uint64_t first_row, uint32_t count,
                               const std::string& output_layer = "");
 

@@ -36,18 +36,29 @@ struct TrainOptions {
     uint32_t epochs = 40;
     uint32_t batch = 1024;
     OptimizerOptions optimizer;
-    uint64_t seed = 12134;                               // shuffling, dropout and denoising masks
-    std::optional<bool> shuffle;                         // default: the config's ShuffleIndices
+    uint64_t seed = 12134;        // shuffling, dropout and denoising masks
+    std::optional<bool> shuffle;  // default: the config's ShuffleIndices
+    // DSSTNE's Decay (>= 0): step t uses learning rate alpha / (1 + decay * (t - 1)), t counting
+    // every optimizer step of the network's current optimizer state. Default: the config's Decay.
+    std::optional<float> decay;
     std::function<void(const BatchProgress&)> on_batch;  // called after every batch
     std::function<void(const EpochStats&)> on_epoch;
 };
+
+// The options a config describes: its Training section (sparsenet's defaults for absent keys, or
+// for every key when the section is absent) and its Decay. Callbacks are empty and shuffle unset
+// (the Trainer then follows ShuffleIndices). `sparsenet train` starts from these and applies its
+// command-line flags on top; a program may do the same.
+TrainOptions train_options(const NetworkConfig& config);
 
 class Trainer {
   public:
     // datasets: by name; every Input/Output layer's DataSet must be present, all with the same
     // number of examples. The datasets are uploaded to the network's backend once, here;
-    // indexed ones expanded to one row per example. Weights of Input datasets are ignored; a
-    // weighted Output dataset is Error(kNotImplemented) (no per-example weights in the loss yet).
+    // indexed ones expanded to one row per example. A weighted Output dataset multiplies each
+    // example's loss and output delta by its weight (weights of Input datasets change nothing);
+    // an Output dataset with sparse_ignore_zero counts its stored targets only. Options out of
+    // range (validate(OptimizerOptions), batch 0, a negative decay) are Error(kUsage).
     Trainer(Network& network, const std::map<std::string, const Dataset*>& datasets,
             TrainOptions options);
     ~Trainer();
@@ -55,7 +66,9 @@ class Trainer {
     EpochStats train_epoch();       // one more epoch
     std::vector<EpochStats> fit();  // options.epochs epochs
 
-    // Mean loss per example over all rows, in inference mode (no dropout, no denoising).
+    // Mean loss per example over all rows, in inference mode (no dropout, no denoising). With
+    // example weights: the sum of the weighted example losses divided by the number of examples.
+    // L1/L2 regularisation is not part of it.
     double evaluate_loss();
 
     // For gradient checks: the gradient of the mean inference-mode loss over rows

@@ -64,6 +64,12 @@ SPARSENET_HD T sn_abs(T x) {
     return x < T(0) ? -x : x;
 }
 
+// sign(x) in {-1, 0, 1} (0 at 0), as DSSTNE's sgn: the L1 regulariser's gradient.
+template <typename T>
+SPARSENET_HD T sn_sign(T x) {
+    return x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0);
+}
+
 // Smallest probability fed to a logarithm: losses stay finite when a float sigmoid saturates.
 template <typename T>
 SPARSENET_HD T log_floor() {

@@ -1,5 +1,10 @@
 // Optimizer update rules for one parameter, written once for CPU and GPU.
-// g is the gradient of the mean batch loss; L2 decay is added to it.
+//
+// g is the gradient of the mean batch loss (DSSTNE's kernels take its negative; the rules are the
+// same). The regulariser r = l2 * w + l1 * sign(w) (DSSTNE's lambda and lambda1) is added to g,
+// except by AdamW, which applies it decoupled. lr is the step's learning rate with the Decay
+// schedule already applied on the host. docs/config-reference.md ("Optimizers") lists the rules
+// and where they differ from DSSTNE's kernels.
 #pragma once
 
 #include "formulas/common.h"
@@ -7,45 +12,107 @@
 
 namespace sparsenet::formulas {
 
-// Per-step constants, prepared on the host (bias corrections need the step count).
+// Per-step constants, prepared on the host (the learning-rate schedule and Adam's bias
+// corrections need the step count).
 struct OptimizerStep {
     OptimizerKind kind = OptimizerKind::kSgd;
-    float learning_rate = 0.0f;
-    float momentum = 0.0f;
-    float beta1 = 0.9f;
-    float beta2 = 0.999f;
-    float epsilon = 1e-8f;
+    float learning_rate = 0.0f;  // alpha / (1 + Decay * (t - 1)) at step t
+    float mu = 0.9f;             // momentum, moving-average rate, or Adam's beta1
+    float mu1 = 0.999f;          // Adam's beta2
+    float epsilon = 1e-8f;       // Adam: added to sqrt(v); AdaGrad/RMSProp/AdaDelta: a floor
     float l2 = 0.0f;
+    float l1 = 0.0f;
     float bias_correction1 = 1.0f;  // 1 / (1 - beta1^t)
     float bias_correction2 = 1.0f;  // 1 / (1 - beta2^t)
 };
 
-// Updates w in place; s1/s2 are the optimizer state slots (velocity; Adam's m and v).
+// Updates w in place; s1/s2 are the optimizer state slots (zero before the first step):
+//   SGD       w -= lr g
+//   Momentum  s1 = mu s1 - lr g;  w += s1
+//   Nesterov  v = s1;  s1 = mu s1 - lr g;  w += s1 + mu (s1 - v)
+//   AdaGrad   s1 += g^2;  w -= lr g / sqrt(max(s1, eps))
+//   RMSProp   s1 = mu s1 + (1 - mu) g^2;  w -= lr g / sqrt(max(s1, eps))
+//   AdaDelta  s2 = mu s2 + (1 - mu) g^2;  d = sqrt(max(s1, eps) / max(s2, eps)) g;
+//             s1 = mu s1 + (1 - mu) d^2;  w -= d            (lr is not used, as DSSTNE)
+//   Adam      s1 = mu s1 + (1 - mu) g;  s2 = mu1 s2 + (1 - mu1) g^2;
+//             w -= lr (s1 bc1) / (sqrt(s2 bc2) + eps)
+//   AdamW     as Adam on the unregularised g, then w -= lr r as well (decoupled decay)
+// with g already including r for every kind but AdamW.
 template <typename T>
 SPARSENET_HD void optimizer_update(const OptimizerStep& p, T& w, T g, T& s1, T& s2) {
-    g += T(p.l2) * w;
+    const T lr = T(p.learning_rate);
+    const T mu = T(p.mu);
+    const T eps = T(p.epsilon);
+    const T r = T(p.l2) * w + T(p.l1) * sn_sign(w);
+    if (p.kind != OptimizerKind::kAdamW) g += r;
     switch (p.kind) {
         case OptimizerKind::kSgd:
-            w -= T(p.learning_rate) * g;
+            w -= lr * g;
             return;
         case OptimizerKind::kMomentum:
-            s1 = T(p.momentum) * s1 - T(p.learning_rate) * g;
+            s1 = mu * s1 - lr * g;
             w += s1;
             return;
-        case OptimizerKind::kAdam: {
-            s1 = T(p.beta1) * s1 + (T(1) - T(p.beta1)) * g;
-            s2 = T(p.beta2) * s2 + (T(1) - T(p.beta2)) * g * g;
+        case OptimizerKind::kNesterov: {
+            const T v_old = s1;
+            s1 = mu * s1 - lr * g;
+            w += s1 + mu * (s1 - v_old);
+            return;
+        }
+        case OptimizerKind::kAdaGrad:
+            s1 += g * g;
+            w -= lr * g / sn_sqrt(sn_max(s1, eps));
+            return;
+        case OptimizerKind::kRmsProp:
+            s1 = mu * s1 + (T(1) - mu) * g * g;
+            w -= lr * g / sn_sqrt(sn_max(s1, eps));
+            return;
+        case OptimizerKind::kAdaDelta: {
+            s2 = mu * s2 + (T(1) - mu) * g * g;
+            const T d = sn_sqrt(sn_max(s1, eps) / sn_max(s2, eps)) * g;
+            s1 = mu * s1 + (T(1) - mu) * d * d;
+            w -= d;
+            return;
+        }
+        case OptimizerKind::kAdam:
+        case OptimizerKind::kAdamW: {
+            const T mu1 = T(p.mu1);
+            s1 = mu * s1 + (T(1) - mu) * g;
+            s2 = mu1 * s2 + (T(1) - mu1) * g * g;
             const T m_hat = s1 * T(p.bias_correction1);
             const T v_hat = s2 * T(p.bias_correction2);
-            w -= T(p.learning_rate) * m_hat / (sn_sqrt(v_hat) + T(p.epsilon));
+            T step = m_hat / (sn_sqrt(v_hat) + eps);
+            if (p.kind == OptimizerKind::kAdamW) step += r;
+            w -= lr * step;
             return;
         }
     }
 }
 
 // Number of state slots (each the size of the parameter) an optimizer needs.
-SPARSENET_HD int optimizer_state_slots(OptimizerKind kind) {
-    return kind == OptimizerKind::kSgd ? 0 : kind == OptimizerKind::kMomentum ? 1 : 2;
+SPARSENET_HD constexpr int optimizer_state_slots(OptimizerKind kind) {
+    switch (kind) {
+        case OptimizerKind::kSgd:
+            return 0;
+        case OptimizerKind::kMomentum:
+        case OptimizerKind::kNesterov:
+        case OptimizerKind::kAdaGrad:
+        case OptimizerKind::kRmsProp:
+            return 1;
+        case OptimizerKind::kAdaDelta:
+        case OptimizerKind::kAdam:
+        case OptimizerKind::kAdamW:
+            return 2;
+    }
+    return 2;
+}
+
+// True when a zero gradient leaves the weight and its state bit-identical (SGD and AdaGrad
+// without regularisation): a row-sparse update may then visit the touched rows only and still
+// equal the dense update exactly.
+SPARSENET_HD bool zero_gradient_is_noop(const OptimizerStep& p) {
+    return (p.kind == OptimizerKind::kSgd || p.kind == OptimizerKind::kAdaGrad) && p.l2 == 0.0f &&
+           p.l1 == 0.0f;
 }
 
 }  // namespace sparsenet::formulas

@@ -39,6 +39,10 @@ const char* to_string(Op op) {
             return "normalize_rows";
         case Op::kNormalizeColumns:
             return "normalize_columns";
+        case Op::kAddMatrix:
+            return "add_matrix";
+        case Op::kScatterRows:
+            return "scatter_rows";
     }
     return "unknown";
 }

@@ -56,6 +56,9 @@ struct CsrBatchView {
     const uint64_t* offsets = nullptr;  // [matrix rows + 1]
     const uint32_t* indices = nullptr;  // [nnz], local column ids < cols
     const float* values = nullptr;      // [nnz], or nullptr: every stored entry is 1
+    // [matrix rows] per-example weights (DSSTNE's dataWeight), or nullptr: every weight is 1.
+    // Only output_delta reads them (the weight of a target row scales its loss and delta).
+    const float* weights = nullptr;
     BatchRows batch;
     uint32_t cols = 0;        // local width
     uint32_t col_offset = 0;  // global column of local column 0
@@ -102,6 +105,8 @@ enum class Op {
     kSparsenessPenalty,
     kNormalizeRows,
     kNormalizeColumns,
+    kAddMatrix,
+    kScatterRows,
 };
 const char* to_string(Op op);
 
@@ -160,10 +165,11 @@ class Backend {
     // on (seed, example, global column), so activation_backward with the same mask sees it.
     virtual void dropout(const DropoutMask& mask, MatrixView m) = 0;
 
-    // delta := scale * dL/dz for an output layer with activation act and sparse targets
+    // delta := scale * w_b * dL/dz for an output layer with activation act and sparse targets
     // (never densified: a zero-target pass over [B, n] plus a correction at stored entries;
-    // with loss.ignore_zero only the stored entries count). If loss_sum is not null,
-    // *loss_sum += sum of the (unscaled) loss over the batch, in double, in a fixed order.
+    // with loss.ignore_zero only the stored entries count), w_b = target.weights[example(b)]
+    // (1 when target.weights is null). If loss_sum is not null, *loss_sum += sum over the batch
+    // of w_b * (the row's unscaled loss), in double, in a fixed order.
     // a, delta: [B, n]; target: [B, n] CSR batch.
     virtual void output_delta(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, ConstMatrixView a,
@@ -186,14 +192,28 @@ class Backend {
     // scaled to norm max_norm. Norms are summed in double over the rows in order.
     virtual void normalize_columns(float max_norm, MatrixView w) = 0;
 
+    // y := alpha * x + beta * y (beta == 0 overwrites y, NaNs included). x, y: [rows, cols].
+    // Skip connections: a layer's pre-activation gains the skipped layer's activations, and the
+    // skipped layer's gradient gains the layer's delta.
+    virtual void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) = 0;
+
+    // dense := beta * dense + G, G = grad.values at rows grad.rows and zero elsewhere (beta == 0
+    // overwrites every row). dense: [rows, grad.cols]. Accumulates a sparse input's row-sparse
+    // weight gradient into the dense gradient of a matrix that several edges share.
+    virtual void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) = 0;
+
     // Dense update of w (and its state slots, same shape) with gradient g.
     virtual void optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
                                 ConstMatrixView g, float* state1, float* state2) = 0;
 
-    // Update of w from a row-sparse gradient with the same result as the dense update whose
-    // gradient is zero outside grad.rows (SGD without L2 touches only those rows).
+    // Update of w from a row-sparse gradient (grad.values at grad.rows, zero elsewhere).
+    // SparseUpdate::kExact: the same result as the dense update with that zero-filled gradient
+    // (only the touched rows are visited when formulas::zero_gradient_is_noop(step)).
+    // SparseUpdate::kLazy: only the touched rows and their state are updated; untouched rows
+    // keep their weights and state (docs/config-reference.md, "Sparse updates").
     virtual void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
-                                     const SparseRowGrad& grad, float* state1, float* state2) = 0;
+                                     const SparseRowGrad& grad, float* state1, float* state2,
+                                     SparseUpdate mode) = 0;
 
     // Per row: the k largest scores, excluding the columns stored in that row of `exclude`
     // (nullptr: nothing excluded), in descending order (ties: lower column first). Slots

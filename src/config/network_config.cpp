@@ -309,6 +309,18 @@ const std::vector<EnumName<WeightInitScheme>> kSchemes = {
     {"SELU", WeightInitScheme::kSelu}};
 const char* const kSchemeList = "Xavier, CaffeXavier, Gaussian, Uniform, UnitBall, Constant, SELU";
 
+const std::vector<EnumName<OptimizerKind>> kOptimizers = {
+    {"SGD", OptimizerKind::kSgd},           {"Momentum", OptimizerKind::kMomentum},
+    {"Nesterov", OptimizerKind::kNesterov}, {"AdaGrad", OptimizerKind::kAdaGrad},
+    {"RMSProp", OptimizerKind::kRmsProp},   {"AdaDelta", OptimizerKind::kAdaDelta},
+    {"Adam", OptimizerKind::kAdam},         {"AdamW", OptimizerKind::kAdamW}};
+const char* const kOptimizerList =
+    "SGD, Momentum, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam, AdamW";
+
+const std::vector<EnumName<SparseUpdate>> kSparseUpdates = {{"Exact", SparseUpdate::kExact},
+                                                            {"Lazy", SparseUpdate::kLazy}};
+const char* const kSparseUpdateList = "Exact, Lazy";
+
 const std::vector<std::string> kNetworkKinds = {"FeedForward", "AutoEncoder"};
 const std::vector<std::string> kLayerTypes = {"FullyConnected"};
 const std::vector<std::string> kLayerTypesNotImpl = {"Convolutional", "Pooling"};
@@ -334,15 +346,37 @@ const std::vector<std::string> kTopKeys = {"Version",
                                            "ELUAlpha",
                                            "SELULambda",
                                            "ShuffleIndices",
+                                           "Decay",
+                                           "Training",
                                            "Layers"};
-const std::vector<std::string> kTopNotImpl = {
-    "WeightsData", "LocalResponseNormalization", "LRN", "Maxout", "DeltaBoost", "Decay"};
-const std::vector<std::string> kLayerKeys = {
-    "Name",     "Kind",       "Type",       "N",         "Sparse",           "DataSet",
-    "Source",   "Activation", "RELUSlope",  "Slope",     "ELUAlpha",         "SELULambda",
-    "pDropout", "WeightInit", "WeightNorm", "DeltaNorm", "SparsenessPenalty"};
-const std::vector<std::string> kLayerNotImpl = {"Kernel",   "KernelStride", "BatchNormalization",
-                                                "Function", "Skip",         "SharedWeights"};
+const std::vector<std::string> kTopNotImpl = {"WeightsData", "LocalResponseNormalization", "LRN",
+                                              "Maxout", "DeltaBoost"};
+const std::vector<std::string> kTrainingKeys = {"Optimizer", "Alpha",  "Mu",           "Mu1",
+                                                "Epsilon",   "Lambda", "Lambda1",      "Epochs",
+                                                "BatchSize", "Seed",   "SparseUpdates"};
+const std::vector<std::string> kLayerKeys = {"Name",
+                                             "Kind",
+                                             "Type",
+                                             "N",
+                                             "Sparse",
+                                             "DataSet",
+                                             "Source",
+                                             "Skip",
+                                             "SharedWeights",
+                                             "Activation",
+                                             "RELUSlope",
+                                             "Slope",
+                                             "ELUAlpha",
+                                             "SELULambda",
+                                             "pDropout",
+                                             "WeightInit",
+                                             "WeightNorm",
+                                             "DeltaNorm",
+                                             "SparsenessPenalty"};
+const std::vector<std::string> kLayerNotImpl = {"Kernel", "KernelStride", "BatchNormalization",
+                                                "Function"};
+const std::vector<std::string> kSharedWeightsKeys = {"InputLayer", "SourceInputLayer",
+                                                     "SourceOutputLayer", "Transposed"};
 const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
 const std::vector<std::string> kDenoisingKeys = {"p"};
 const std::vector<std::string> kSparsenessKeys = {"p", "beta"};
@@ -413,6 +447,78 @@ void parse_activation_params(const Ctx& ctx, const ObjectView& o, float& slope, 
             fail(ctx, f.path, "value " + format_number(lambda) + " is out of range", expected);
         }
     }
+}
+
+// A whole number in [lo, hi]: an integer, or a number with an integral value (4.0 but not 2.5).
+uint64_t get_count(const Ctx& ctx, const Field& f, uint64_t lo, uint64_t hi,
+                   const std::string& expected) {
+    const Json::Value& v = *f.value;
+    uint64_t n = 0;
+    if (v.type() == Json::intValue || v.type() == Json::uintValue) {
+        if (!v.isUInt64()) fail(ctx, f.path, "value " + describe(v) + " is out of range", expected);
+        n = v.asUInt64();
+    } else {
+        const double d = get_number(ctx, f, expected);
+        if (std::floor(d) != d) {
+            fail(ctx, f.path, "value " + format_number(d) + " is not an integer", expected);
+        }
+        if (d < 0 || d >= 18446744073709551616.0) {
+            fail(ctx, f.path, "value " + format_number(d) + " is out of range", expected);
+        }
+        n = static_cast<uint64_t>(d);
+    }
+    if (n < lo || n > hi) {
+        fail(ctx, f.path, "value " + std::to_string(n) + " is out of range", expected);
+    }
+    return n;
+}
+
+// $.Training: every key optional, sparsenet's defaults otherwise (TrainingConfig).
+TrainingConfig parse_training(const Ctx& ctx, const Field& f) {
+    ObjectView o(ctx, *f.value, f.path, kTrainingKeys, kNone,
+                 "an object (the Training section) with keys " + join(kTrainingKeys));
+    TrainingConfig t;
+    OptimizerOptions& opt = t.optimizer;
+    // A float in [0, 1): checked again after the rounding to float (0.99999999 rounds to 1).
+    auto rate = [&](const Field& g) {
+        const char* expected = "a number in [0, 1)";
+        const float v = get_float_in(ctx, g, 0, 1, true, expected);
+        if (!(v < 1.0f)) fail(ctx, g.path, "value " + format_number(v) + " rounds to 1", expected);
+        return v;
+    };
+    if (Field g = o.get("Optimizer")) {
+        opt.kind = get_enum(ctx, g, "Optimizer", kOptimizers, kNone, kOptimizerList);
+    }
+    if (Field g = o.get("Alpha")) {
+        opt.learning_rate = get_float_in(ctx, g, 0, kInf, false, "a number >= 0 (learning rate)");
+    }
+    if (Field g = o.get("Mu")) opt.mu = rate(g);
+    if (Field g = o.get("Mu1")) opt.mu1 = rate(g);
+    if (Field g = o.get("Epsilon")) {
+        const char* expected = "a number > 0";
+        const float e = get_float(ctx, g, expected);
+        if (!(e > 0.0f))
+            fail(ctx, g.path, "value " + format_number(e) + " is out of range", expected);
+        opt.epsilon = e;
+    }
+    if (Field g = o.get("Lambda")) opt.l2 = get_float_in(ctx, g, 0, kInf, false, "a number >= 0");
+    if (Field g = o.get("Lambda1")) opt.l1 = get_float_in(ctx, g, 0, kInf, false, "a number >= 0");
+    if (Field g = o.get("SparseUpdates")) {
+        opt.sparse_update =
+            get_enum(ctx, g, "SparseUpdates", kSparseUpdates, kNone, kSparseUpdateList);
+    }
+    if (Field g = o.get("Epochs")) {
+        t.epochs = static_cast<uint32_t>(
+            get_count(ctx, g, 0, UINT32_MAX, "an integer in [0, 4294967295] (epochs)"));
+    }
+    if (Field g = o.get("BatchSize")) {
+        t.batch = static_cast<uint32_t>(
+            get_count(ctx, g, 1, UINT32_MAX, "an integer in [1, 4294967295] (examples per batch)"));
+    }
+    if (Field g = o.get("Seed")) {
+        t.seed = get_count(ctx, g, 0, UINT64_MAX, "an integer in [0, 18446744073709551615]");
+    }
+    return t;
 }
 
 WeightInit parse_weight_init(const Ctx& ctx, const Field& f) {
@@ -494,7 +600,52 @@ struct ParsedLayer {
     std::vector<std::string> source_paths;  // JSON path of each entry of config.sources
     bool default_source = false;            // no Source key: the previous layer
     std::string activation_path;            // JSON path of the Activation key, if present
+    std::vector<std::string> skip_paths;    // JSON path of each entry of config.skips
+    std::vector<std::string> shared_paths;  // JSON path of each entry of config.shared_weights
 };
+
+// A string or a non-empty array of non-empty strings (Source, Skip): appended to `names`, with
+// the JSON path of each to `paths`.
+void parse_names(const Ctx& ctx, const Field& f, std::vector<std::string>& names,
+                 std::vector<std::string>& paths) {
+    const std::string expected = "a layer name or a non-empty array of layer names";
+    const Json::Value& s = *f.value;
+    if (s.isString()) {
+        names.push_back(get_string(ctx, f, expected, false));
+        paths.push_back(f.path);
+    } else if (s.isArray()) {
+        if (s.empty()) fail(ctx, f.path, "empty array", expected);
+        for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
+            Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};
+            names.push_back(get_string(ctx, e, "a non-empty string (a layer name)", false));
+            paths.push_back(e.path);
+        }
+    } else {
+        wrong_type(ctx, f.path, s, expected);
+    }
+}
+
+// One SharedWeights entry: {InputLayer, SourceInputLayer, SourceOutputLayer, Transposed}; the
+// three names are required (DSSTNE cannot match an entry without them), Transposed is false by
+// default.
+SharedWeights parse_shared_entry(const Ctx& ctx, const Field& f) {
+    ObjectView o(ctx, *f.value, f.path, kSharedWeightsKeys, kNone,
+                 "an object with keys InputLayer, SourceInputLayer, SourceOutputLayer, Transposed");
+    SharedWeights s;
+    auto name = [&](const char* key, std::string& out) {
+        Field g = o.get(key);
+        if (!g) {
+            fail(ctx, g.path, std::string("missing required key ") + key,
+                 "a non-empty string (a layer name)");
+        }
+        out = get_string(ctx, g, "a non-empty string (a layer name)", false);
+    };
+    name("InputLayer", s.input_layer);
+    name("SourceInputLayer", s.source_input_layer);
+    name("SourceOutputLayer", s.source_output_layer);
+    if (Field g = o.get("Transposed")) s.transposed = get_bool(ctx, g);
+    return s;
+}
 
 // `network`: the network-level values a layer inherits (activation parameters, sparseness).
 ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size_t count,
@@ -554,21 +705,32 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
         if (layer.kind == LayerKind::kInput) {
             not_allowed(f, "Source", "Source only on Hidden and Output layers");
         }
-        const std::string expected = "a layer name or a non-empty array of layer names";
+        parse_names(ctx, f, layer.sources, out.source_paths);
+    }
+    if (Field f = o.get("Skip")) {
+        if (layer.kind == LayerKind::kInput) {
+            not_allowed(f, "Skip", "Skip only on Hidden and Output layers");
+        }
+        parse_names(ctx, f, layer.skips, out.skip_paths);
+    }
+    if (Field f = o.get("SharedWeights")) {
+        if (layer.kind == LayerKind::kInput) {
+            not_allowed(f, "SharedWeights", "SharedWeights only on Hidden and Output layers");
+        }
         const Json::Value& s = *f.value;
-        if (s.isString()) {
-            layer.sources.push_back(get_string(ctx, f, expected, false));
-            out.source_paths.push_back(f.path);
-        } else if (s.isArray()) {
-            if (s.empty()) fail(ctx, f.path, "empty array", expected);
+        if (s.isArray()) {
+            if (s.empty()) {
+                fail(ctx, f.path, "empty array",
+                     "a SharedWeights object or a non-empty array of them");
+            }
             for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
                 Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};
-                layer.sources.push_back(
-                    get_string(ctx, e, "a non-empty string (a layer name)", false));
-                out.source_paths.push_back(e.path);
+                layer.shared_weights.push_back(parse_shared_entry(ctx, e));
+                out.shared_paths.push_back(e.path);
             }
         } else {
-            wrong_type(ctx, f.path, s, expected);
+            layer.shared_weights.push_back(parse_shared_entry(ctx, f));
+            out.shared_paths.push_back(f.path);
         }
     }
 
@@ -629,6 +791,81 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
     return out;
 }
 
+// `name` (at `path`) must be a layer of the network.
+void check_layer_name(const Ctx& ctx, const std::vector<ParsedLayer>& layers,
+                      const std::map<std::string, size_t>& by_name, const std::string& name,
+                      const std::string& path) {
+    if (by_name.count(name) != 0) return;
+    std::vector<std::string> names;
+    std::string hint;
+    for (const ParsedLayer& q : layers) {
+        names.push_back(q.config.name);
+        if (iequals(q.config.name, name)) {
+            hint = " (layer names are case-sensitive; did you mean " + quote(q.config.name) + "?)";
+        }
+    }
+    fail(ctx, path, "unknown layer " + quote(name) + hint,
+         "the name of a layer in $.Layers: one of " + join(names));
+}
+
+// SharedWeights, after the sources are resolved: each entry's InputLayer is a Source of its
+// layer (at most one entry per source), and SourceInputLayer -> SourceOutputLayer is an edge
+// that owns its matrix (not itself shared, as in DSSTNE) and is not the sharing edge itself.
+// Matrix shapes are checked when the network is built (N may be "auto" here).
+void link_shared_weights(const Ctx& ctx, const std::vector<ParsedLayer>& layers) {
+    std::map<std::string, size_t> by_name;
+    for (size_t i = 0; i < layers.size(); ++i) by_name.emplace(layers[i].config.name, i);
+    auto shares = [&](const LayerConfig& l, const std::string& source) {
+        for (const SharedWeights& s : l.shared_weights) {
+            if (s.input_layer == source) return true;
+        }
+        return false;
+    };
+    for (const ParsedLayer& p : layers) {
+        const LayerConfig& l = p.config;
+        for (size_t k = 0; k < l.shared_weights.size(); ++k) {
+            const SharedWeights& s = l.shared_weights[k];
+            const std::string& path = p.shared_paths[k];
+            if (std::find(l.sources.begin(), l.sources.end(), s.input_layer) == l.sources.end()) {
+                fail(ctx, path + ".InputLayer",
+                     "layer " + quote(s.input_layer) + " is not a Source of layer " + quote(l.name),
+                     "one of this layer's sources: " + join(l.sources));
+            }
+            for (size_t j = 0; j < k; ++j) {
+                if (l.shared_weights[j].input_layer == s.input_layer) {
+                    fail(ctx, path + ".InputLayer",
+                         "the edge from " + quote(s.input_layer) + " is shared twice",
+                         "at most one SharedWeights entry per source");
+                }
+            }
+            check_layer_name(ctx, layers, by_name, s.source_input_layer,
+                             path + ".SourceInputLayer");
+            check_layer_name(ctx, layers, by_name, s.source_output_layer,
+                             path + ".SourceOutputLayer");
+            const LayerConfig& owner = layers[by_name.at(s.source_output_layer)].config;
+            const std::string edge = quote(s.source_input_layer) + " -> " + quote(owner.name);
+            if (std::find(owner.sources.begin(), owner.sources.end(), s.source_input_layer) ==
+                owner.sources.end()) {
+                fail(ctx, path,
+                     "there is no weight matrix " + edge + ": " + quote(s.source_input_layer) +
+                         " is not a Source of " + quote(owner.name),
+                     "SourceInputLayer -> SourceOutputLayer naming an edge of the network");
+            }
+            if (owner.name == l.name && s.source_input_layer == s.input_layer) {
+                fail(ctx, path, "the edge " + edge + " shares its own matrix",
+                     "the SourceInputLayer -> SourceOutputLayer of another edge");
+            }
+            if (shares(owner, s.source_input_layer)) {
+                fail(ctx, path,
+                     "the edge " + edge +
+                         " uses a shared matrix itself (chains of shared weights are not "
+                         "allowed, as in DSSTNE)",
+                     "the edge that owns the matrix");
+            }
+        }
+    }
+}
+
 // Names, default sources, source existence and acyclicity.
 void link_layers(const Ctx& ctx, std::vector<ParsedLayer>& layers) {
     bool has_input = false, has_output = false;
@@ -673,31 +910,26 @@ void link_layers(const Ctx& ctx, std::vector<ParsedLayer>& layers) {
             p.source_paths.push_back(p.path);
             p.default_source = true;
         }
-        for (size_t k = 0; k < l.sources.size(); ++k) {
-            const std::string& s = l.sources[k];
-            for (size_t j = 0; j < k; ++j) {
-                if (l.sources[j] == s) {
-                    fail(ctx, p.source_paths[k], "layer " + quote(s) + " is listed twice",
-                         "each source at most once");
-                }
-            }
-            if (by_name.count(s) == 0) {
-                std::vector<std::string> names;
-                std::string hint;
-                for (const ParsedLayer& q : layers) {
-                    names.push_back(q.config.name);
-                    if (iequals(q.config.name, s)) {
-                        hint = " (layer names are case-sensitive; did you mean " +
-                               quote(q.config.name) + "?)";
+        // Source and Skip: existing layers, each listed once.
+        auto check_names = [&](const std::vector<std::string>& list,
+                               const std::vector<std::string>& paths, const char* what) {
+            for (size_t k = 0; k < list.size(); ++k) {
+                const std::string& s = list[k];
+                for (size_t j = 0; j < k; ++j) {
+                    if (list[j] == s) {
+                        fail(ctx, paths[k], "layer " + quote(s) + " is listed twice",
+                             std::string("each ") + what + " at most once");
                     }
                 }
-                fail(ctx, p.source_paths[k], "unknown layer " + quote(s) + hint,
-                     "the name of a layer in $.Layers: one of " + join(names));
+                check_layer_name(ctx, layers, by_name, s, paths[k]);
             }
-        }
+        };
+        check_names(l.sources, p.source_paths, "source");
+        check_names(l.skips, p.skip_paths, "skip");
     }
 
-    // Acyclicity: depth-first search over the source edges.
+    // Acyclicity: depth-first search over the Source and Skip edges (a skip's activations are
+    // needed before the layer, like a source's).
     enum Mark { kWhite, kGrey, kBlack };
     std::vector<Mark> mark(layers.size(), kWhite);
     std::vector<size_t> stack;
@@ -705,8 +937,11 @@ void link_layers(const Ctx& ctx, std::vector<ParsedLayer>& layers) {
         mark[i] = kGrey;
         stack.push_back(i);
         const LayerConfig& l = layers[i].config;
-        for (size_t k = 0; k < l.sources.size(); ++k) {
-            size_t j = by_name.at(l.sources[k]);
+        const size_t edges = l.sources.size() + l.skips.size();
+        for (size_t k = 0; k < edges; ++k) {
+            const bool skip = k >= l.sources.size();
+            const size_t e = skip ? k - l.sources.size() : k;
+            size_t j = by_name.at(skip ? l.skips[e] : l.sources[e]);
             if (mark[j] == kGrey) {
                 std::vector<std::string> cycle;
                 auto from = std::find(stack.begin(), stack.end(), j);
@@ -714,10 +949,10 @@ void link_layers(const Ctx& ctx, std::vector<ParsedLayer>& layers) {
                     cycle.push_back(quote(layers[*it].config.name));
                 }
                 cycle.push_back(quote(layers[j].config.name));
-                fail(ctx, layers[i].source_paths[k],
+                fail(ctx, skip ? layers[i].skip_paths[e] : layers[i].source_paths[e],
                      "the layer graph has a cycle: " + join(cycle, " <- ") +
-                         " (A <- B: B is a Source of A" +
-                         (layers[i].default_source
+                         " (A <- B: B is a Source or Skip of A" +
+                         (!skip && layers[i].default_source
                               ? "; this layer has no Source key, so its Source is the "
                                 "previous layer)"
                               : ")"),
@@ -817,6 +1052,10 @@ NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::
     parse_activation_params(ctx, top, cfg.activation_defaults.relu_slope,
                             cfg.activation_defaults.elu_alpha, cfg.activation_defaults.selu_lambda);
     if (Field f = top.get("ShuffleIndices")) cfg.shuffle_indices = get_bool(ctx, f);
+    if (Field f = top.get("Decay")) {
+        cfg.decay = get_float_in(ctx, f, 0, kInf, false, "a number >= 0 (the learning-rate decay)");
+    }
+    if (Field f = top.get("Training")) cfg.training = parse_training(ctx, f);
 
     Field layers = top.get("Layers");
     const char* layers_expected = "a non-empty array of layer objects";
@@ -831,6 +1070,7 @@ NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::
             parse_layer(ctx, (*layers.value)[static_cast<Json::ArrayIndex>(i)], i, count, cfg));
     }
     link_layers(ctx, parsed);
+    link_shared_weights(ctx, parsed);
     check_loss_activation(ctx, cfg, parsed);
     for (ParsedLayer& p : parsed) cfg.layers.push_back(std::move(p.config));
     return cfg;
@@ -873,8 +1113,10 @@ std::vector<ConfigKeySet> config_key_sets() {
             {"$.Denoising", kDenoisingKeys, kNone},
             {"$.SparsenessPenalty", kSparsenessKeys, kNone},
             {"$.Layers[]", kLayerKeys, kLayerNotImpl},
+            {"$.Layers[].SharedWeights", kSharedWeightsKeys, kNone},
             {"$.Layers[].WeightInit", kWeightInitKeys, kNone},
-            {"$.Layers[].SparsenessPenalty", kSparsenessKeys, kNone}};
+            {"$.Layers[].SparsenessPenalty", kSparsenessKeys, kNone},
+            {"$.Training", kTrainingKeys, kNone}};
 }
 
 std::vector<ConfigValueSet> config_value_sets() {
@@ -883,7 +1125,9 @@ std::vector<ConfigValueSet> config_value_sets() {
             {"$.Layers[].Kind", names_of(kLayerKinds), kLayerKindsNotImpl},
             {"$.Layers[].Type", kLayerTypes, kLayerTypesNotImpl},
             {"$.Layers[].Activation", names_of(kActivations), kActivationsNotImpl},
-            {"$.Layers[].WeightInit.Scheme", names_of(kSchemes), kNone}};
+            {"$.Layers[].WeightInit.Scheme", names_of(kSchemes), kNone},
+            {"$.Training.Optimizer", names_of(kOptimizers), kNone},
+            {"$.Training.SparseUpdates", names_of(kSparseUpdates), kNone}};
 }
 
 const LayerConfig* NetworkConfig::find_layer(const std::string& name) const {

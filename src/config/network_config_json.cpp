@@ -103,6 +103,11 @@ bool operator==(const ActivationDefaults& a, const ActivationDefaults& b) {
            a.selu_lambda == b.selu_lambda;
 }
 
+bool operator==(const SharedWeights& a, const SharedWeights& b) {
+    return a.input_layer == b.input_layer && a.source_input_layer == b.source_input_layer &&
+           a.source_output_layer == b.source_output_layer && a.transposed == b.transposed;
+}
+
 // Layers are equal when they behave the same: activation parameters are compared where the
 // activation uses them, the sparseness penalty where it applies (as to_json writes them).
 bool operator==(const LayerConfig& a, const LayerConfig& b) {
@@ -114,6 +119,7 @@ bool operator==(const LayerConfig& a, const LayerConfig& b) {
     const bool penalty = a.kind == LayerKind::kHidden && a.sparse;
     return a.name == b.name && a.kind == b.kind && a.n == b.n && a.n_auto == b.n_auto &&
            a.sparse == b.sparse && a.dataset == b.dataset && a.sources == b.sources &&
+           a.skips == b.skips && a.shared_weights == b.shared_weights &&
            a.activation == b.activation && (!slope || a.relu_slope == b.relu_slope) &&
            (!alpha || a.elu_alpha == b.elu_alpha) && (!lambda || a.selu_lambda == b.selu_lambda) &&
            a.p_dropout == b.p_dropout && a.weight_init == b.weight_init &&
@@ -131,7 +137,13 @@ bool operator==(const NetworkConfig& a, const NetworkConfig& b) {
            a.error_function == b.error_function && a.smce == b.smce &&
            a.denoising_p == b.denoising_p && a.sparseness_penalty == b.sparseness_penalty &&
            a.activation_defaults == b.activation_defaults &&
-           a.shuffle_indices == b.shuffle_indices && a.layers == b.layers;
+           a.shuffle_indices == b.shuffle_indices && a.decay == b.decay &&
+           a.training == b.training && a.layers == b.layers;
+}
+
+bool operator==(const TrainingConfig& a, const TrainingConfig& b) {
+    return a.optimizer == b.optimizer && a.epochs == b.epochs && a.batch == b.batch &&
+           a.seed == b.seed;
 }
 
 namespace config {
@@ -229,6 +241,26 @@ std::string layer_json(const LayerConfig& l) {
             r += json_string(l.sources[i]);
         }
         r += "]";
+        // Written only when present: an empty list is not valid input.
+        if (!l.skips.empty()) {
+            r += ", \"Skip\": [";
+            for (size_t i = 0; i < l.skips.size(); ++i) {
+                r += (i > 0 ? ", " : "") + json_string(l.skips[i]);
+            }
+            r += "]";
+        }
+        if (!l.shared_weights.empty()) {
+            r += ", \"SharedWeights\": [";
+            for (size_t i = 0; i < l.shared_weights.size(); ++i) {
+                const SharedWeights& s = l.shared_weights[i];
+                r += std::string(i > 0 ? ", " : "") +
+                     "{ \"InputLayer\": " + json_string(s.input_layer) +
+                     ", \"SourceInputLayer\": " + json_string(s.source_input_layer) +
+                     ", \"SourceOutputLayer\": " + json_string(s.source_output_layer) +
+                     ", \"Transposed\": " + json_bool(s.transposed) + " }";
+            }
+            r += "]";
+        }
         r += std::string(", \"Activation\": \"") + to_string(l.activation) + "\"";
         // Only the parameters the activation uses; the others equal the network's values.
         if (l.activation == Activation::kLeakyRectifiedLinear) {
@@ -257,6 +289,48 @@ std::string layer_json(const LayerConfig& l) {
     return r + " }";
 }
 
+// The spelling of $.Training.Optimizer's values (docs/config-reference.md).
+const char* optimizer_json(OptimizerKind k) {
+    switch (k) {
+        case OptimizerKind::kSgd:
+            return "SGD";
+        case OptimizerKind::kMomentum:
+            return "Momentum";
+        case OptimizerKind::kNesterov:
+            return "Nesterov";
+        case OptimizerKind::kAdaGrad:
+            return "AdaGrad";
+        case OptimizerKind::kRmsProp:
+            return "RMSProp";
+        case OptimizerKind::kAdaDelta:
+            return "AdaDelta";
+        case OptimizerKind::kAdam:
+            return "Adam";
+        case OptimizerKind::kAdamW:
+            return "AdamW";
+    }
+    return "Unknown";
+}
+
+// Every key explicit, except Epsilon, which is written only when given (its default depends on
+// the optimizer, which a command line may change).
+std::string training_json(const TrainingConfig& t) {
+    const OptimizerOptions& o = t.optimizer;
+    std::string r = std::string("{ \"Optimizer\": \"") + optimizer_json(o.kind) + "\"";
+    r += ", \"Alpha\": " + json_float(o.learning_rate);
+    r += ", \"Mu\": " + json_float(o.mu);
+    r += ", \"Mu1\": " + json_float(o.mu1);
+    if (o.epsilon) r += ", \"Epsilon\": " + json_float(*o.epsilon);
+    r += ", \"Lambda\": " + json_float(o.l2);
+    r += ", \"Lambda1\": " + json_float(o.l1);
+    r += ", \"Epochs\": " + std::to_string(t.epochs);
+    r += ", \"BatchSize\": " + std::to_string(t.batch);
+    r += ", \"Seed\": " + std::to_string(t.seed);
+    r += std::string(", \"SparseUpdates\": \"") +
+         (o.sparse_update == SparseUpdate::kLazy ? "Lazy" : "Exact") + "\"";
+    return r + " }";
+}
+
 }  // namespace
 
 std::string NetworkConfig::to_json() const {
@@ -275,6 +349,8 @@ std::string NetworkConfig::to_json() const {
     r += "    \"ELUAlpha\": " + json_float(activation_defaults.elu_alpha) + ",\n";
     r += "    \"SELULambda\": " + json_float(activation_defaults.selu_lambda) + ",\n";
     r += std::string("    \"ShuffleIndices\": ") + json_bool(shuffle_indices) + ",\n";
+    r += "    \"Decay\": " + json_float(decay) + ",\n";
+    if (training) r += "    \"Training\": " + training_json(*training) + ",\n";
     r += "    \"Layers\": [";
     for (size_t i = 0; i < layers.size(); ++i) {
         r += i > 0 ? ",\n        " : "\n        ";

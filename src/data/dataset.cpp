@@ -68,6 +68,11 @@ void Dataset::validate(const std::string& context) const {
                  std::to_string(example_rows[e]) + " >= rows " + std::to_string(rows));
         }
     }
+    if (dense && sparse_ignore_zero) {
+        fail(
+            "sparse_ignore_zero is set on a dense dataset; expected it on sparse datasets only "
+            "(SparseIgnoreZero ignores absent targets, and dense data has none)");
+    }
 }
 
 Dataset Dataset::expanded() const {
@@ -88,6 +93,7 @@ Dataset Dataset::expanded() const {
     out.cols = cols;
     out.weights = weights;
     out.dense = dense;
+    out.sparse_ignore_zero = sparse_ignore_zero;
     out.offsets.reserve(out.rows + 1);
     out.indices.reserve(total);
     if (!values.empty()) out.values.reserve(total);

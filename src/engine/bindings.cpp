@@ -31,12 +31,6 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
                             std::to_string(layer.n) + " units; expected at most " +
                             std::to_string(layer.n) + " columns");
         }
-        if (layer.is_output() && with_outputs && data.is_weighted()) {
-            throw Error(ErrorCategory::kNotImplemented,
-                        "dataset '" + name + "' (output layer '" + layer.config.name +
-                            "') is weighted: per-example weights in the loss are not "
-                            "implemented yet (issue 4); drop its dataWeight to train without them");
-        }
         const uint64_t examples = data.examples();
         if (first_name.empty()) {
             first_name = name;

@@ -14,9 +14,8 @@ namespace sparsenet::engine {
 // the passes need no indirection. Memory cost: the expanded CSR in backend memory (device memory
 // on CUDA) for the life of the BoundData, instead of the stored rows only, plus a temporary host
 // copy of the same size while uploading; an index shared by many examples multiplies the size.
-// Per-example weights (Dataset::weights) are ignored on Input datasets (DSSTNE uses them only
-// in the loss); on a bound Output dataset they are Error(kNotImplemented) until the loss
-// supports them (issue 4).
+// Per-example weights (Dataset::weights) travel with the dataset; only the loss reads them
+// (on Output layers, as DSSTNE), so they change nothing on Input datasets.
 class BoundData {
   public:
     // with_outputs: bind Output layers too (training); otherwise only Input layers.

@@ -93,14 +93,24 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
             w.rows = layers[s].n;
             w.cols = layers[i].n;
             w.sparse_source = layers[s].is_input();
+            w.owner = static_cast<int>(weights.size());
             layers[s].out_weights.push_back(static_cast<int>(weights.size()));
             layers[i].in_weights.push_back(static_cast<int>(weights.size()));
             weights.push_back(std::move(w));
         }
     }
-    // Topological order (Kahn), stable by position in the config.
+    link_shared_weights(where);
+    link_skips(where);
+    for (Weight& w : weights) {
+        if (w.owner == &w - weights.data()) w.dense_grad = !w.sparse_source || w.users > 1;
+    }
+    // Topological order (Kahn), stable by position in the config; a skip is an edge like a
+    // source.
     std::vector<int> pending(layers.size(), 0);
     for (const Weight& w : weights) pending[w.destination]++;
+    for (const Layer& layer : layers) {
+        for (int s : layer.out_skips) pending[s]++;
+    }
     order.clear();
     std::set<int> ready;
     for (size_t i = 0; i < layers.size(); ++i) {
@@ -113,9 +123,13 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         for (int wi : layers[l].out_weights) {
             if (--pending[weights[wi].destination] == 0) ready.insert(weights[wi].destination);
         }
+        for (int d : layers[l].out_skips) {
+            if (--pending[d] == 0) ready.insert(d);
+        }
     }
     if (order.size() != layers.size()) {
-        throw Error(ErrorCategory::kConfig, where + ": $.Layers: the Source links form a cycle");
+        throw Error(ErrorCategory::kConfig,
+                    where + ": $.Layers: the Source and Skip links form a cycle");
     }
     // Which layers' deltas matter: those with a path to an output layer.
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -123,6 +137,9 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         if (layer.is_output()) layer.reaches_output = true;
         for (int wi : layer.out_weights) {
             if (layers[weights[wi].destination].reaches_output) layer.reaches_output = true;
+        }
+        for (int d : layer.out_skips) {
+            if (layers[d].reaches_output) layer.reaches_output = true;
         }
     }
     // Capability check before anything runs.
@@ -137,6 +154,7 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         }
     }
     for (Weight& w : weights) {
+        if (w.owner != &w - weights.data()) continue;  // uses its owner's matrix
         w.w = DeviceArray<float>(*backend, size_t(w.rows) * w.cols, "weights");
     }
     for (Layer& layer : layers) {
@@ -146,9 +164,115 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
     }
 }
 
+void Network::Impl::link_shared_weights(const std::string& where) {
+    auto edge = [&](int source, int destination) {
+        for (int wi : layers[destination].in_weights) {
+            if (weights[wi].source == source) return wi;
+        }
+        return -1;
+    };
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const std::vector<SharedWeights>& shared = layers[i].config.shared_weights;
+        for (size_t k = 0; k < shared.size(); ++k) {
+            const SharedWeights& s = shared[k];
+            const std::string path = where + ": " + layer_path(i) + ".SharedWeights (entry " +
+                                     std::to_string(k) + ", InputLayer '" + s.input_layer + "')";
+            // from_json checked these rules; a config built in code may still break them.
+            auto index = [&](const std::string& name) {
+                auto it = layer_index.find(name);
+                return it == layer_index.end() ? -1 : it->second;
+            };
+            const int in = index(s.input_layer);
+            const int src_in = index(s.source_input_layer);
+            const int src_out = index(s.source_output_layer);
+            const int e = in < 0 ? -1 : edge(in, static_cast<int>(i));
+            const int o = src_in < 0 || src_out < 0 ? -1 : edge(src_in, src_out);
+            if (e < 0 || o < 0 || e == o || weights[e].owner != e || weights[o].owner != o) {
+                throw Error(ErrorCategory::kConfig,
+                            path + ": the tie names no edge of this layer, no edge '" +
+                                s.source_input_layer + "' -> '" + s.source_output_layer +
+                                "', the same edge twice, or an edge that is itself shared; "
+                                "expected a source of this layer tied to another edge that owns "
+                                "its matrix");
+            }
+            Weight& use = weights[e];
+            Weight& owner = weights[o];
+            const uint32_t rows = s.transposed ? owner.cols : owner.rows;
+            const uint32_t cols = s.transposed ? owner.rows : owner.cols;
+            if (rows != use.rows || cols != use.cols) {
+                throw Error(ErrorCategory::kConfig,
+                            path + ": the edge '" + s.input_layer + "' -> '" +
+                                layers[i].config.name + "' needs a " + std::to_string(use.rows) +
+                                " x " + std::to_string(use.cols) + " matrix, but '" +
+                                s.source_input_layer + "' -> '" + s.source_output_layer + "' is " +
+                                std::to_string(owner.rows) + " x " + std::to_string(owner.cols) +
+                                (s.transposed ? " (transposed: " + std::to_string(rows) + " x " +
+                                                    std::to_string(cols) + ")"
+                                              : "") +
+                                "; expected matching sizes" +
+                                (s.transposed ? "" : ", or \"Transposed\": true"));
+            }
+            // An Input source multiplies by gathering rows of the matrix (csr_matmul); the
+            // transposed product would gather its columns, which no op does yet.
+            if (s.transposed && use.sparse_source) {
+                throw Error(ErrorCategory::kNotImplemented,
+                            path +
+                                ": not implemented yet: SharedWeights with Transposed on an edge "
+                                "from an Input layer ('" +
+                                s.input_layer +
+                                "'); share the matrix untransposed, or tie it "
+                                "the other way round (the Input edge owns the matrix)");
+            }
+            use.owner = o;
+            use.transposed = s.transposed;
+            owner.users++;
+        }
+    }
+    for (const Weight& w : weights) {
+        if (weights[w.owner].owner != w.owner) {  // a later entry shared an earlier owner
+            throw Error(ErrorCategory::kConfig,
+                        where +
+                            ": $.Layers: SharedWeights form a chain (an edge both uses and "
+                            "lends a matrix); expected every tie to name an edge that owns "
+                            "its matrix");
+        }
+    }
+}
+
+void Network::Impl::link_skips(const std::string& where) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+        for (const std::string& name : layers[i].config.skips) {
+            const std::string path = where + ": " + layer_path(i) + ".Skip";
+            auto it = layer_index.find(name);
+            if (it == layer_index.end()) {
+                throw Error(ErrorCategory::kConfig, path + ": unknown layer '" + name + "'");
+            }
+            const int s = it->second;
+            const Layer& skipped = layers[s];
+            // Input activations are CSR datasets, never dense buffers; an Output layer's delta
+            // is its loss delta, with no room for a gradient from another layer (as for Source).
+            if (skipped.is_input() || skipped.is_output()) {
+                throw Error(ErrorCategory::kNotImplemented,
+                            path + ": not implemented yet: Skip from an " +
+                                to_string(skipped.config.kind) + " layer ('" + name + "')");
+            }
+            if (skipped.n != layers[i].n) {
+                throw Error(ErrorCategory::kConfig,
+                            path + ": layer '" + name + "' has N = " + std::to_string(skipped.n) +
+                                " but layer '" + layers[i].config.name +
+                                "' has N = " + std::to_string(layers[i].n) +
+                                "; expected a skipped layer as wide as this one");
+            }
+            layers[i].skips.push_back(s);
+            layers[s].out_skips.push_back(static_cast<int>(i));
+        }
+    }
+}
+
 void Network::Impl::initialize_weights(uint64_t seed) {
     for (size_t wi = 0; wi < weights.size(); ++wi) {
         Weight& w = weights[wi];
+        if (w.owner != static_cast<int>(wi)) continue;  // initialised by its owner's WeightInit
         const WeightInit& init = layers[w.destination].config.weight_init;
         engine::HostRng rng(formulas::derive_seed(seed, wi, 0x5EED));
         std::vector<float> host(size_t(w.rows) * w.cols);
@@ -233,10 +357,11 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         backend->fill(slot.data(), n, 0.0f);
     };
     for (Weight& w : weights) {
+        if (w.owner != &w - weights.data()) continue;  // state and gradient live on the owner
         const size_t n = size_t(w.rows) * w.cols;
         make(w.state1, n, 0);
         make(w.state2, n, 1);
-        if (!w.sparse_source && w.grad.size() != n) {
+        if (w.dense_grad && w.grad.size() != n) {
             w.grad = DeviceArray<float>(*backend, n, "weight gradients");
         }
     }
@@ -256,16 +381,41 @@ int Network::Impl::find_parameter(const std::string& name, bool* is_bias) const 
             return it->second;
         }
     } else if (name.rfind("weight:", 0) == 0) {
-        for (size_t i = 0; i < weights.size(); ++i) {
-            const std::string n = "weight:" + layers[weights[i].source].config.name + "->" +
-                                  layers[weights[i].destination].config.name;
-            if (n == name) {
+        for (const Weight& w : weights) {
+            if (weight_name(w) == name) {
                 *is_bias = false;
-                return static_cast<int>(i);
+                return w.owner;
             }
         }
     }
     throw Error(ErrorCategory::kUsage, "unknown parameter '" + name + "'");
+}
+
+std::string Network::Impl::weight_name(const Weight& w) const {
+    return "weight:" + layers[w.source].config.name + "->" + layers[w.destination].config.name;
+}
+
+std::vector<float> Network::Impl::weight_gradient(int wi) {
+    Weight& w = weights[wi];
+    std::vector<float> dense(size_t(w.rows) * w.cols, 0.0f);
+    if (!w.grad_ready) return dense;
+    if (w.dense_grad) {
+        w.grad.download(dense.data(), dense.size());
+        return dense;
+    }
+    uint32_t n = 0;
+    w.sparse_count.download(&n, 1);
+    std::vector<uint32_t> rows(n);
+    std::vector<float> values(size_t(n) * w.cols);
+    if (n > 0) {
+        w.sparse_rows.download(rows.data(), n);
+        w.sparse_values.download(values.data(), values.size());
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        std::copy(values.begin() + size_t(i) * w.cols, values.begin() + size_t(i + 1) * w.cols,
+                  dense.begin() + size_t(rows[i]) * w.cols);
+    }
+    return dense;
 }
 
 // ---- Network ----
@@ -294,30 +444,58 @@ Network Network::load(const std::string& path, const NetworkOptions& options) {
         if (layer.kind != LayerKind::kHidden) widths[layer.dataset] = layer.n;
     }
     Network net = create(model.config, widths, options);
-    for (io::ModelWeight& w : model.weights) {
-        net.set_parameter("weight:" + w.input_layer + "->" + w.output_layer, w.values);
-    }
-    for (io::ModelBias& b : model.biases) net.set_parameter("bias:" + b.layer, b.values);
-    if (model.weights.size() != net.impl_->weights.size()) {
+    Impl& impl = *net.impl_;
+    if (model.weights.size() != impl.weights.size()) {
         throw Error(ErrorCategory::kIo, path + ": the model file holds " +
                                             std::to_string(model.weights.size()) +
                                             " weight matrices; its config needs " +
-                                            std::to_string(net.impl_->weights.size()));
+                                            std::to_string(impl.weights.size()));
     }
+    // The config restores the ties; the file's bShared entries must agree with it, and only
+    // the matrices that own their values carry them.
+    for (size_t i = 0; i < model.weights.size(); ++i) {
+        const io::ModelWeight& mw = model.weights[i];
+        const Weight& w = impl.weights[i];
+        const std::string name = "weight:" + mw.input_layer + "->" + mw.output_layer;
+        const Weight& owner = impl.weights[w.owner];
+        const bool shared = w.owner != static_cast<int>(i);
+        const bool agrees =
+            impl.weight_name(w) == name && mw.shared == shared &&
+            (!shared || (mw.transposed == w.transposed &&
+                         mw.source_input_layer == impl.layers[owner.source].config.name &&
+                         mw.source_output_layer == impl.layers[owner.destination].config.name));
+        if (!agrees) {
+            throw Error(ErrorCategory::kIo, path + ": weight" + std::to_string(i) + " (" +
+                                                mw.input_layer + " -> " + mw.output_layer +
+                                                ") does not match the edge or the weight sharing "
+                                                "of the model's config");
+        }
+        if (!shared) net.set_parameter(name, mw.values);
+    }
+    for (io::ModelBias& b : model.biases) net.set_parameter("bias:" + b.layer, b.values);
     return net;
 }
 
 void Network::save(const std::string& path) const {
     io::ModelFile model;
     model.config = impl_->config;
-    for (const Weight& w : impl_->weights) {
+    for (size_t i = 0; i < impl_->weights.size(); ++i) {
+        const Weight& w = impl_->weights[i];
         io::ModelWeight mw;
         mw.input_layer = impl_->layers[w.source].config.name;
         mw.output_layer = impl_->layers[w.destination].config.name;
         mw.rows = w.rows;
         mw.cols = w.cols;
-        mw.values.resize(size_t(w.rows) * w.cols);
-        w.w.download(mw.values.data(), mw.values.size());
+        if (w.owner != static_cast<int>(i)) {  // stored once, with its owner
+            const Weight& owner = impl_->weights[w.owner];
+            mw.shared = true;
+            mw.transposed = w.transposed;
+            mw.source_input_layer = impl_->layers[owner.source].config.name;
+            mw.source_output_layer = impl_->layers[owner.destination].config.name;
+        } else {
+            mw.values.resize(size_t(w.rows) * w.cols);
+            w.w.download(mw.values.data(), mw.values.size());
+        }
         model.weights.push_back(std::move(mw));
     }
     for (const Layer& layer : impl_->layers) {
@@ -348,10 +526,11 @@ uint32_t Network::layer_size(const std::string& layer) const {
 
 std::vector<Parameter> Network::parameters() const {
     std::vector<Parameter> params;
-    for (const Weight& w : impl_->weights) {
-        params.push_back({"weight:" + impl_->layers[w.source].config.name + "->" +
-                              impl_->layers[w.destination].config.name,
-                          w.rows, w.cols});
+    for (size_t i = 0; i < impl_->weights.size(); ++i) {
+        const Weight& w = impl_->weights[i];
+        // A shared matrix is one parameter, named after its owner edge.
+        if (w.owner == static_cast<int>(i))
+            params.push_back({impl_->weight_name(w), w.rows, w.cols});
     }
     for (const Layer& layer : impl_->layers) {
         if (!layer.is_input()) params.push_back({"bias:" + layer.config.name, 1, layer.n});

@@ -26,7 +26,8 @@ ConstMatrixView rows_of(const DeviceArray<float>& buffer, size_t batch, size_t n
 
 }  // namespace
 
-formulas::LossParams Network::Impl::loss_params(const Layer& output) const {
+formulas::LossParams Network::Impl::loss_params(const Layer& output,
+                                                const engine::DeviceDataset& targets) const {
     formulas::LossParams p;
     p.kind = config.error_function;
     p.multinomial = config.error_function == ErrorFunction::kCrossEntropy &&
@@ -35,8 +36,8 @@ formulas::LossParams Network::Impl::loss_params(const Layer& output) const {
     p.zero_target = config.smce.zero_target;
     p.one_scale = config.smce.one_scale;
     p.zero_scale = config.smce.zero_scale;
-    // SparseIgnoreZero is a dataset attribute in DSSTNE; p.ignore_zero stays false until the
-    // dataset reader carries it (the op already implements it).
+    // SparseIgnoreZero is an attribute of the target dataset in DSSTNE.
+    p.ignore_zero = targets.ignore_zero();
     return p;
 }
 
@@ -85,14 +86,18 @@ void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows,
             const Weight& w = weights[layer.in_weights[k]];
             const Layer& source = layers[w.source];
             const float beta = k == 0 ? 0.0f : 1.0f;
-            const ConstMatrixView wv = rows_of(w.w, w.rows, w.cols);
-            if (source.is_input()) {
+            const ConstMatrixView wv = matrix_of(w);
+            if (source.is_input()) {  // never transposed (refused when the network is built)
                 backend->csr_matmul(data.layer_data[w.source]->view(rows),
                                     input_noise(source, training, mask_seed), wv, z, beta);
             } else {
-                backend->gemm(false, false, 1.0f, rows_of(source.act, batch, source.n), wv, beta,
-                              z);
+                backend->gemm(false, w.transposed, 1.0f, rows_of(source.act, batch, source.n), wv,
+                              beta, z);
             }
+        }
+        // Skip: the skipped layers' stored activations join z before the activation (DSSTNE).
+        for (int s : layer.skips) {
+            backend->add_matrix(1.0f, rows_of(layers[s].act, batch, layers[s].n), 1.0f, z);
         }
         backend->bias_activation_forward(layer.activation, layer.bias.data(), z);
         if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
@@ -106,11 +111,12 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     const size_t batch = rows.batch;
     const float scale = 1.0f / static_cast<float>(batch);  // gradients of the mean loss
     std::vector<bool> has_delta(layers.size(), false);
+    for (Weight& w : weights) w.grad_ready = false;
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (!layer.is_output()) continue;
         MatrixView delta = rows_of(layer.delta, batch, layer.n);
-        backend->output_delta(loss_params(layer), layer.activation,
+        backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
                               rows_of(layer.act, batch, layer.n), data.layer_data[l]->view(rows),
                               scale, delta, loss_sum);
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
@@ -144,21 +150,41 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         backend->column_sum(dz, 1.0f, 0.0f, layer.bias_grad.data());
         for (int wi : layer.in_weights) {
             Weight& w = weights[wi];
+            Weight& m = weights[w.owner];  // holds the matrix and its gradient
             Layer& source = layers[w.source];
+            // A shared matrix sums the gradient of every use: the first use of the batch
+            // overwrites, the others add.
+            const float grad_beta = m.grad_ready ? 1.0f : 0.0f;
+            MatrixView grad = rows_of(m.grad, m.rows, m.cols);
             if (source.is_input()) {
                 backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
                                          input_noise(source, training, mask_seed), dz, 1.0f,
                                          w.sparse_grad());
+                if (m.dense_grad) backend->scatter_rows(w.sparse_grad(), grad_beta, grad);
+                m.grad_ready = true;
                 continue;
             }
-            backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n), dz, 0.0f,
-                          rows_of(w.grad, w.rows, w.cols));
+            // z = a . M: dM = a^T . dz; transposed, z = a . M^T: dM = dz^T . a.
+            if (w.transposed) {
+                backend->gemm(true, false, 1.0f, dz, rows_of(source.act, batch, source.n),
+                              grad_beta, grad);
+            } else {
+                backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n), dz,
+                              grad_beta, grad);
+            }
+            m.grad_ready = true;
             if (source.reaches_output) {
-                backend->gemm(false, true, 1.0f, dz, rows_of(w.w, w.rows, w.cols),
+                backend->gemm(false, !w.transposed, 1.0f, dz, matrix_of(w),
                               has_delta[w.source] ? 1.0f : 0.0f,
                               rows_of(source.delta, batch, source.n));
                 has_delta[w.source] = true;
             }
+        }
+        // Skip: z gained the skipped layer's activations, so their gradient gains dz.
+        for (int s : layer.skips) {
+            backend->add_matrix(1.0f, dz, has_delta[s] ? 1.0f : 0.0f,
+                                rows_of(layers[s].delta, batch, layers[s].n));
+            has_delta[s] = true;
         }
     }
 }
@@ -169,7 +195,7 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (layer.is_output()) {
-            backend->output_delta(loss_params(layer), layer.activation,
+            backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
                                   rows_of(layer.act, batch, layer.n),
                                   data.layer_data[l]->view(rows), 1.0f,
                                   rows_of(layer.delta, batch, layer.n), loss_sum);
@@ -181,40 +207,60 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
     }
 }
 
-void Network::Impl::update(const OptimizerOptions& optimizer) {
+void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     ++optimizer_steps;
+    const double t = static_cast<double>(optimizer_steps);
     formulas::OptimizerStep step;
     step.kind = optimizer.kind;
-    step.learning_rate = optimizer.learning_rate;
-    step.momentum = optimizer.momentum;
-    step.beta1 = optimizer.beta1;
-    step.beta2 = optimizer.beta2;
-    step.epsilon = optimizer.epsilon;
+    // DSSTNE's Decay: alpha / (1 + decay * batches before this one).
+    step.learning_rate =
+        static_cast<float>(double(optimizer.learning_rate) / (1.0 + double(decay) * (t - 1.0)));
+    step.mu = optimizer.mu;
+    step.mu1 = optimizer.mu1;
+    step.epsilon = optimizer.resolved_epsilon();
     step.l2 = optimizer.l2;
-    const double t = static_cast<double>(optimizer_steps);
-    step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.beta1), t)));
-    step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.beta2), t)));
-    for (Weight& w : weights) {
-        if (!layers[w.destination].reaches_output) continue;
+    step.l1 = optimizer.l1;
+    step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu), t)));
+    step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu1), t)));
+    for (size_t wi = 0; wi < weights.size(); ++wi) {
+        Weight& w = weights[wi];
+        // One step per matrix, by its owner, once backward wrote its gradient (no use of it
+        // reaches an output otherwise).
+        if (w.owner != static_cast<int>(wi) || !w.grad_ready) continue;
         MatrixView wv = rows_of(w.w, w.rows, w.cols);
-        if (w.sparse_source) {
+        if (!w.dense_grad) {
             backend->optimizer_step_rows(step, wv, w.sparse_grad(), w.state1.data(),
-                                         w.state2.data());
+                                         w.state2.data(), optimizer.sparse_update);
         } else {
             backend->optimizer_step(step, wv, rows_of(w.grad, w.rows, w.cols), w.state1.data(),
                                     w.state2.data());
         }
-        // WeightNorm: a max norm on each destination unit's incoming weights, after the step.
-        const float norm = layers[w.destination].config.weight_norm;
-        if (norm > 0.0f) backend->normalize_columns(norm, wv);
+        apply_weight_norms(static_cast<int>(wi));
     }
     formulas::OptimizerStep bias_step = step;
-    bias_step.l2 = 0.0f;  // no weight decay on biases
+    bias_step.l2 = 0.0f;  // no regularisation of biases (as DSSTNE)
+    bias_step.l1 = 0.0f;
     for (Layer& layer : layers) {
         if (layer.is_input() || !layer.reaches_output) continue;
         backend->optimizer_step(bias_step, rows_of(layer.bias, 1, layer.n),
                                 rows_of(layer.bias_grad, 1, layer.n), layer.bias_state1.data(),
                                 layer.bias_state2.data());
+    }
+}
+
+void Network::Impl::apply_weight_norms(int wi) {
+    Weight& m = weights[wi];
+    MatrixView wv = rows_of(m.w, m.rows, m.cols);
+    // Each use clips its destination units' incoming vectors: columns of M, or rows when it
+    // uses M transposed. Clipping only shrinks, so every use's bound holds afterwards.
+    for (const Weight& w : weights) {
+        const float norm = layers[w.destination].config.weight_norm;
+        if (w.owner != wi || norm <= 0.0f) continue;
+        if (w.transposed) {
+            backend->normalize_rows(norm, wv);
+        } else {
+            backend->normalize_columns(norm, wv);
+        }
     }
 }
 

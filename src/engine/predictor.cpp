@@ -16,27 +16,20 @@ struct Predictor::Impl {
     Impl(Network& network, const std::map<std::string, const Dataset*>& inputs)
         : net(network.impl()), data(network.impl(), inputs, /*with_outputs=*/false) {}
 
+    // The layer to read: `name` (any non-input layer), or by default the first Output layer in
+    // the config's order (DSSTNE's predict reads the layer named "Output").
     int output_layer(const std::string& name) const {
-        int found = -1;
         for (size_t l = 0; l < net.layers.size(); ++l) {
             const engine::Layer& layer = net.layers[l];
-            if (!name.empty() ? layer.config.name == name : layer.is_output()) {
-                if (found >= 0) {
-                    throw Error(ErrorCategory::kUsage,
-                                "the network has several Output layers; name one");
-                }
-                found = static_cast<int>(l);
+            if (name.empty() ? !layer.is_output() : layer.config.name != name) continue;
+            if (layer.is_input()) {
+                throw Error(ErrorCategory::kUsage, "layer '" + name + "' is an Input layer");
             }
+            return static_cast<int>(l);
         }
-        if (found < 0) {
-            throw Error(ErrorCategory::kUsage, name.empty()
-                                                   ? "the network has no Output layer"
-                                                   : "the network has no layer '" + name + "'");
-        }
-        if (net.layers[found].is_input()) {
-            throw Error(ErrorCategory::kUsage, "layer '" + name + "' is an Input layer");
-        }
-        return found;
+        throw Error(ErrorCategory::kUsage, name.empty()
+                                               ? "the network has no Output layer"
+                                               : "the network has no layer '" + name + "'");
     }
 
     void forward(uint64_t first_row, size_t count) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 
 #include "engine/bindings.h"
@@ -32,11 +33,19 @@ struct Trainer::Impl {
           permutation(*net.backend, data.rows(), "batch permutation"),
           loss_sum(*net.backend, 1, "loss accumulator") {
         if (options.batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
+        validate(options.optimizer);
+        if (!(decay() >= 0.0f) || !std::isfinite(decay())) {
+            throw Error(ErrorCategory::kUsage, "learning-rate decay " + std::to_string(decay()) +
+                                                   " is out of range; expected a finite "
+                                                   "number >= 0");
+        }
         if (data.rows() == 0) throw Error(ErrorCategory::kData, "the training data has no rows");
         net.ensure_batch_capacity(std::min<uint64_t>(options.batch, data.rows()));
         net.ensure_sparse_capacity(data.max_input_nnz(options.batch));
         net.ensure_optimizer_state(options.optimizer.kind);
     }
+
+    float decay() const { return options.decay.value_or(net.config.decay); }
 
     void reset_loss() {
         const double zero = 0.0;
@@ -84,7 +93,7 @@ EpochStats Trainer::train_epoch() {
                         static_cast<size_t>(std::min<uint64_t>(t.options.batch, rows - first))};
         t.net.forward(t.data.bindings(), batch, true, mask_seed);
         t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
-        t.net.update(t.options.optimizer);
+        t.net.update(t.options.optimizer, t.decay());
         if (t.options.on_batch) {
             BatchProgress p;
             p.epoch = epoch;
@@ -151,32 +160,10 @@ std::map<std::string, std::vector<float>> Trainer::compute_gradients(uint64_t fi
     t.net.forward(t.data.bindings(), batch, false, 0);
     t.net.backward(t.data.bindings(), batch, false, 0, nullptr);
     std::map<std::string, std::vector<float>> grads;
-    for (engine::Weight& w : t.net.weights) {
-        const std::string name = "weight:" + t.net.layers[w.source].config.name + "->" +
-                                 t.net.layers[w.destination].config.name;
-        std::vector<float> dense(size_t(w.rows) * w.cols, 0.0f);
-        if (!t.net.layers[w.destination].reaches_output) {
-            grads[name] = std::move(dense);
-            continue;
-        }
-        if (w.sparse_source) {
-            uint32_t n = 0;
-            w.sparse_count.download(&n, 1);
-            std::vector<uint32_t> rows(n);
-            std::vector<float> values(size_t(n) * w.cols);
-            if (n > 0) {
-                w.sparse_rows.download(rows.data(), n);
-                w.sparse_values.download(values.data(), values.size());
-            }
-            for (uint32_t i = 0; i < n; ++i) {
-                std::copy(values.begin() + size_t(i) * w.cols,
-                          values.begin() + size_t(i + 1) * w.cols,
-                          dense.begin() + size_t(rows[i]) * w.cols);
-            }
-        } else {
-            w.grad.download(dense.data(), dense.size());
-        }
-        grads[name] = std::move(dense);
+    for (size_t wi = 0; wi < t.net.weights.size(); ++wi) {
+        const engine::Weight& w = t.net.weights[wi];
+        if (w.owner != static_cast<int>(wi)) continue;  // a shared matrix: one entry, its owner's
+        grads[t.net.weight_name(w)] = t.net.weight_gradient(static_cast<int>(wi));
     }
     for (engine::Layer& layer : t.net.layers) {
         if (layer.is_input()) continue;

@@ -111,6 +111,13 @@ void write_model(const std::string& path, const ModelFile& model) {
             const std::string prefix = "weight" + std::to_string(i);
             put_text(nc, tmp, prefix + "_inputLayer", w.input_layer);
             put_text(nc, tmp, prefix + "_outputLayer", w.output_layer);
+            put_int(nc, tmp, prefix + "_bShared", w.shared ? 1 : 0);
+            if (w.shared) {
+                put_text(nc, tmp, prefix + "_sourceInputLayer", w.source_input_layer);
+                put_text(nc, tmp, prefix + "_sourceOutputLayer", w.source_output_layer);
+                put_int(nc, tmp, prefix + "_bTransposed", w.transposed ? 1 : 0);
+                continue;  // the matrix is stored with its owner
+            }
             int dims[2];
             nc_check(nc_def_dim(nc, (prefix + "_height").c_str(), w.rows, &dims[0]), tmp,
                      "defining " + prefix);
@@ -127,7 +134,7 @@ void write_model(const std::string& path, const ModelFile& model) {
         }
         nc_check(nc_enddef(nc), tmp, "finishing the header");
         for (size_t i = 0; i < model.weights.size(); ++i) {
-            if (model.weights[i].values.empty()) continue;
+            if (model.weights[i].shared || model.weights[i].values.empty()) continue;
             nc_check(nc_put_var_float(nc, weight_vars[i], model.weights[i].values.data()), tmp,
                      "writing weight" + std::to_string(i));
         }
@@ -191,7 +198,18 @@ ModelFile read_model(const std::string& path) {
         }
         w.rows = in->n;
         w.cols = out->n;
-        w.values = read_vector(nc, path, prefix + "_weights", w.rows * w.cols);
+        nc_type type;
+        size_t len = 0;
+        if (nc_inq_att(nc, NC_GLOBAL, (prefix + "_bShared").c_str(), &type, &len) == NC_NOERR) {
+            w.shared = get_int(nc, path, prefix + "_bShared") != 0;
+        }
+        if (w.shared) {
+            w.source_input_layer = get_text(nc, path, prefix + "_sourceInputLayer");
+            w.source_output_layer = get_text(nc, path, prefix + "_sourceOutputLayer");
+            w.transposed = get_int(nc, path, prefix + "_bTransposed") != 0;
+        } else {
+            w.values = read_vector(nc, path, prefix + "_weights", w.rows * w.cols);
+        }
         model.weights.push_back(std::move(w));
     }
     for (int i = 0;; ++i) {

@@ -5,6 +5,10 @@
 //   variables: weight<i>_weights [weight<i>_height = source units, weight<i>_width = units]
 //     (row-major, output contiguous, as DSSTNE); bias<j> [units] with the global attribute
 //     bias<j>_layer naming its (non-input) layer.
+//   Shared weights (SharedWeights), as DSSTNE: every weight<i> has weight<i>_bShared (0 or 1);
+//     a shared one has weight<i>_sourceInputLayer, weight<i>_sourceOutputLayer and
+//     weight<i>_bTransposed and no variable: its matrix is stored once, with the owner edge.
+//     A file without weight<i>_bShared (written before ties existed) reads as unshared.
 #pragma once
 
 #include <string>
@@ -19,7 +23,12 @@ struct ModelWeight {
     std::string output_layer;
     uint64_t rows = 0;          // input units
     uint64_t cols = 0;          // output units
-    std::vector<float> values;  // [rows, cols]
+    std::vector<float> values;  // [rows, cols]; empty when shared
+    // Uses the matrix of source_input_layer -> source_output_layer (transposed or not).
+    bool shared = false;
+    bool transposed = false;
+    std::string source_input_layer;
+    std::string source_output_layer;
 };
 
 struct ModelBias {

@@ -29,6 +29,7 @@ using io::NcFile;
 // DSSTNE's dataset attribute bits (NNEnum.h).
 constexpr uint64_t kAttrSparse = 1;
 constexpr uint64_t kAttrBoolean = 2;
+constexpr uint64_t kAttrSparseIgnoreZero = 32;
 constexpr uint64_t kAttrIndexed = 64;
 constexpr uint64_t kAttrWeighted = 128;
 
@@ -429,6 +430,8 @@ Dataset Reader::read_dataset(size_t n) const {
 
     if ((attributes & kAttrSparse) != 0) {
         read_sparse(n, label, attributes, d);
+        // SparseIgnoreZero concerns sparse targets only; DSSTNE ignores it on dense data.
+        d.sparse_ignore_zero = (attributes & kAttrSparseIgnoreZero) != 0;
     } else {
         read_dense(n, label, attributes, d);
     }
@@ -778,7 +781,8 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
                      path, "writing attribute '" + att + "'");
             const uint64_t attributes = (d.dense ? 0 : kAttrSparse) | (boolean ? kAttrBoolean : 0) |
                                         (d.is_indexed() ? kAttrIndexed : 0) |
-                                        (d.is_weighted() ? kAttrWeighted : 0);
+                                        (d.is_weighted() ? kAttrWeighted : 0) |
+                                        (d.sparse_ignore_zero ? kAttrSparseIgnoreZero : 0);
             put_uint_att(nc, path, indexed("attributes", n), static_cast<uint32_t>(attributes));
             put_uint_att(nc, path, indexed("kind", n), 0);
             put_uint_att(nc, path, indexed("dataType", n), boolean ? kTypeUInt : kTypeFloat);

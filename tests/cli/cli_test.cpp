@@ -127,10 +127,10 @@ TEST_F(Cli, UnknownConfigKeyNamesThePath) {
 
 TEST_F(Cli, NotImplementedKeyIsNamed) {
     std::string text = kConfig;
-    text.replace(text.find("\"Sparse\": true"), 14, "\"Sparse\": true, \"Skip\": \"Hidden\"");
+    text.replace(text.find("\"Sparse\": true"), 14, "\"Sparse\": true, \"Kernel\": 3");
     testing::write_file(config_, text);
     expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_,
-                   {"not implemented yet: Skip"});
+                   {"not implemented yet: Kernel"});
 }
 
 TEST_F(Cli, CorruptDatasetNamesTheFile) {
@@ -157,9 +157,13 @@ TEST_F(Cli, BadFlagsAreUsageErrors) {
     expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_ + " --frobnicate",
                    {"--frobnicate"}, 2);
     expect_failure("train -i " + data_ + " -n " + model_, {"-c"}, 2);
+    expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_ + " --optimizer adamax",
+                   {"adamax", "rmsprop"}, 2);
+    expect_failure("train -c " + config_ + " -i " + data_ + " -n " + model_ + " -mu 1.5",
+                   {"mu", "1.5", "[0, 1)"}, 2);
     expect_failure(
-        "train -c " + config_ + " -i " + data_ + " -n " + model_ + " --optimizer rmsprop",
-        {"rmsprop"}, 2);
+        "train -c " + config_ + " -i " + data_ + " -n " + model_ + " --sparse-updates eager",
+        {"eager", "exact, lazy"}, 2);
     expect_failure("frobnicate", {"unknown command"}, 2);
 }
 

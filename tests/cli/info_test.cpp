@@ -115,17 +115,20 @@ struct Fixture {
         expected.push_back(expect("clicks", "sparse indicator", lengths, 100, 200, 0));
         expected.back().stored_nonzeros = expected.back().nonzeros;
 
-        // Sparse analog, weighted: 30 rows over 12 columns, row r holds r % 5 columns.
+        // Sparse analog, weighted, SparseIgnoreZero: 30 rows over 12 columns, row r holds r % 5
+        // columns.
         Dataset ratings = build("ratings", 30, 12, true, [](uint64_t r) {
             std::vector<uint32_t> cols;
             for (uint32_t k = 0; k < r % 5; ++k) cols.push_back(2 * k + 1);
             return cols;
         });
         for (uint64_t r = 0; r < 30; ++r) ratings.weights.push_back(0.1f * float(r));
+        ratings.sparse_ignore_zero = true;
         datasets.push_back(ratings);
         lengths.clear();
         for (uint64_t r = 0; r < 30; ++r) lengths.push_back(r % 5);
-        expected.push_back(expect("ratings", "sparse analog, weighted", lengths, 12, 30, 0));
+        expected.push_back(
+            expect("ratings", "sparse analog, weighted, ignore zero", lengths, 12, 30, 0));
         expected.back().stored_nonzeros = expected.back().nonzeros;
 
         // Dense analog, indexed: 5 stored rows of lengths 2 6 0 3 1 over 6 columns; 40 examples,
@@ -214,6 +217,7 @@ TEST(InfoCli, DatasetFileJson) {
         EXPECT_EQ(d["kind"].asString(), e.kind.substr(0, e.kind.find(',')));
         EXPECT_EQ(d["weighted"].asBool(), contains(e.kind, "weighted"));
         EXPECT_EQ(d["indexed"].asBool(), contains(e.kind, "indexed"));
+        EXPECT_EQ(d["ignore_zero"].asBool(), contains(e.kind, "ignore zero"));
         EXPECT_EQ(d["examples"].asUInt64(), e.examples);
         EXPECT_EQ(d["stored_rows"].asUInt64(), e.stored_rows);
         EXPECT_EQ(d["columns"].asUInt64(), e.columns);
@@ -305,6 +309,67 @@ TEST(InfoCli, ModelFile) {
     const Dataset input = Dataset::read(data, "gl_input");
     EXPECT_EQ(d["datasets"][0]["examples"].asUInt64(), 60u);
     EXPECT_EQ(d["datasets"][0]["nonzeros"].asUInt64(), input.nnz());
+}
+
+// A tied autoencoder trained by the CLI: the decoder edge is listed as sharing the encoder's
+// matrix, which is counted once.
+TEST(InfoCli, TiedModelCountsTheSharedMatrixOnce) {
+    TempDir dir;
+    const std::string data = dir.file("data.nc");
+    const std::string config = dir.file("net.json");
+    const std::string model = dir.file("model.nc");
+    testing::write_file(config, R"({
+      "Name": "tied", "ErrorFunction": "CrossEntropy",
+      "Layers": [
+        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "gl_input", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": 12},
+        {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "gl_output",
+         "SharedWeights": {"InputLayer": "Hidden", "SourceInputLayer": "Input",
+                           "SourceOutputLayer": "Hidden", "Transposed": true}}
+      ]})");
+    std::string out;
+    ASSERT_EQ(run("generate -o " + data + " --users 60 --items 25 --nnz 400 -q", &out), 0) << out;
+    ASSERT_EQ(run("train -c " + config + " -i " + data + " -n " + model + " -e 1 -b 16 -q", &out),
+              0)
+        << out;
+    const uint64_t weights = 25 * 12, biases = 12 + 25;
+    ASSERT_EQ(run("info " + model, &out), 0) << out;
+    EXPECT_TRUE(contains(out, "Input -> Hidden   25 x 12\n")) << out;
+    EXPECT_TRUE(contains(out, "Hidden -> Output  12 x 25  shares Input -> Hidden (transposed)\n"))
+        << out;
+    EXPECT_TRUE(contains(out, "parameters " + std::to_string(weights + biases) + " (weights " +
+                                  std::to_string(weights) + ", biases " + std::to_string(biases) +
+                                  ")\n"))
+        << out;
+    ASSERT_EQ(run("info --json " + model, &out), 0) << out;
+    const Json::Value m = parse_json(out)["files"][0]["model"];
+    EXPECT_EQ(m["parameters"].asUInt64(), weights + biases);
+    ASSERT_EQ(m["weights"].size(), 2u);
+    EXPECT_FALSE(m["weights"][0].isMember("shares"));
+    EXPECT_EQ(m["weights"][1]["shares"]["from"].asString(), "Input");
+    EXPECT_EQ(m["weights"][1]["shares"]["to"].asString(), "Hidden");
+    EXPECT_TRUE(m["weights"][1]["shares"]["transposed"].asBool());
+
+    // The model predicts and evaluates, with the output layer named or not.
+    ASSERT_EQ(run("predict -n " + model + " --input " + data + " -k 3 --output-layer Output", &out),
+              0)
+        << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 60) << out;
+    std::string named;
+    ASSERT_EQ(run("evaluate -n " + model + " --input " + data + " --heldout " + data +
+                      " -k 5 --output-layer Output",
+                  &named),
+              0)
+        << named;
+    ASSERT_EQ(
+        run("evaluate -n " + model + " --input " + data + " --heldout " + data + " -k 5", &out), 0)
+        << out;
+    EXPECT_EQ(named, out);
+    EXPECT_NE(run("evaluate -n " + model + " --input " + data + " --heldout " + data +
+                      " --output-layer Nope",
+                  &out),
+              0);
+    EXPECT_TRUE(contains(out, "no layer 'Nope'")) << out;
 }
 
 TEST(InfoCli, BadFilesFailWithTheirPath) {

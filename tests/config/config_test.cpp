@@ -510,7 +510,6 @@ TEST(ConfigNotImplemented, DsstneTopLevelKeysAreRejectedByName) {
         {"LRN", R"({ "k": 2 })"},
         {"Maxout", R"({ "k": 2 })"},
         {"DeltaBoost", R"({ "one": 30.0, "zero": 1.0 })"},
-        {"Decay", "0.01"},
     };
     for (const auto& [key, value] : keys) {
         expect_not_implemented(net("\"" + key + "\": " + value + ","), "$." + key, key);
@@ -525,10 +524,6 @@ TEST(ConfigNotImplemented, DsstneLayerKeysAreRejectedByName) {
         {"KernelStride", "[1, 1]"},
         {"BatchNormalization", "true"},
         {"Function", R"("Max")"},
-        {"Skip", R"("Input0")"},
-        {"SharedWeights",
-         R"([{ "SourceInputLayer": "Input0", "SourceOutputLayer": "Hidden1",
-               "InputLayer": "Hidden1", "Transposed": true }])"},
     };
     for (const auto& [key, value] : keys) {
         expect_not_implemented(net("", "", ", \"" + key + "\": " + value), "$.Layers[1]." + key,
@@ -570,15 +565,15 @@ TEST(ConfigUnknownKey, TopLevelNamesPathAndListsValidKeys) {
                          "expected one of the keys valid here: Version, Name, Kind, "
                          "ErrorFunction, ScaledMarginalCrossEntropy, "
                          "DataScaledMarginalCrossEntropy, Denoising, SparsenessPenalty, RELUSlope, "
-                         "Slope, ELUAlpha, SELULambda, ShuffleIndices, Layers"});
+                         "Slope, ELUAlpha, SELULambda, ShuffleIndices, Decay, Training, Layers"});
 }
 
 TEST(ConfigUnknownKey, LayerLevelNamesPathAndListsValidKeys) {
     expect_config_error(net("", "", R"(, "Dropout": 0.5)"),
                         {"$.Layers[1].Dropout: unknown key \"Dropout\"",
-                         "Name, Kind, Type, N, Sparse, DataSet, Source, Activation, RELUSlope, "
-                         "Slope, ELUAlpha, SELULambda, pDropout, WeightInit, WeightNorm, "
-                         "DeltaNorm, SparsenessPenalty"});
+                         "Name, Kind, Type, N, Sparse, DataSet, Source, Skip, SharedWeights, "
+                         "Activation, RELUSlope, Slope, ELUAlpha, SELULambda, pDropout, "
+                         "WeightInit, WeightNorm, DeltaNorm, SparsenessPenalty"});
 }
 
 TEST(ConfigUnknownKey, NestedObjectsNamePathAndListValidKeys) {

@@ -1,6 +1,6 @@
 // Indexed and weighted datasets in the engine: an indexed dataset is bound as its expanded copy,
 // so it trains and predicts exactly like that copy; weights on inputs are ignored and weights on
-// outputs are refused until the loss supports them.
+// outputs scale each example's loss (example_weights_test.cpp checks them in detail).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -144,23 +144,26 @@ TEST(IndexedTraining, ExampleCountsMustAgree) {
     }
 }
 
-TEST(WeightedTraining, OutputWeightsAreNotImplementedInputWeightsAreIgnored) {
+TEST(WeightedTraining, OutputWeightsScaleTheLossInputWeightsAreIgnored) {
     const Dataset in = indexed_data("in").expanded();
     Dataset weighted_out = renamed(in, "out");
     weighted_out.weights.assign(weighted_out.examples(), 2.0f);
+    const Dataset plain_out = renamed(in, "out");
     const NetworkConfig config = NetworkConfig::from_json(kAutoencoder);
     Network net = Network::create(config, {{"in", in.cols}, {"out", in.cols}}, cpu());
-    try {
-        Trainer trainer(net, {{"in", &in}, {"out", &weighted_out}}, options());
-        FAIL() << "expected an error";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.category(), ErrorCategory::kNotImplemented);
-        const std::string msg = e.what();
-        EXPECT_NE(msg.find("'out'"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("per-example weights in the loss are not implemented yet (issue 4)"),
-                  std::string::npos)
-            << msg;
-    }
+    // Every example weighted 2: every loss doubles exactly (x2 is exact in floating point).
+    Trainer weighted(net, {{"in", &in}, {"out", &weighted_out}}, options());
+    Trainer plain(net, {{"in", &in}, {"out", &plain_out}}, options());
+    const double plain_loss = plain.evaluate_loss();
+    EXPECT_GT(plain_loss, 0.0);
+    EXPECT_EQ(weighted.evaluate_loss(), 2.0 * plain_loss);
+    // An indexed weighted output (weights per example, rows shared) trains like its expansion.
+    Dataset indexed_out = renamed(indexed_data("x"), "out");
+    for (uint64_t e = 0; e < indexed_out.examples(); ++e)
+        indexed_out.weights.push_back(0.5f + float(e % 3));
+    const Outcome a = train_and_predict(in, indexed_out);
+    const Outcome b = train_and_predict(in, indexed_out.expanded());
+    EXPECT_EQ(a.parameters, b.parameters);
 
     // Weights on the input change nothing: same parameters as without them.
     Dataset weighted_in = in;

@@ -639,5 +639,52 @@ TEST(DatasetKindsCorrupt, WriterRejectsInvalidKinds) {
     EXPECT_TRUE(contains(msg, "weights has 2 entries")) << msg;
 }
 
+// SparseIgnoreZero (attribute bit 32): written for sparse datasets that set it, read back, kept
+// by expanded(); on a dense dataset DSSTNE ignores the bit, and so does the reader.
+TEST(DatasetKinds, SparseIgnoreZeroRoundTripsAsAttributeBit32) {
+    TempDir dir;
+    const std::string path = dir.file("ignore_zero.nc");
+    Dataset on = testing::random_dataset(6, 9, RowShape::kUniform, true, 3, "targets");
+    on.sparse_ignore_zero = true;
+    Dataset off = testing::random_dataset(4, 9, RowShape::kUniform, false, 4, "plain");
+    write_datasets(path, {on, off});
+    int nc;
+    nc_ok(nc_open(path.c_str(), NC_NOWRITE, &nc));
+    unsigned a0 = 0, a1 = 0;
+    nc_ok(nc_get_att_uint(nc, NC_GLOBAL, "attributes0", &a0));
+    nc_ok(nc_get_att_uint(nc, NC_GLOBAL, "attributes1", &a1));
+    nc_ok(nc_close(nc));
+    EXPECT_EQ(a0, 1u + 32u);  // Sparse | SparseIgnoreZero (analog)
+    EXPECT_EQ(a1, 1u + 2u);   // Sparse | Boolean
+    const std::vector<Dataset> back = read_datasets(path);
+    ASSERT_EQ(back.size(), 2u);
+    expect_same(back[0], on);
+    EXPECT_TRUE(back[0].sparse_ignore_zero);
+    EXPECT_FALSE(back[1].sparse_ignore_zero);
+    Dataset indexed = back[0];
+    indexed.example_rows = {0, 0, 5};
+    EXPECT_TRUE(indexed.expanded().sparse_ignore_zero);
+
+    // A DSSTNE file with the bit on its indexed sparse dataset.
+    RawFile f = indexed_sparse();
+    f.set_att("attributes0", 1 + 2 + 32 + 64 + 128);
+    const std::string raw = dir.file("raw_ignore_zero.nc");
+    f.write(raw);
+    EXPECT_TRUE(Dataset::read(raw).sparse_ignore_zero);
+    // On dense data the bit is ignored (DSSTNE's dense kernels never look at it).
+    RawFile dense = dense_weighted();
+    dense.set_att("attributes0", 128 + 32);
+    dense.write(raw);
+    const Dataset d = Dataset::read(raw);
+    EXPECT_TRUE(d.dense);
+    EXPECT_FALSE(d.sparse_ignore_zero);
+    // In memory a dense dataset with the flag is invalid, so it is never written.
+    Dataset bad = d;
+    bad.sparse_ignore_zero = true;
+    const std::string msg =
+        expect_error([&] { write_datasets(dir.file("bad.nc"), {bad}); }, ErrorCategory::kData);
+    EXPECT_TRUE(contains(msg, "sparse_ignore_zero")) << msg;
+}
+
 }  // namespace
 }  // namespace sparsenet

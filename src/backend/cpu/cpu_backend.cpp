@@ -23,6 +23,7 @@ cpu::CsrT<float> csr(const CsrBatchView& x) {
     v.offsets = x.offsets;
     v.indices = x.indices;
     v.values = x.values;
+    v.weights = x.weights;
     v.rows = x.batch.rows;
     v.first_row = x.batch.first_row;
     v.batch = x.batch.batch;
@@ -164,14 +165,23 @@ void CpuBackend::normalize_columns(float max_norm, MatrixView w) {
     cpu::normalize_columns(max_norm, mat(w), threads_);
 }
 
+void CpuBackend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) {
+    cpu::add_matrix(alpha, cmat(x), beta, mat(y), threads_);
+}
+
+void CpuBackend::scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) {
+    cpu::scatter_rows(row_grad(grad), beta, mat(dense), threads_);
+}
+
 void CpuBackend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
                                 ConstMatrixView g, float* state1, float* state2) {
     cpu::optimizer_step(step, mat(w), cmat(g), state1, state2, threads_);
 }
 
 void CpuBackend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
-                                     const SparseRowGrad& grad, float* state1, float* state2) {
-    cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, rows_step_scratch_,
+                                     const SparseRowGrad& grad, float* state1, float* state2,
+                                     SparseUpdate mode) {
+    cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, mode, rows_step_scratch_,
                              threads_);
 }
 

@@ -50,10 +50,13 @@ class CpuBackend final : public Backend {
                             double* loss_sum) override;
     void normalize_rows(float max_norm, MatrixView m) override;
     void normalize_columns(float max_norm, MatrixView w) override;
+    void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
+    void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) override;
     void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
                         float* state1, float* state2) override;
     void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
-                             const SparseRowGrad& grad, float* state1, float* state2) override;
+                             const SparseRowGrad& grad, float* state1, float* state2,
+                             SparseUpdate mode) override;
     void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k, float* out_scores,
                uint32_t* out_indices) override;
 

@@ -88,6 +88,7 @@ struct CsrT {
     const uint64_t* offsets = nullptr;  // [matrix rows + 1]
     const uint32_t* indices = nullptr;  // [nnz], local column ids < cols
     const T* values = nullptr;          // [nnz], or nullptr: every stored entry is 1
+    const T* weights = nullptr;         // [matrix rows] example weights, or nullptr (all 1)
     const uint32_t* rows = nullptr;     // [batch] example ids, or nullptr: first_row + b
     uint64_t first_row = 0;
     size_t batch = 0;
@@ -98,6 +99,7 @@ struct CsrT {
     uint64_t begin(size_t b) const { return offsets[example(b)]; }
     uint64_t end(size_t b) const { return offsets[example(b) + 1]; }
     T value(uint64_t e) const { return values != nullptr ? values[e] : T(1); }
+    T weight(size_t b) const { return weights != nullptr ? weights[example(b)] : T(1); }
 };
 
 // SparseRowGrad with values of type T.

@@ -174,6 +174,28 @@ void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
     }
 }
 
+// y := alpha * x + beta * y (beta == 0 overwrites, NaNs in y included). One element per thread
+// iteration, no reduction: bit-identical for any thread count.
+template <class T>
+void add_matrix(T alpha, CMatT<T> x, T beta, MatT<T> y, int threads) {
+    check(x.rows == y.rows && x.cols == y.cols, "add_matrix", "shapes of x and y differ");
+    const size_t rows = y.rows, n = y.cols;
+    if (rows == 0 || n == 0) return;
+    const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) {
+        const T* __restrict xr = x.row(r);
+        T* __restrict yr = y.row(r);
+        if (beta == T(0)) {
+#pragma omp simd
+            for (size_t j = 0; j < n; ++j) yr[j] = alpha * xr[j];
+        } else {
+#pragma omp simd
+            for (size_t j = 0; j < n; ++j) yr[j] = alpha * xr[j] + beta * yr[j];
+        }
+    }
+}
+
 // ---- dropout ----
 
 // In place: m[r, c] := kept ? scale * m[r, c] + shift : dropped, kept iff
@@ -304,19 +326,20 @@ void normalize_columns(float max_norm, MatT<T> w, int threads) {
 // ---- optimizers ----
 
 // One row of optimizer_update with the kind fixed at compile time (state pointers a kind does
-// not use may be null).
+// not use may be null: those kinds get a private dummy per element).
 template <OptimizerKind K, class T>
 inline void optimizer_row(const formulas::OptimizerStep& step, T* __restrict w,
                           const T* __restrict g, T* __restrict s1, T* __restrict s2, size_t n) {
     formulas::OptimizerStep p = step;
     p.kind = K;
-    if constexpr (K == OptimizerKind::kSgd) {
+    constexpr int slots = formulas::optimizer_state_slots(K);
+    if constexpr (slots == 0) {
 #pragma omp simd
         for (size_t j = 0; j < n; ++j) {
             T u1 = T(0), u2 = T(0);
             formulas::optimizer_update(p, w[j], g[j], u1, u2);
         }
-    } else if constexpr (K == OptimizerKind::kMomentum) {
+    } else if constexpr (slots == 1) {
 #pragma omp simd
         for (size_t j = 0; j < n; ++j) {
             T u2 = T(0);
@@ -340,6 +363,21 @@ inline void dispatch_optimizer(OptimizerKind kind, F&& f) {
             return;
         case O::kAdam:
             f(std::integral_constant<O, O::kAdam>{});
+            return;
+        case O::kNesterov:
+            f(std::integral_constant<O, O::kNesterov>{});
+            return;
+        case O::kAdaGrad:
+            f(std::integral_constant<O, O::kAdaGrad>{});
+            return;
+        case O::kRmsProp:
+            f(std::integral_constant<O, O::kRmsProp>{});
+            return;
+        case O::kAdaDelta:
+            f(std::integral_constant<O, O::kAdaDelta>{});
+            return;
+        case O::kAdamW:
+            f(std::integral_constant<O, O::kAdamW>{});
             return;
     }
     internal_error("unknown optimizer kind");
@@ -372,12 +410,16 @@ void optimizer_step(const formulas::OptimizerStep& step, MatT<T> w, CMatT<T> g, 
     });
 }
 
-// Update from a row-sparse gradient, equal to optimizer_step with a dense gradient that is
-// grad.values at grad.rows and zero elsewhere. SGD without L2 visits only the touched rows;
-// otherwise every row is updated (untouched rows see a zero gradient row).
+// Update from a row-sparse gradient (the rows grad.rows, zero elsewhere).
+//  * SparseUpdate::kExact: equal to optimizer_step with the zero-filled dense gradient. When a
+//    zero gradient is a no-op (formulas::zero_gradient_is_noop: SGD or AdaGrad without L1/L2)
+//    only the touched rows are visited; otherwise every row is updated (untouched rows see a
+//    zero gradient row: state decays, momentum keeps moving, regularisation shrinks).
+//  * SparseUpdate::kLazy: only the touched rows (weights and state) are updated.
 template <class T>
 void optimizer_step_rows(const formulas::OptimizerStep& step, MatT<T> w, const RowGradT<T>& grad,
-                         T* state1, T* state2, RowsStepScratch<T>& scratch, int threads) {
+                         T* state1, T* state2, SparseUpdate mode, RowsStepScratch<T>& scratch,
+                         int threads) {
     check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
     check_state(step, state1, state2, "optimizer_step_rows");
     const size_t rows = w.rows, n = w.cols;
@@ -387,13 +429,18 @@ void optimizer_step_rows(const formulas::OptimizerStep& step, MatT<T> w, const R
     for (size_t i = 0; i < count; ++i)
         check(grad.rows[i] < rows, "optimizer_step_rows", "gradient row id out of range");
 
-    if (step.kind == OptimizerKind::kSgd && step.l2 == 0.0f) {
+    if (mode == SparseUpdate::kLazy || formulas::zero_gradient_is_noop(step)) {
         const bool par = parallel_worth(count * n, threads);
+        dispatch_optimizer(step.kind, [&](auto k_const) {
+            constexpr OptimizerKind K = decltype(k_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
-        for (size_t i = 0; i < count; ++i)
-            optimizer_row<OptimizerKind::kSgd>(step, w.row(grad.rows[i]), grad.values + i * n,
-                                               static_cast<T*>(nullptr), static_cast<T*>(nullptr),
-                                               n);
+            for (size_t i = 0; i < count; ++i) {
+                const size_t off = size_t(grad.rows[i]) * w.ld;
+                optimizer_row<K>(step, w.data + off, grad.values + i * n,
+                                 state1 ? state1 + off : nullptr, state2 ? state2 + off : nullptr,
+                                 n);
+            }
+        });
         return;
     }
 

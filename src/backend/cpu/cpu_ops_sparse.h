@@ -178,6 +178,45 @@ void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
     }
 }
 
+// ---- scatter_rows ----
+
+// dense := beta * dense + G with G = grad.values at rows grad.rows, zero elsewhere (beta == 0
+// overwrites every row of dense). The row ids are unique, so each dense row is written by one
+// thread: bit-identical for any thread count. Cost O(rows * cols) when beta != 1, else
+// O(count * cols).
+template <class T>
+void scatter_rows(const RowGradT<T>& grad, T beta, MatT<T> dense, int threads) {
+    check(grad.cols == dense.cols, "scatter_rows", "gradient width != dense width");
+    const size_t rows = dense.rows, n = dense.cols;
+    const size_t count = *grad.count;
+    check(count <= grad.capacity, "scatter_rows", "row count exceeds the capacity");
+    for (size_t i = 0; i < count; ++i)
+        check(grad.rows[i] < rows, "scatter_rows", "gradient row id out of range");
+    if (rows == 0 || n == 0) return;
+    if (beta != T(1)) {
+        const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t r = 0; r < rows; ++r) {
+            T* __restrict dr = dense.row(r);
+            if (beta == T(0)) {
+#pragma omp simd
+                for (size_t j = 0; j < n; ++j) dr[j] = T(0);
+            } else {
+#pragma omp simd
+                for (size_t j = 0; j < n; ++j) dr[j] *= beta;
+            }
+        }
+    }
+    const bool par = parallel_worth(count * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t i = 0; i < count; ++i) {
+        T* __restrict dr = dense.row(grad.rows[i]);
+        const T* __restrict g = grad.values + i * n;
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) dr[j] += g[j];
+    }
+}
+
 // ---- output_delta ----
 
 // One row of output_delta with the activation and loss kind fixed at compile time. Returns the
@@ -274,11 +313,11 @@ inline double output_delta_row(const formulas::LossParams& params,
     return loss;
 }
 
-// delta := scale * dL/dz for an output layer with activation act and sparse targets (a dense
-// zero-target pass plus a correction at the stored entries; targets are never densified; with
-// loss.ignore_zero only the stored entries). If loss_sum is not null, *loss_sum += the unscaled
-// batch loss, summed per row in double and then over rows in row order (row_loss is the
-// caller's scratch).
+// delta := scale * w_b * dL/dz for an output layer with activation act and sparse targets (a
+// dense zero-target pass plus a correction at the stored entries; targets are never densified;
+// with loss.ignore_zero only the stored entries), w_b = target.weight(b). If loss_sum is not
+// null, *loss_sum += the unscaled batch loss, each row's loss times w_b, summed per row in double
+// and then over rows in row order (row_loss is the caller's scratch).
 template <class T>
 void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                   CMatT<T> a, const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
@@ -300,9 +339,14 @@ void output_delta(const formulas::LossParams& loss, const formulas::ActivationPa
             auto run = [&](auto m_const) {
                 constexpr bool M = decltype(m_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
-                for (size_t b = 0; b < rows; ++b)
-                    rl[b] = output_delta_row<T, A, K, M>(loss, act, a.row(b), target, b, scale,
-                                                         delta.row(b), n, want_loss);
+                for (size_t b = 0; b < rows; ++b) {
+                    // The example's weight scales its delta and its loss (1 when unweighted, so
+                    // unweighted results are unchanged bit for bit).
+                    const T wb = target.weight(b);
+                    rl[b] = double(wb) * output_delta_row<T, A, K, M>(loss, act, a.row(b), target,
+                                                                      b, scale * wb, delta.row(b),
+                                                                      n, want_loss);
+                }
             };
             if constexpr (K == ErrorFunction::kCrossEntropy) {
                 if (loss.multinomial) {

@@ -1,0 +1,154 @@
+// `sparsenet train` with a Training section in the config: the file alone fixes the run, and
+// each command-line flag overrides its key. A one-weight network (output = w + b, L2 loss,
+// target 2) makes every run computable here by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "sparsenet/dataset.h"
+#include "sparsenet/network.h"
+#include "support/test_support.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::TempDir;
+
+std::string config_with(const std::string& training) {
+    return R"({ "Name": "one", "ErrorFunction": "L2", )" + training + R"(
+      "Layers": [
+        { "Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true },
+        { "Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "y", "Activation": "Linear",
+          "WeightInit": { "Scheme": "Constant", "Scale": 0.5, "Bias": 0.25 } } ] })";
+}
+
+// Momentum on the single example: w and b get the same update, w + b starts at 0.75.
+struct Expected {
+    double w, b;
+};
+Expected momentum(double alpha, double mu, int steps, double decay = 0.0) {
+    double w = 0.5, b = 0.25, v = 0.0;
+    for (int t = 1; t <= steps; ++t) {
+        const double delta = w + b - 2.0;
+        v = mu * v - alpha / (1.0 + decay * (t - 1)) * delta;
+        w += v;
+        b += v;
+    }
+    return {w, b};
+}
+
+class TrainOptionsCli : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        Dataset x;
+        x.name = "x";
+        x.rows = 1;
+        x.cols = 1;
+        x.offsets = {0, 1};
+        x.indices = {0};
+        Dataset y = x;
+        y.name = "y";
+        y.values = {2.0f};
+        data_ = dir_.file("data.nc");
+        write_datasets(data_, {x, y});
+        config_ = dir_.file("net.json");
+        model_ = dir_.file("model.nc");
+        metrics_ = dir_.file("metrics.jsonl");
+    }
+
+    // Trains with the given Training section and flags; returns (w, b) from the model file and
+    // the number of epochs reported.
+    Expected train(const std::string& training, const std::string& flags, int* epochs) {
+        testing::write_file(config_, config_with(training));
+        std::filesystem::remove(model_);
+        std::filesystem::remove(metrics_);
+        std::string out;
+        const int rc = testing::run_command(
+            std::string(SPARSENET_CLI_PATH) + " train -c " + config_ + " -i " + data_ + " -n " +
+                model_ + " --device cpu --metrics-out " + metrics_ + " " + flags + " -q",
+            &out);
+        EXPECT_EQ(rc, 0) << out;
+        const std::string metrics = testing::read_file(metrics_);
+        *epochs = int(std::count(metrics.begin(), metrics.end(), '\n'));
+        NetworkOptions no;
+        no.device = "cpu";
+        const Network net = Network::load(model_, no);
+        return {net.get_parameter("weight:In->Out")[0], net.get_parameter("bias:Out")[0]};
+    }
+
+    TempDir dir_;
+    std::string data_, config_, model_, metrics_;
+};
+
+const char* kSection = R"("Training": { "Optimizer": "Momentum", "Alpha": 0.3, "Mu": 0.5,
+    "Epochs": 4, "BatchSize": 1, "Seed": 3 },)";
+
+TEST_F(TrainOptionsCli, TheTrainingSectionAloneFixesTheRun) {
+    int epochs = 0;
+    const Expected got = train(kSection, "", &epochs);
+    EXPECT_EQ(epochs, 4);
+    const Expected want = momentum(0.3, 0.5, 4);
+    EXPECT_NEAR(got.w, want.w, 1e-5);
+    EXPECT_NEAR(got.b, want.b, 1e-5);
+    // By hand, the first two steps: v = 0.375 then 0.5 * 0.375 + 0.3 * 0.5 = 0.3375.
+    const Expected two = momentum(0.3, 0.5, 2);
+    EXPECT_NEAR(two.w, 0.5 + 0.375 + 0.3375, 1e-12);
+}
+
+TEST_F(TrainOptionsCli, FlagsOverrideTheirKeysOnly) {
+    int epochs = 0;
+    // -alpha and -e override; Optimizer, Mu, BatchSize and Seed still come from the file.
+    Expected got = train(kSection, "-alpha 0.1 -e 2", &epochs);
+    EXPECT_EQ(epochs, 2);
+    Expected want = momentum(0.1, 0.5, 2);  // v = 0.125, then 0.0625 + 0.1 = 0.1625
+    EXPECT_NEAR(got.w, want.w, 1e-5);
+    EXPECT_NEAR(got.w, 0.5 + 0.125 + 0.1625, 1e-5);
+    EXPECT_NEAR(got.b, want.b, 1e-5);
+
+    // -mu (DSSTNE's flag) overrides Mu; --decay overrides the top-level Decay.
+    got = train(std::string(R"("Decay": 5.0,)") + kSection, "-mu 0.25 --decay 1", &epochs);
+    EXPECT_EQ(epochs, 4);
+    want = momentum(0.3, 0.25, 4, 1.0);
+    EXPECT_NEAR(got.w, want.w, 1e-5);
+    // Without --decay the file's Decay applies.
+    got = train(std::string(R"("Decay": 5.0,)") + kSection, "", &epochs);
+    want = momentum(0.3, 0.5, 4, 5.0);
+    EXPECT_NEAR(got.w, want.w, 1e-5);
+
+    // --optimizer sgd overrides Optimizer: plain steps of alpha * delta.
+    got = train(kSection, "--optimizer sgd -e 1", &epochs);
+    EXPECT_EQ(epochs, 1);
+    EXPECT_NEAR(got.w, 0.5 + 0.3 * 1.25, 1e-6);  // 0.875
+}
+
+TEST_F(TrainOptionsCli, WithoutSectionOrFlagsTheDefaultsApply) {
+    int epochs = 0;
+    // Defaults: SGD, alpha 0.025, 40 epochs (one batch each).
+    const Expected got = train("", "", &epochs);
+    EXPECT_EQ(epochs, 40);
+    double w = 0.5, b = 0.25;
+    for (int t = 0; t < 40; ++t) {
+        const double delta = w + b - 2.0;
+        w -= 0.025 * delta;
+        b -= 0.025 * delta;
+    }
+    EXPECT_NEAR(got.w, w, 1e-5);
+    EXPECT_NEAR(got.b, b, 1e-5);
+}
+
+TEST_F(TrainOptionsCli, BadSectionValuesAreConfigErrors) {
+    testing::write_file(config_, config_with(R"("Training": { "Mu": 2 },)"));
+    std::string out;
+    const int rc = testing::run_command(
+        std::string(SPARSENET_CLI_PATH) + " train -c " + config_ + " -i " + data_ + " -n " + model_,
+        &out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("$.Training.Mu"), std::string::npos) << out;
+    EXPECT_FALSE(std::filesystem::exists(model_));
+}
+
+}  // namespace
+}  // namespace sparsenet

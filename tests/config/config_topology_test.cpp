@@ -1,0 +1,214 @@
+// The topology keys of the network language: Skip and SharedWeights parsed (string or array,
+// object or array, case-insensitive keys), written back by to_json, and every structural mistake
+// reported with its JSON path (unknown or repeated names, cycles through skips, shared edges
+// that do not exist, chains, InputLayer not a source).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sparsenet/config.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet {
+namespace {
+
+#define EXPECT_CONTAINS(haystack, needle)                            \
+    EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+        << "  message: " << (haystack) << "\n  does not contain: " << (needle)
+
+// In (x, 6) -> H1 (4) -> H2 (4) -> Out (y, 6); `h1`, `h2`, `out` are added to those layers
+// (starting with a comma when non-empty).
+std::string net(const std::string& h1 = "", const std::string& h2 = "",
+                const std::string& out = "") {
+    return R"({ "Layers": [
+        { "Name": "In", "Kind": "Input", "N": 6, "DataSet": "x" },
+        { "Name": "H1", "Kind": "Hidden", "N": 4)" +
+           h1 + R"( },
+        { "Name": "H2", "Kind": "Hidden", "N": 4)" +
+           h2 + R"( },
+        { "Name": "Out", "Kind": "Output", "N": 6, "DataSet": "y")" +
+           out + " } ] }";
+}
+
+void expect_config_error(const std::string& json, const std::vector<std::string>& parts) {
+    SCOPED_TRACE(json);
+    try {
+        NetworkConfig::from_json(json, "net.json");
+        FAIL() << "no error thrown";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kConfig) << e.what();
+        EXPECT_CONTAINS(e.what(), "net.json: ");
+        EXPECT_CONTAINS(e.what(), "; expected ");
+        for (const std::string& p : parts) EXPECT_CONTAINS(e.what(), p);
+    }
+}
+
+void expect_round_trip(const NetworkConfig& c) {
+    const std::string json = c.to_json();
+    SCOPED_TRACE(json);
+    const NetworkConfig back = NetworkConfig::from_json(json, "<to_json>");
+    EXPECT_TRUE(back == c);
+    EXPECT_EQ(back.to_json(), json);
+}
+
+const char* const kTie = R"(, "SharedWeights": { "InputLayer": "H1", "SourceInputLayer": "H1",
+                                                "SourceOutputLayer": "H2" })";
+
+// ---------------------------------------------------------------- accepted
+
+TEST(ConfigTopology, SkipTakesANameOrAnArray) {
+    NetworkConfig c = NetworkConfig::from_json(net("", R"(, "Skip": "H1")"));
+    EXPECT_EQ(c.layers[2].skips, std::vector<std::string>{"H1"});
+    EXPECT_TRUE(c.layers[1].skips.empty());
+    c = NetworkConfig::from_json(net("", "", R"(, "Source": "H1", "sKiP": ["H1"])"));
+    EXPECT_EQ(c.layers[3].skips, std::vector<std::string>{"H1"});
+    expect_round_trip(c);
+    EXPECT_CONTAINS(c.to_json(), R"("Source": ["H1"], "Skip": ["H1"], "Activation")");
+    // Absent: not written.
+    EXPECT_EQ(NetworkConfig::from_json(net()).to_json().find("Skip"), std::string::npos);
+}
+
+TEST(ConfigTopology, SharedWeightsTakesAnObjectOrAnArray) {
+    const std::string tied_decoder = R"(, "Source": "H2", "SharedWeights": [
+        { "InputLayer": "H2", "SourceInputLayer": "In", "SourceOutputLayer": "H1",
+          "Transposed": true } ])";
+    // H2 -> Out would need a 4 x 6 matrix: In -> H1 (6 x 4) transposed. (Sizes are the
+    // engine's check; the parser checks names.)
+    NetworkConfig c = NetworkConfig::from_json(net("", "", tied_decoder));
+    ASSERT_EQ(c.layers[3].shared_weights.size(), 1u);
+    const SharedWeights& s = c.layers[3].shared_weights[0];
+    EXPECT_EQ(s.input_layer, "H2");
+    EXPECT_EQ(s.source_input_layer, "In");
+    EXPECT_EQ(s.source_output_layer, "H1");
+    EXPECT_TRUE(s.transposed);
+    expect_round_trip(c);
+    EXPECT_CONTAINS(c.to_json(),
+                    R"("SharedWeights": [{ "InputLayer": "H2", "SourceInputLayer": "In", )"
+                    R"("SourceOutputLayer": "H1", "Transposed": true }])");
+
+    // One object; keys case-insensitive; Transposed false by default.
+    c = NetworkConfig::from_json(net("", R"(, "sharedweights": { "inputlayer": "H1",
+        "SOURCEINPUTLAYER": "In", "sourceOutputLayer": "H1" }, "Source": "H1")"));
+    ASSERT_EQ(c.layers[2].shared_weights.size(), 1u);
+    EXPECT_FALSE(c.layers[2].shared_weights[0].transposed);
+    EXPECT_EQ(c.layers[2].shared_weights[0].source_input_layer, "In");
+    expect_round_trip(c);
+    EXPECT_EQ(NetworkConfig::from_json(net()).to_json().find("SharedWeights"), std::string::npos);
+    // Equality sees the tie.
+    NetworkConfig d = c;
+    d.layers[2].shared_weights[0].transposed = true;
+    EXPECT_FALSE(d == c);
+}
+
+TEST(ConfigTopology, SeveralEntriesOnePerSource) {
+    // Out <- [H1, H2]: H1's edge shares H1 -> H2, H2's edge shares In -> H1 transposed.
+    const NetworkConfig c = NetworkConfig::from_json(net("", "", R"(, "Source": ["H1", "H2"],
+        "SharedWeights": [
+            { "InputLayer": "H1", "SourceInputLayer": "H1", "SourceOutputLayer": "H2" },
+            { "InputLayer": "H2", "SourceInputLayer": "In", "SourceOutputLayer": "H1",
+              "Transposed": true } ])"));
+    EXPECT_EQ(c.layers[3].shared_weights.size(), 2u);
+    expect_round_trip(c);
+}
+
+// ---------------------------------------------------------------- Skip errors
+
+TEST(ConfigTopology, SkipErrorsNameThePath) {
+    expect_config_error(
+        R"({ "Layers": [ { "N": 4, "DataSet": "x", "Skip": "Output1" }, { "N": 4, "DataSet": "y" } ] })",
+        {"$.Layers[0].Skip: Skip is not allowed on Input layers"});
+    expect_config_error(net("", R"(, "Skip": "Nope")"),
+                        {"$.Layers[2].Skip: unknown layer \"Nope\"", "one of In, H1, H2, Out"});
+    expect_config_error(net("", R"(, "Skip": ["H1", "h1"])"),
+                        {"$.Layers[2].Skip[1]: unknown layer \"h1\"", "did you mean \"H1\"?"});
+    expect_config_error(
+        net("", R"(, "Skip": ["H1", "H1"])"),
+        {"$.Layers[2].Skip[1]: layer \"H1\" is listed twice", "each skip at most once"});
+    expect_config_error(net("", R"(, "Skip": [])"), {"$.Layers[2].Skip: empty array"});
+    expect_config_error(net("", R"(, "Skip": 3)"),
+                        {"$.Layers[2].Skip: wrong type: found integer 3"});
+    expect_config_error(net("", R"(, "Skip": [""])"), {"$.Layers[2].Skip[0]: empty string"});
+    // A skip needs the skipped layer first: a cycle through a skip is a cycle.
+    expect_config_error(net(R"(, "Skip": "H2")"),
+                        {"the layer graph has a cycle", "Source or Skip of A"});
+    expect_config_error(net("", R"(, "Skip": "H2")"),
+                        {"$.Layers[2].Skip: the layer graph has a cycle: \"H2\" <- \"H2\""});
+}
+
+// ---------------------------------------------------------------- SharedWeights errors
+
+TEST(ConfigTopology, SharedWeightsEntryErrors) {
+    expect_config_error(net("", R"(, "SharedWeights": { "SourceInputLayer": "H1",
+                                    "SourceOutputLayer": "H2" })"),
+                        {"$.Layers[2].SharedWeights.InputLayer: missing required key InputLayer"});
+    expect_config_error(net("", R"(, "SharedWeights": [{ "InputLayer": "H1",
+                                    "SourceInputLayer": "In" }])"),
+                        {"$.Layers[2].SharedWeights[0].SourceOutputLayer: missing required key"});
+    // DSSTNE's LDL text spells it "Transpose" once; only "Transposed" parses (as in DSSTNE).
+    expect_config_error(net("", R"(, "SharedWeights": { "InputLayer": "H1",
+                                    "SourceInputLayer": "In", "SourceOutputLayer": "H1",
+                                    "Transpose": true })"),
+                        {"$.Layers[2].SharedWeights.Transpose: unknown key \"Transpose\"",
+                         "InputLayer, SourceInputLayer, SourceOutputLayer, Transposed"});
+    expect_config_error(net("", R"(, "SharedWeights": { "InputLayer": "H1",
+                                    "SourceInputLayer": "In", "SourceOutputLayer": "H1",
+                                    "Transposed": "yes" })"),
+                        {"$.Layers[2].SharedWeights.Transposed: wrong type"});
+    expect_config_error(net("", R"(, "SharedWeights": [])"),
+                        {"$.Layers[2].SharedWeights: empty array"});
+    expect_config_error(net("", R"(, "SharedWeights": ["H1"])"),
+                        {"$.Layers[2].SharedWeights[0]: wrong type: found string \"H1\""});
+    expect_config_error(
+        R"({ "Layers": [ { "N": 4, "DataSet": "x", "SharedWeights": {} }, { "N": 4, "DataSet": "y" } ] })",
+        {"$.Layers[0].SharedWeights: SharedWeights is not allowed on Input layers"});
+}
+
+TEST(ConfigTopology, SharedWeightsMustNameEdgesThatOwnTheirMatrix) {
+    // InputLayer must be a Source of this layer.
+    expect_config_error(net("", R"(, "SharedWeights": { "InputLayer": "In",
+                                    "SourceInputLayer": "In", "SourceOutputLayer": "H1" })"),
+                        {"$.Layers[2].SharedWeights.InputLayer: layer \"In\" is not a Source of "
+                         "layer \"H2\"",
+                         "one of this layer's sources: H1"});
+    // At most one entry per source.
+    expect_config_error(net("", R"(, "SharedWeights": [
+            { "InputLayer": "H1", "SourceInputLayer": "In", "SourceOutputLayer": "H1" },
+            { "InputLayer": "H1", "SourceInputLayer": "H1", "SourceOutputLayer": "Out" }])"),
+                        {"$.Layers[2].SharedWeights[1].InputLayer: the edge from \"H1\" is shared "
+                         "twice"});
+    // Unknown layers, with the case hint.
+    expect_config_error(net("", R"(, "SharedWeights": { "InputLayer": "H1",
+                                    "SourceInputLayer": "in", "SourceOutputLayer": "H1" })"),
+                        {"$.Layers[2].SharedWeights.SourceInputLayer: unknown layer \"in\"",
+                         "did you mean \"In\"?"});
+    // The owner edge must exist.
+    expect_config_error(net("", R"(, "SharedWeights": { "InputLayer": "H1",
+                                    "SourceInputLayer": "In", "SourceOutputLayer": "Out" })"),
+                        {"$.Layers[2].SharedWeights: there is no weight matrix \"In\" -> \"Out\"",
+                         "\"In\" is not a Source of \"Out\""});
+    // Not its own matrix.
+    expect_config_error(net("", R"(, "SharedWeights": { "InputLayer": "H1",
+                                    "SourceInputLayer": "H1", "SourceOutputLayer": "H2" })"),
+                        {"the edge \"H1\" -> \"H2\" shares its own matrix"});
+    // No chains: H2's edge shares In -> H1, and Out's edge shares H1 -> H2 (itself shared).
+    expect_config_error(net("", R"(, "SharedWeights": { "InputLayer": "H1",
+                                    "SourceInputLayer": "In", "SourceOutputLayer": "H1",
+                                    "Transposed": true })",
+                            R"(, "SharedWeights": { "InputLayer": "H2",
+                                    "SourceInputLayer": "H1", "SourceOutputLayer": "H2" })"),
+                        {"$.Layers[3].SharedWeights: the edge \"H1\" -> \"H2\" uses a shared "
+                         "matrix itself (chains of shared weights are not allowed, as in DSSTNE)"});
+}
+
+TEST(ConfigTopology, UntransposedTieBetweenSiblingLayers) {
+    // Out <- H1 uses the matrix of H1 -> H2 (both 4 x ...; sizes are the engine's check).
+    const NetworkConfig c =
+        NetworkConfig::from_json(net("", "", R"(, "Source": "H1")" + std::string(kTie)));
+    ASSERT_EQ(c.layers[3].shared_weights.size(), 1u);
+    EXPECT_EQ(c.layers[3].shared_weights[0].source_output_layer, "H2");
+    expect_round_trip(c);
+}
+
+}  // namespace
+}  // namespace sparsenet
