@@ -142,6 +142,10 @@ struct NetworkConfig {
     SmceParams smce;  // also DataScaledMarginalCrossEntropy's margins (either key sets them)
     float denoising_p = 0.0f;
     SparsenessPenalty sparseness_penalty;  // default of Hidden layers with "Sparse": true
+    // DSSTNE's DeltaBoost: output deltas at units with a nonzero target are multiplied by
+    // `one`, at the others by `zero` (the reported loss is not boosted).
+    float delta_boost_one = 1.0f;
+    float delta_boost_zero = 1.0f;
     ActivationDefaults activation_defaults;
     bool shuffle_indices = true;
     // DSSTNE's Decay (>= 0): optimizer step t uses learning rate alpha / (1 + decay * (t - 1)).

@@ -15,6 +15,11 @@ struct LossParams {
     // DSSTNE's SparseIgnoreZero: only the stored targets contribute (absent ones are ignored,
     // not treated as 0). Read by the ops, not by the element formulas below.
     bool ignore_zero = false;
+    // DSSTNE's DeltaBoost: the delta at a unit with a nonzero target is multiplied by boost_one,
+    // elsewhere by boost_zero (element-wise output activations only; the loss is not boosted).
+    // Read by the ops.
+    float boost_one = 1.0f;
+    float boost_zero = 1.0f;
     float one_target = 0.9f;  // SMCE / DataSMCE margins and scales
     float zero_target = 0.1f;
     float one_scale = 1.0f;

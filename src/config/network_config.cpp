@@ -341,6 +341,7 @@ const std::vector<std::string> kTopKeys = {"Version",
                                            "DataScaledMarginalCrossEntropy",
                                            "Denoising",
                                            "SparsenessPenalty",
+                                           "DeltaBoost",
                                            "RELUSlope",
                                            "Slope",
                                            "ELUAlpha",
@@ -350,7 +351,7 @@ const std::vector<std::string> kTopKeys = {"Version",
                                            "Training",
                                            "Layers"};
 const std::vector<std::string> kTopNotImpl = {"WeightsData", "LocalResponseNormalization", "LRN",
-                                              "Maxout", "DeltaBoost"};
+                                              "Maxout"};
 const std::vector<std::string> kTrainingKeys = {"Optimizer", "Alpha",  "Mu",           "Mu1",
                                                 "Epsilon",   "Lambda", "Lambda1",      "Epochs",
                                                 "BatchSize", "Seed",   "SparseUpdates"};
@@ -379,6 +380,7 @@ const std::vector<std::string> kSharedWeightsKeys = {"InputLayer", "SourceInputL
                                                      "SourceOutputLayer", "Transposed"};
 const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
 const std::vector<std::string> kDenoisingKeys = {"p"};
+const std::vector<std::string> kDeltaBoostKeys = {"one", "zero"};
 const std::vector<std::string> kSparsenessKeys = {"p", "beta"};
 const std::vector<std::string> kWeightInitKeys = {"Scheme", "Scale", "Bias"};
 const std::vector<std::string> kNone = {};
@@ -981,6 +983,13 @@ void check_loss_activation(const Ctx& ctx, const NetworkConfig& cfg,
                  "DSSTNE)",
                  "an element-wise output activation such as Sigmoid, or another ErrorFunction");
         }
+        if ((cfg.delta_boost_one != 1.0f || cfg.delta_boost_zero != 1.0f) &&
+            l.activation == Activation::kSoftMax) {
+            fail(ctx, p.activation_path,
+                 "SoftMax cannot be used with DeltaBoost (a SoftMax delta couples every unit of "
+                 "the row, so per-unit boosts have no clear meaning)",
+                 "an element-wise output activation such as Sigmoid, or no DeltaBoost");
+        }
     }
 }
 
@@ -1049,6 +1058,14 @@ NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::
     if (Field f = top.get("SparsenessPenalty")) {
         cfg.sparseness_penalty = parse_sparseness(ctx, f, SparsenessPenalty{});
     }
+    if (Field f = top.get("DeltaBoost")) {
+        ObjectView o(ctx, *f.value, f.path, kDeltaBoostKeys, kNone,
+                     "an object with keys one, zero");
+        const char* what = "a number >= 0";
+        if (Field g = o.get("one")) cfg.delta_boost_one = get_float_in(ctx, g, 0, kInf, true, what);
+        if (Field g = o.get("zero"))
+            cfg.delta_boost_zero = get_float_in(ctx, g, 0, kInf, true, what);
+    }
     parse_activation_params(ctx, top, cfg.activation_defaults.relu_slope,
                             cfg.activation_defaults.elu_alpha, cfg.activation_defaults.selu_lambda);
     if (Field f = top.get("ShuffleIndices")) cfg.shuffle_indices = get_bool(ctx, f);
@@ -1111,6 +1128,7 @@ std::vector<ConfigKeySet> config_key_sets() {
             {"$.ScaledMarginalCrossEntropy", kSmceKeys, kNone},
             {"$.DataScaledMarginalCrossEntropy", kSmceKeys, kNone},
             {"$.Denoising", kDenoisingKeys, kNone},
+            {"$.DeltaBoost", kDeltaBoostKeys, kNone},
             {"$.SparsenessPenalty", kSparsenessKeys, kNone},
             {"$.Layers[]", kLayerKeys, kLayerNotImpl},
             {"$.Layers[].SharedWeights", kSharedWeightsKeys, kNone},

@@ -136,6 +136,7 @@ bool operator==(const NetworkConfig& a, const NetworkConfig& b) {
     return a.version == b.version && a.name == b.name && a.kind == b.kind &&
            a.error_function == b.error_function && a.smce == b.smce &&
            a.denoising_p == b.denoising_p && a.sparseness_penalty == b.sparseness_penalty &&
+           a.delta_boost_one == b.delta_boost_one && a.delta_boost_zero == b.delta_boost_zero &&
            a.activation_defaults == b.activation_defaults &&
            a.shuffle_indices == b.shuffle_indices && a.decay == b.decay &&
            a.training == b.training && a.layers == b.layers;
@@ -345,6 +346,8 @@ std::string NetworkConfig::to_json() const {
          ", \"zeroScale\": " + json_float(smce.zero_scale) + " },\n";
     r += "    \"Denoising\": { \"p\": " + json_float(denoising_p) + " },\n";
     r += "    \"SparsenessPenalty\": " + sparseness_json(sparseness_penalty) + ",\n";
+    r += "    \"DeltaBoost\": { \"one\": " + json_float(delta_boost_one) +
+         ", \"zero\": " + json_float(delta_boost_zero) + " },\n";
     r += "    \"RELUSlope\": " + json_float(activation_defaults.relu_slope) + ",\n";
     r += "    \"ELUAlpha\": " + json_float(activation_defaults.elu_alpha) + ",\n";
     r += "    \"SELULambda\": " + json_float(activation_defaults.selu_lambda) + ",\n";

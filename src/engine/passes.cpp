@@ -36,6 +36,8 @@ formulas::LossParams Network::Impl::loss_params(const Layer& output,
     p.zero_target = config.smce.zero_target;
     p.one_scale = config.smce.one_scale;
     p.zero_scale = config.smce.zero_scale;
+    p.boost_one = config.delta_boost_one;
+    p.boost_zero = config.delta_boost_zero;
     // SparseIgnoreZero is an attribute of the target dataset in DSSTNE.
     p.ignore_zero = targets.ignore_zero();
     return p;

@@ -287,16 +287,21 @@ inline double output_delta_row(const formulas::LossParams& params,
                                a[j], formulas::loss_grad_element(p, a[j], target.value(e)), dt);
         }
     } else {
+        // DeltaBoost scales the delta of zero and nonzero targets (1 and 1 by default).
+        const T scale_zero = scale * T(params.boost_zero);
+        const T scale_one = scale * T(params.boost_one);
         if (ignore_zero) {
             for (size_t j = 0; j < n; ++j) d[j] = T(0);
         } else {
 #pragma omp simd
             for (size_t j = 0; j < n; ++j)
-                d[j] = scale * formulas::output_delta_element(p, act, a[j], T(0));
+                d[j] = scale_zero * formulas::output_delta_element(p, act, a[j], T(0));
         }
         for (uint64_t e = t0; e < t1; ++e) {
             const uint32_t j = idx[e];
-            d[j] = scale * formulas::output_delta_element(p, act, a[j], target.value(e));
+            const T t = target.value(e);
+            d[j] = (t != T(0) ? scale_one : scale_zero) *
+                   formulas::output_delta_element(p, act, a[j], t);
         }
     }
     if (want_loss) {
