@@ -132,9 +132,8 @@ int convert_main(int argc, char** argv) {
         }
         const auto write_start = std::chrono::steady_clock::now();
         write_datasets(output, out);
-        const double write_seconds = std::chrono::duration<double>(
-                                         std::chrono::steady_clock::now() - write_start)
-                                         .count();
+        const double write_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
         if (create || merge) features.write(features_path);
         if (samples.size() != samples_before || !exists(samples_path)) {
             samples.write(samples_path);
@@ -169,10 +168,10 @@ int convert_main(int argc, char** argv) {
             std::printf("\nfeatures index %s: %zu features (%llu new)\n", features_path.c_str(),
                         features.size(), (unsigned long long)stats.new_features);
             if (verbose) {
-                std::printf("phases: parse %.2fs, index merge %.2fs, CSR build %.2fs, "
-                            "netCDF write %.2fs\n",
-                            stats.parse_seconds, stats.merge_seconds, stats.build_seconds,
-                            write_seconds);
+                std::printf(
+                    "phases: parse %.2fs, index merge %.2fs, CSR build %.2fs, "
+                    "netCDF write %.2fs\n",
+                    stats.parse_seconds, stats.merge_seconds, stats.build_seconds, write_seconds);
             }
             std::printf("%.2fs\n", seconds);
         }

@@ -29,10 +29,11 @@ int main(int argc, char** argv) {
             rows = d.rows;
         }
         std::sort(seconds.begin(), seconds.end());
-        std::printf("{\"file\": \"%s\", \"rows\": %llu, \"nnz\": %llu, \"repeats\": %d, "
-                    "\"median_s\": %.4f, \"min_s\": %.4f}\n",
-                    path.c_str(), (unsigned long long)rows, (unsigned long long)nnz, repeats,
-                    seconds[seconds.size() / 2], seconds.front());
+        std::printf(
+            "{\"file\": \"%s\", \"rows\": %llu, \"nnz\": %llu, \"repeats\": %d, "
+            "\"median_s\": %.4f, \"min_s\": %.4f}\n",
+            path.c_str(), (unsigned long long)rows, (unsigned long long)nnz, repeats,
+            seconds[seconds.size() / 2], seconds.front());
         return 0;
     } catch (const sparsenet::Error& e) {
         std::fprintf(stderr, "%s\n", e.what());

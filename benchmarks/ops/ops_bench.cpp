@@ -80,8 +80,8 @@ void BM_CblasSgemmSquare(benchmark::State& s) {
     auto a = random_floats(n * n), b = random_floats(n * n);
     std::vector<float> c(n * n);
     for (auto _ : s) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n,
-                    b.data(), n, 0.0f, c.data(), n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                    n, 0.0f, c.data(), n);
         benchmark::ClobberMemory();
     }
     set_counters(s, 2.0 * n * n * n, 12.0 * n * n);
@@ -110,7 +110,8 @@ void BM_GemmOutputLayer(benchmark::State& s) {
         }
         benchmark::ClobberMemory();
     }
-    set_counters(s, 2.0 * kBatch * kItems * kHidden, 4.0 * (kBatch * kHidden + 2 * kHidden * kItems));
+    set_counters(s, 2.0 * kBatch * kItems * kHidden,
+                 4.0 * (kBatch * kHidden + 2 * kHidden * kItems));
 }
 BENCHMARK(BM_GemmOutputLayer)
     ->ArgName("0=forward,1=dx,2=dW")

@@ -610,11 +610,12 @@ struct Parser {
             return;
         }
         if (count < 3 || count > 4) {
-            const char* layout = format == TextFormat::kCsv   ? "user,item,rating[,timestamp]"
-                                 : format == TextFormat::kTsv ? "user<TAB>item<TAB>rating[<TAB>timestamp]"
-                                                              : "user::item::rating[::timestamp]";
-            fail(std::string("expected '") + layout + "', got " + std::to_string(count) +
-                 " field" + (count == 1 ? "" : "s"));
+            const char* layout = format == TextFormat::kCsv ? "user,item,rating[,timestamp]"
+                                 : format == TextFormat::kTsv
+                                     ? "user<TAB>item<TAB>rating[<TAB>timestamp]"
+                                     : "user::item::rating[::timestamp]";
+            fail(std::string("expected '") + layout + "', got " + std::to_string(count) + " field" +
+                 (count == 1 ? "" : "s"));
         }
         if (fields[0].empty()) fail("empty user");
         if (fields[1].empty()) fail("empty item");
