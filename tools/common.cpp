@@ -74,4 +74,14 @@ void set_threads(int threads) {
     if (threads > 0) omp_set_num_threads(threads);
 }
 
+std::vector<std::string> split_list(const std::string& list, const std::string& option) {
+    std::vector<std::string> out;
+    std::stringstream ss(list);
+    for (std::string item; std::getline(ss, item, ',');) {
+        if (!item.empty()) out.push_back(item);
+    }
+    if (out.empty()) throw Error(ErrorCategory::kUsage, "option " + option + ": no names");
+    return out;
+}
+
 }  // namespace sparsenet::cli

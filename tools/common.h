@@ -20,6 +20,10 @@ std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& pat
 
 std::map<std::string, const Dataset*> pointers(const std::map<std::string, Dataset>& datasets);
 
+// The non-empty comma-separated items of `list` (option --names a,b); none is Error(kUsage)
+// naming `option`.
+std::vector<std::string> split_list(const std::string& list, const std::string& option);
+
 // Fails early (before hours of training) if `path` cannot be created.
 void check_writable(const std::string& path);
 

@@ -13,15 +13,6 @@
 namespace sparsenet::cli {
 namespace {
 
-std::vector<std::string> split_names(const std::string& names) {
-    std::vector<std::string> out;
-    std::stringstream ss(names);
-    for (std::string n; std::getline(ss, n, ',');) {
-        if (!n.empty()) out.push_back(n);
-    }
-    return out;
-}
-
 bool exists(const std::string& path) {
     std::error_code ec;
     return std::filesystem::exists(path, ec);
@@ -83,20 +74,12 @@ int convert_main(int argc, char** argv) {
             throw Error(ErrorCategory::kUsage,
                         "option -t: expected indicator or analog, got '" + type + "'");
         }
-        const std::vector<std::string> name_list = split_names(names);
-        if (name_list.empty()) throw Error(ErrorCategory::kUsage, "option -d: no dataset name");
+        const std::vector<std::string> name_list = split_list(names, "-d");
         ConvertOptions options;
         options.format = parse_text_format(format);
         options.analog = type == "analog";
         if (args.given("--min-rating")) options.min_rating = min_rating;
-        if (ids == "numeric") {
-            options.ids = IdMode::kNumeric;
-        } else if (ids == "first-seen") {
-            options.ids = IdMode::kFirstSeen;
-        } else if (ids != "default") {
-            throw Error(ErrorCategory::kUsage,
-                        "option --ids: expected numeric or first-seen, got '" + ids + "'");
-        }
+        options.ids = parse_id_mode(ids);
         options.grow_features = create || merge;
         options.unknown = drop_unknown ? UnknownFeatures::kDrop : UnknownFeatures::kError;
         if (drop_unknown && options.grow_features) {
@@ -116,10 +99,7 @@ int convert_main(int argc, char** argv) {
         LabelIndex samples;
         if (exists(samples_path)) samples = LabelIndex::read(samples_path);
         const size_t samples_before = samples.size();
-        std::vector<std::string> files;
-        for (const std::string& in : inputs) {
-            for (std::string& f : expand_input_paths(in)) files.push_back(std::move(f));
-        }
+        const std::vector<std::string> files = expand_input_paths(inputs);
         check_writable(output);
 
         const auto start = std::chrono::steady_clock::now();

@@ -63,12 +63,7 @@ int generate_main(int argc, char** argv) {
             throw Error(ErrorCategory::kUsage, "option --text-format: name a format");
         }
         set_threads(threads);
-        std::vector<std::string> name_list;
-        std::stringstream ss(names);
-        for (std::string n; std::getline(ss, n, ',');) {
-            if (!n.empty()) name_list.push_back(n);
-        }
-        if (name_list.empty()) throw Error(ErrorCategory::kUsage, "option --names: no names");
+        const std::vector<std::string> name_list = split_list(names, "--names");
 
         const auto start = std::chrono::steady_clock::now();
         GeneratedData data = generate(g);

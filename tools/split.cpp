@@ -50,25 +50,11 @@ struct Common {
     ConvertOptions convert_options() const {
         ConvertOptions o;
         o.format = parse_text_format(format);
-        if (ids == "numeric") {
-            o.ids = IdMode::kNumeric;
-        } else if (ids == "first-seen") {
-            o.ids = IdMode::kFirstSeen;
-        } else if (ids != "default") {
-            throw Error(ErrorCategory::kUsage, "option --ids: expected numeric or first-seen");
-        }
+        o.ids = parse_id_mode(ids);
         return o;
     }
 
-    std::vector<std::string> name_list() const {
-        std::vector<std::string> out;
-        std::stringstream ss(names);
-        for (std::string n; std::getline(ss, n, ',');) {
-            if (!n.empty()) out.push_back(n);
-        }
-        if (out.empty()) throw Error(ErrorCategory::kUsage, "option --names: no names");
-        return out;
-    }
+    std::vector<std::string> name_list() const { return split_list(names, "--names"); }
 
     std::string path(const std::string& file) const {
         return (std::filesystem::path(out_dir) / file).string();
@@ -140,22 +126,17 @@ int fixed_main(int argc, char** argv) {
     c.prepare();
     ConvertOptions options = c.convert_options();
     LabelIndex users, items;
-    auto expand = [](const std::vector<std::string>& paths) {
-        std::vector<std::string> files;
-        for (const std::string& p : paths) {
-            for (std::string& f : expand_input_paths(p)) files.push_back(std::move(f));
-        }
-        return files;
-    };
-    const Dataset train = convert_text(expand(train_paths), "train", options, users, items);
+    const Dataset train =
+        convert_text(expand_input_paths(train_paths), "train", options, users, items);
     options.grow_features = false;  // items are defined by train
     options.unknown = drop_unknown ? UnknownFeatures::kDrop : UnknownFeatures::kError;
     ConvertStats test_stats, validation_stats;
-    Dataset test = convert_text(expand(test_paths), "heldout", options, users, items, &test_stats);
+    Dataset test =
+        convert_text(expand_input_paths(test_paths), "heldout", options, users, items, &test_stats);
     Dataset validation;
     if (!validation_paths.empty()) {
-        validation = convert_text(expand(validation_paths), "heldout", options, users, items,
-                                  &validation_stats);
+        validation = convert_text(expand_input_paths(validation_paths), "heldout", options, users,
+                                  items, &validation_stats);
     }
     // Users first seen in test or validation got rows there: give every file the same rows.
     auto pad_rows = [&](Dataset d) {
@@ -212,10 +193,7 @@ int strong_main(int argc, char** argv) {
     c.prepare();
     ConvertOptions options = c.convert_options();
     if (args.given("--min-rating")) options.min_rating = min_rating;
-    std::vector<std::string> files;
-    for (const std::string& p : inputs) {
-        for (std::string& f : expand_input_paths(p)) files.push_back(std::move(f));
-    }
+    const std::vector<std::string> files = expand_input_paths(inputs);
     LabelIndex users, items;
     ConvertStats stats;
     const Interactions in = read_interactions(files, options, users, items, &stats);
@@ -261,10 +239,7 @@ int random_main(int argc, char** argv) {
     c.prepare();
     ConvertOptions options = c.convert_options();
     if (args.given("--min-rating")) options.min_rating = min_rating;
-    std::vector<std::string> files;
-    for (const std::string& p : inputs) {
-        for (std::string& f : expand_input_paths(p)) files.push_back(std::move(f));
-    }
+    const std::vector<std::string> files = expand_input_paths(inputs);
     LabelIndex users, items;
     const Interactions in = read_interactions(files, options, users, items);
     auto [train, test] =

@@ -68,6 +68,9 @@ enum class IdMode {
     kNumeric,    // labels are non-negative integers used as the index itself
 };
 
+// "default", "numeric" or "first-seen"; throws Error(kUsage) otherwise.
+IdMode parse_id_mode(const std::string& name);
+
 // What to do with a feature that is not in a given (frozen) features index.
 enum class UnknownFeatures { kError, kDrop };
 
@@ -133,5 +136,7 @@ void write_text(const std::string& path, const Dataset& data, TextFormat format)
 // The text files to read for `path`: itself, or when it is a directory the regular files in it
 // (not recursive), sorted by name, as DSSTNE's generateNetCDF does.
 std::vector<std::string> expand_input_paths(const std::string& path);
+// The files of every path, in order.
+std::vector<std::string> expand_input_paths(const std::vector<std::string>& paths);
 
 }  // namespace sparsenet

@@ -235,6 +235,22 @@ TextFormat detect_text_format(const std::string& path) {
                     show(line) + "; give --format dsstne|csv|tsv|dat|user-items");
 }
 
+IdMode parse_id_mode(const std::string& name) {
+    if (name == "default") return IdMode::kDefault;
+    if (name == "numeric") return IdMode::kNumeric;
+    if (name == "first-seen") return IdMode::kFirstSeen;
+    throw Error(ErrorCategory::kUsage,
+                "unknown id mode '" + name + "'; expected numeric or first-seen");
+}
+
+std::vector<std::string> expand_input_paths(const std::vector<std::string>& paths) {
+    std::vector<std::string> files;
+    for (const std::string& p : paths) {
+        for (std::string& f : expand_input_paths(p)) files.push_back(std::move(f));
+    }
+    return files;
+}
+
 std::vector<std::string> expand_input_paths(const std::string& path) {
     std::error_code ec;
     if (!std::filesystem::is_directory(path, ec)) {
