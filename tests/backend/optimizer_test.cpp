@@ -239,11 +239,13 @@ TEST(OptimizerStepRows, ExactEqualsDenseStepWithZeroFilledGradient) {
                 }
                 // Where a zero gradient is a no-op, rows never touched keep their start bits.
                 if (formulas::zero_gradient_is_noop(make_step(kind, reg, 1))) {
-                    for (size_t r = 0; r < rows; ++r)
-                        if (!ever_touched[r])
+                    for (size_t r = 0; r < rows; ++r) {
+                        if (!ever_touched[r]) {
                             ASSERT_EQ(0, std::memcmp(&w_rows.at(r, 0), &w_start.at(r, 0),
                                                      cols * sizeof(float)))
                                 << what(kind, reg) << " row " << r;
+                        }
+                    }
                 }
             }
 }

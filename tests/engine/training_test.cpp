@@ -149,7 +149,9 @@ TEST(Training, PredictNeverReturnsExcludedItems) {
                 ++returned;
                 ASSERT_FALSE(std::binary_search(first, last, item))
                     << "row " << r << " got its own item " << item << " at k=" << k;
-                if (i > 0) EXPECT_GE(top.scores[r * k + i - 1], top.scores[r * k + i]);
+                if (i > 0) {
+                    EXPECT_GE(top.scores[r * k + i - 1], top.scores[r * k + i]);
+                }
             }
             EXPECT_EQ(returned, std::min<uint64_t>(k, available)) << "row " << r;
         }

@@ -61,32 +61,8 @@ TEST_P(WeightedGradient, MatchesCentralDifferences) {
     TrainOptions to;
     to.batch = rows;
     Trainer trainer(net, {{"x", &x}, {"y", &y}}, to);
-    const auto grads = trainer.compute_gradients(0, rows);
-    const float h = 2e-3f;
-    int checked = 0;
     double largest = 0.0;
-    for (const Parameter& p : net.parameters()) {
-        std::vector<float> values = net.get_parameter(p.name);
-        const std::vector<float>& g = grads.at(p.name);
-        for (size_t i = 0; i < values.size(); ++i) {
-            const float saved = values[i];
-            values[i] = saved + h;
-            net.set_parameter(p.name, values);
-            const double plus = trainer.compute_loss(0, rows);
-            values[i] = saved - h;
-            net.set_parameter(p.name, values);
-            const double minus = trainer.compute_loss(0, rows);
-            values[i] = saved;
-            net.set_parameter(p.name, values);
-            const double numeric = (plus - minus) / (2.0 * h);
-            EXPECT_NEAR(g[i], numeric,
-                        2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(double(g[i]))))
-                << p.name << "[" << i << "]";
-            largest = std::max(largest, std::abs(numeric));
-            ++checked;
-        }
-    }
-    EXPECT_GT(checked, 60);
+    EXPECT_GT(testing::check_gradients_numerically(net, trainer, 0, rows, 2e-3f, &largest), 60);
     EXPECT_GT(largest, 1e-2);  // the check is not vacuous
 }
 

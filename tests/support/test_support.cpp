@@ -1,5 +1,7 @@
 #include "support/test_support.h"
 
+#include <gtest/gtest.h>
+
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -10,6 +12,9 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include "sparsenet/network.h"
+#include "sparsenet/trainer.h"
 
 namespace sparsenet::testing {
 
@@ -85,6 +90,39 @@ int run_command(const std::string& command, std::string* output) {
     const int status = pclose(pipe);
     if (output != nullptr) *output = text;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int check_gradients_numerically(Network& net, Trainer& trainer, uint64_t first_row, uint32_t count,
+                                float h, double* largest) {
+    const auto grads = trainer.compute_gradients(first_row, count);
+    int checked = 0;
+    double biggest = 0.0;
+    for (const Parameter& p : net.parameters()) {
+        std::vector<float> values = net.get_parameter(p.name);
+        const std::vector<float>& g = grads.at(p.name);
+        EXPECT_EQ(g.size(), values.size()) << p.name;
+        if (g.size() != values.size()) continue;
+        for (size_t i = 0; i < values.size(); ++i) {
+            const float saved = values[i];
+            values[i] = saved + h;
+            net.set_parameter(p.name, values);
+            const double plus = trainer.compute_loss(first_row, count);
+            values[i] = saved - h;
+            net.set_parameter(p.name, values);
+            const double minus = trainer.compute_loss(first_row, count);
+            values[i] = saved;
+            net.set_parameter(p.name, values);
+            const double numeric = (plus - minus) / (2.0 * h);
+            const double analytic = g[i];
+            EXPECT_NEAR(analytic, numeric,
+                        2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(analytic)))
+                << p.name << "[" << i << "]";
+            biggest = std::max(biggest, std::abs(numeric));
+            ++checked;
+        }
+    }
+    if (largest != nullptr) *largest = biggest;
+    return checked;
 }
 
 }  // namespace sparsenet::testing

@@ -8,6 +8,11 @@
 
 #include "sparsenet/dataset.h"
 
+namespace sparsenet {
+class Network;
+class Trainer;
+}  // namespace sparsenet
+
 namespace sparsenet::testing {
 
 // A fresh directory under the system temp dir, removed with its contents on destruction.
@@ -30,6 +35,13 @@ enum class RowShape { kEmptyRows, kOneNonzero, kPowerLaw, kUniform };
 // A random CSR dataset with the given row-length shape; boolean unless with_values.
 Dataset random_dataset(uint64_t rows, uint32_t cols, RowShape shape, bool with_values,
                        uint64_t seed, const std::string& name = "data");
+
+// Central differences of trainer.compute_loss(first_row, count) against
+// trainer.compute_gradients(first_row, count) for every weight of every parameter (step h),
+// with EXPECT_NEAR at 2e-3 + 2e-2 * max(|numeric|, |analytic|). Returns the number of weights
+// checked and, in *largest, the largest |numeric| seen (to show a check is not vacuous).
+int check_gradients_numerically(Network& net, Trainer& trainer, uint64_t first_row, uint32_t count,
+                                float h, double* largest = nullptr);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
