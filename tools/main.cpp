@@ -24,7 +24,7 @@ const char* kUsage =
     "commands:\n"
     "  train      train a network (DSSTNE JSON) on netCDF datasets, write a model file\n"
     "  predict    top-K recommendations per row, excluding the row's own items\n"
-    "  evaluate   Recall/Precision/NDCG@K of a model on held-out items\n"
+    "  evaluate   ranking metrics at several K of a model or a recs file on held-out items\n"
     "  generate   write a synthetic dataset with planted structure\n"
     "  info       summarise dataset or model files (kinds, sizes, row lengths, layers)\n"
     "  convert    interaction text files (DSSTNE, MovieLens, LightGCN) to a netCDF dataset\n"

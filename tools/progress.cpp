@@ -48,21 +48,23 @@ void Progress::on_batch(const BatchProgress& p) {
     std::fflush(stderr);
 }
 
-void Progress::on_epoch(const EpochStats& s) {
+void Progress::on_epoch(const EpochStats& s, const std::string& note,
+                        const std::string& json_fields) {
     if (!quiet_) {
         if (tty_) std::fputs("\r\033[K", stderr);
         std::printf("epoch %u/%u  loss %.6f  examples %llu  time %.2fs  %.0f examples/s\n", s.epoch,
                     epochs_, s.loss, (unsigned long long)s.examples, s.seconds,
                     s.examples_per_second);
+        if (!note.empty()) std::printf("  %s\n", note.c_str());
         std::fflush(stdout);
     }
     last_draw_ = -1.0;
     if (metrics_ != nullptr) {
         std::fprintf(metrics_,
                      "{\"epoch\": %u, \"loss\": %.9g, \"examples\": %llu, \"seconds\": %.6f, "
-                     "\"examples_per_second\": %.3f}\n",
+                     "\"examples_per_second\": %.3f%s}\n",
                      s.epoch, s.loss, (unsigned long long)s.examples, s.seconds,
-                     s.examples_per_second);
+                     s.examples_per_second, json_fields.c_str());
         if (std::fflush(metrics_) != 0) {
             throw Error(ErrorCategory::kIo, metrics_path_ + ": write failed");
         }

@@ -14,7 +14,10 @@ class Progress {
     Progress(uint32_t epochs, bool quiet, const std::string& metrics_path);
     ~Progress();
     void on_batch(const BatchProgress& p);
-    void on_epoch(const EpochStats& s);
+    // note: printed on its own line after the epoch's line ("" = none). json_fields: more
+    // members of the epoch's JSON object, each starting with ", " (e.g. validation metrics).
+    void on_epoch(const EpochStats& s, const std::string& note = "",
+                  const std::string& json_fields = "");
 
   private:
     uint32_t epochs_;

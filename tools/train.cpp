@@ -1,5 +1,6 @@
 // sparsenet train: JSON network + netCDF datasets -> trained model file.
 #include <cstdio>
+#include <memory>
 
 #include "args.h"
 #include "common.h"
@@ -8,6 +9,7 @@
 #include "sparsenet/error.h"
 #include "sparsenet/network.h"
 #include "sparsenet/trainer.h"
+#include "validation.h"
 
 namespace sparsenet::cli {
 
@@ -15,6 +17,7 @@ int train_main(int argc, char** argv) {
     return run_command("train", [&]() {
         std::string config_path, input_path, output_path, model_path, device = "auto", metrics_path;
         std::string optimizer, sparse_updates;
+        std::string validate_input, validate_target, validate_k = "20", keep_best;
         std::vector<std::string> extra;
         // Flag values; each overrides the config's Training section (or Decay) only when given.
         TrainOptions flags;
@@ -63,6 +66,15 @@ int train_main(int argc, char** argv) {
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
         args.add({"--metrics-out"}, &metrics_path, "FILE", "per-epoch metrics as JSON lines");
+        args.add({"--validate-input"}, &validate_input, "FILE.nc",
+                 "validation rows' known items: after each epoch, rank every item for them "
+                 "(these items excluded) and score against --validate-target");
+        args.add({"--validate-target"}, &validate_target, "FILE.nc",
+                 "validation rows' held-out items (with --validate-input)");
+        args.add({"--validate-k"}, &validate_k, "K[,K...]", "validation cut-offs (default 20)");
+        args.add({"--keep-best"}, &keep_best, "METRIC@K",
+                 "write the model of the epoch with the best validation METRIC@K (recall, "
+                 "nrecall, precision, ndcg, map, hit_rate, coverage), e.g. recall@20");
         args.add_flag({"-q", "--quiet"}, &quiet, "print nothing but errors");
         if (!args.parse(argc, argv)) return 0;
 
@@ -85,6 +97,23 @@ int train_main(int argc, char** argv) {
         if (no_shuffle) options.shuffle = false;
         if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
         validate(opt);
+        ValidationOptions vopts;
+        if (validate_input.empty() != validate_target.empty()) {
+            throw Error(ErrorCategory::kUsage,
+                        "options --validate-input and --validate-target go together");
+        }
+        if (validate_input.empty() && (args.given("--validate-k") || !keep_best.empty())) {
+            throw Error(ErrorCategory::kUsage,
+                        std::string("option ") +
+                            (keep_best.empty() ? "--validate-k" : "--keep-best") +
+                            " needs --validate-input and --validate-target");
+        }
+        vopts.input_path = validate_input;
+        vopts.target_path = validate_target;
+        vopts.ks = parse_k_list(validate_k, "--validate-k");
+        if (!keep_best.empty()) vopts.keep_best = parse_metric_spec(keep_best, "--keep-best");
+        vopts.model_path = model_path;
+        vopts.batch = options.batch;
         if (!(options.decay.value_or(0.0f) >= 0.0f)) {
             throw Error(ErrorCategory::kUsage, "option --decay: must be >= 0");
         }
@@ -103,9 +132,15 @@ int train_main(int argc, char** argv) {
         check_writable(model_path);
 
         Network network = Network::create(config, widths, net_options);
+        std::unique_ptr<Validation> validation;
+        if (!vopts.input_path.empty()) validation = std::make_unique<Validation>(network, vopts);
         Progress progress(options.epochs, quiet, metrics_path);
         options.on_batch = [&](const BatchProgress& p) { progress.on_batch(p); };
-        options.on_epoch = [&](const EpochStats& s) { progress.on_epoch(s); };
+        options.on_epoch = [&](const EpochStats& s) {
+            std::string note, json_fields;
+            if (validation) validation->on_epoch(s, &note, &json_fields);
+            progress.on_epoch(s, note, json_fields);
+        };
         if (!quiet) {
             std::printf("training '%s' on %s: %zu layers, batch %u, %u epochs, %s (alpha %g)\n",
                         network.config().name.c_str(), network.device().c_str(),
@@ -114,8 +149,18 @@ int train_main(int argc, char** argv) {
         }
         Trainer trainer(network, pointers(datasets), options);
         trainer.fit();
-        network.save(model_path);
-        if (!quiet) std::printf("model written to %s\n", model_path.c_str());
+        if (validation && validation->best_epoch() > 0) {
+            // The best epoch's model is already in model_path (saved when it was reached).
+            const MetricSpec& best = *validation->options().keep_best;
+            if (!quiet) {
+                std::printf("kept the model of epoch %u (best validation %s@%u %.6f) in %s\n",
+                            validation->best_epoch(), best.name.c_str(), best.k,
+                            validation->best_value(), model_path.c_str());
+            }
+        } else {
+            network.save(model_path);
+            if (!quiet) std::printf("model written to %s\n", model_path.c_str());
+        }
         return 0;
     });
 }

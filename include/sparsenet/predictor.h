@@ -50,8 +50,10 @@ class Predictor {
     std::unique_ptr<Impl> impl_;
 };
 
-// Recommendation quality of a TopK against held-out items (rows aligned). Indexed datasets
-// (here and in popularity_top_k) are expanded to one row per example first.
+// Recommendation quality of a TopK against held-out items (rows aligned) at one K: the single-K
+// form of evaluate_ranking (sparsenet/metrics.h, which has every metric at several K), kept for
+// existing callers. Indexed datasets (here and in popularity_top_k) are expanded to one row per
+// example first.
 struct RankingMetrics {
     uint32_t k = 0;
     uint64_t users = 0;      // rows with at least one held-out item
