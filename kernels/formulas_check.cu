@@ -1,6 +1,6 @@
 // Compiles every host/device formula for the GPU. The CPU backend runs the same functions, so
-// this file proves the "one formula, two executors" rule holds at build time. The CUDA backend
-// proper (its kernels, one file per op family) is a later piece of work.
+// this file proves the "one formula, two executors" rule holds at build time. The CUDA backend's
+// kernels (kernels/cuda_*.cu, one file per op family) call the same functions.
 #include "formulas/activation.h"
 #include "formulas/dropout.h"
 #include "formulas/loss.h"

@@ -3,9 +3,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "backend/cpu/cpu_backend.h"
 #include "sparsenet/error.h"
+
+#ifdef SPARSENET_WITH_CUDA
+#include "backend/cuda/cuda_registry.h"
+#endif
 
 namespace sparsenet {
 
@@ -65,13 +70,51 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     std::string d = device;
     std::transform(d.begin(), d.end(), d.begin(),
                    [](unsigned char c) { return char(std::tolower(c)); });
-    // This build has no CUDA backend yet, so "auto" always resolves to the CPU.
-    if (d == "cpu" || d == "auto") return std::make_unique<CpuBackend>(threads);
+    if (d == "cpu") return std::make_unique<CpuBackend>(threads);
+#ifdef SPARSENET_WITH_CUDA
+    // "auto": the first GPU when the runtime reports one that can run this build's kernels (on
+    // a machine without a driver cudaGetDeviceCount fails: that is "no GPU", not an error), else
+    // the CPU. A GPU whose backend cannot be created (out of memory, ...) also falls back.
+    if (d == "auto") {
+        if (cuda::device_count(nullptr) > 0 && cuda::device_usable(0, nullptr)) {
+            try {
+                return cuda::create_backend(0);
+            } catch (const Error&) {
+            }
+        }
+        return std::make_unique<CpuBackend>(threads);
+    }
+    if (is_cuda_device(d)) {
+        const std::string digits = d.size() > 5 ? d.substr(5) : "0";
+        const int index = digits.size() > 9 ? INT32_MAX : std::stoi(digits);
+        std::string why;
+        const int count = cuda::device_count(&why);
+        if (count == 0) {
+            throw Error(ErrorCategory::kDevice, "device '" + device + "': no usable CUDA device (" +
+                                                    why + "); use --device cpu or auto");
+        }
+        if (index >= count) {
+            throw Error(ErrorCategory::kDevice,
+                        "device '" + device + "': no usable CUDA device with index " + digits +
+                            " (this machine has " + std::to_string(count) + ": cuda:0 to cuda:" +
+                            std::to_string(count - 1) + "); use --device cpu or auto");
+        }
+        if (!cuda::device_usable(index, &why)) {
+            throw Error(ErrorCategory::kDevice, "device '" + device + "': no usable CUDA device: " +
+                                                    why + "; use --device cpu or auto");
+        }
+        return cuda::create_backend(index);
+    }
+#else
+    // This build has no CUDA backend, so "auto" always resolves to the CPU.
+    if (d == "auto") return std::make_unique<CpuBackend>(threads);
     if (is_cuda_device(d)) {
         throw Error(ErrorCategory::kDevice,
                     "device '" + device +
-                        "': this build has no CUDA backend yet; use --device cpu or auto");
+                        "': this build has no CUDA backend (configured without CUDA or nvcc "
+                        "not found); use --device cpu or auto");
     }
+#endif
     throw Error(ErrorCategory::kUsage, "unknown device '" + device +
                                            "': expected cpu, auto, cuda or cuda:N (N a GPU "
                                            "index)");

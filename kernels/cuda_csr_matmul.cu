@@ -1,0 +1,109 @@
+// csr_matmul on CUDA: the sparse input layer ("embedding bag"), a gather-sum of weight rows.
+//
+// Contract (src/backend/backend.h, CPU reference cpu::csr_matmul in cpu_ops_sparse.h):
+//   z[b, :] = beta * z[b, :] + sum over the kept stored entries (j, v) of batch row b of
+//             v * s * w[j, :]
+// x: [B, in] CSR batch (u64 offsets, u32 column ids, optional float values); w: [in, out] with
+// out contiguous (ld); z: [B, out] (ld). beta == 0 overwrites z (NaNs included). With
+// noise.p > 0 an entry is kept iff formulas::keep_unit(noise.seed, example(b), col_offset + j, p)
+// (the CPU's hash) and s = 1 / (1 - p); otherwise s = 1.
+//
+// Thread mapping (DSSTNE's kCalculateSparseZ): grid.x = batch rows, grid.y = slices of
+// kColsPerBlock = 512 output columns; a block of 128 threads owns one slice of one row, each
+// thread 4 columns (c, c + 128, c + 256, c + 384), so every weight-row read is coalesced. The
+// row's entries are staged through shared memory 128 at a time (column id, or UINT32_MAX when the
+// noise dropped it, and the coefficient), drawing each mask bit once per block.
+//
+// Accumulation: registers start at beta * z (or 0) and add the entries in CSR order with fused
+// multiply-adds; overwrite semantics. Deterministic (no atomics). The CPU adds four entries per
+// pass without FMA, so results differ in rounding only: within 1e-5 of the sum of |terms|.
+// A column id >= in is skipped and reported (Error(kInternal) at the next synchronisation).
+// Compiles for sm_90; untested on GPU.
+#include "cuda_common.cuh"
+#include "formulas/rng.h"
+
+namespace sparsenet::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kColsPerThread = 4;
+constexpr size_t kColsPerBlock = size_t(kThreads) * kColsPerThread;
+
+__global__ void __launch_bounds__(kThreads)
+    csr_matmul_kernel(CsrBatchView x, SparseNoise noise, float s, ConstMatrixView w, MatrixView z,
+                      float beta, DeviceStatus* status) {
+    __shared__ uint32_t s_col[kThreads];
+    __shared__ float s_coef[kThreads];
+    const size_t b = blockIdx.x;
+    const size_t n = z.cols;
+    const size_t c0 = size_t(blockIdx.y) * kColsPerBlock + threadIdx.x;
+    const uint64_t ex = example_of(x.batch, b);
+    const uint64_t begin = x.offsets[ex], end = x.offsets[ex + 1];
+    const bool noisy = noise.p > 0.0f;
+    float* zr = z.data + b * z.ld;
+
+    float acc[kColsPerThread];
+#pragma unroll
+    for (int k = 0; k < kColsPerThread; ++k) {
+        const size_t c = c0 + size_t(k) * kThreads;
+        acc[k] = 0.0f;
+        if (c < n && beta != 0.0f) acc[k] = beta == 1.0f ? zr[c] : beta * zr[c];
+    }
+
+    for (uint64_t base = begin; base < end; base += kThreads) {
+        const uint64_t e = base + threadIdx.x;
+        if (e < end) {
+            const uint32_t col = x.indices[e];
+            const float v = csr_value(x, e);
+            bool keep = !noisy ||
+                        formulas::keep_unit(noise.seed, ex, uint64_t(x.col_offset) + col, noise.p);
+            if (keep && col >= x.cols) {
+                report(status, kStatusColumnOutOfRange, Op::kCsrMatmul, col, x.cols);
+                keep = false;
+            }
+            s_col[threadIdx.x] = keep ? col : kNone;
+            s_coef[threadIdx.x] = noisy ? v * s : v;
+        }
+        __syncthreads();
+        const int m = int(end - base < uint64_t(kThreads) ? end - base : uint64_t(kThreads));
+        for (int i = 0; i < m; ++i) {
+            const uint32_t col = s_col[i];
+            if (col == kNone) continue;
+            const float cf = s_coef[i];
+            const float* wr = w.data + size_t(col) * w.ld;
+#pragma unroll
+            for (int k = 0; k < kColsPerThread; ++k) {
+                const size_t c = c0 + size_t(k) * kThreads;
+                if (c < n) acc[k] += cf * wr[c];
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int k = 0; k < kColsPerThread; ++k) {
+        const size_t c = c0 + size_t(k) * kThreads;
+        if (c < n) zr[c] = acc[k];
+    }
+}
+
+}  // namespace
+
+void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
+                       ConstMatrixView w, MatrixView z, float beta) {
+    const size_t rows = z.rows, n = z.cols;
+    if (rows == 0 || n == 0) return;
+    const size_t slices = (n + kColsPerBlock - 1) / kColsPerBlock;
+    if (rows > 0x7fffffffu || slices > 65535) {
+        throw Error(ErrorCategory::kInternal, "csr_matmul: batch of " + std::to_string(rows) +
+                                                  " rows x " + std::to_string(n) +
+                                                  " columns exceeds the CUDA grid limits");
+    }
+    const float s = noise.p > 0.0f ? 1.0f / (1.0f - noise.p) : 1.0f;
+    const dim3 grid{unsigned(rows), unsigned(slices)};
+    csr_matmul_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, noise, s, w, z, beta, ctx.status);
+    check_launch("csr_matmul_kernel");
+}
+
+}  // namespace sparsenet::cuda

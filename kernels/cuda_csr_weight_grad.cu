@@ -1,0 +1,337 @@
+// csr_weight_grad on CUDA: the compact, deterministic gradient of a sparse input layer's weights.
+//
+// Contract (src/backend/backend.h, CPU reference cpu::csr_weight_grad in cpu_ops_sparse.h):
+//   grad.rows[0 .. *grad.count) = the sorted, unique columns the batch stores (entries dropped by
+//   the noise do not count); grad.values[i, :] = alpha * sum over batch rows b storing column
+//   rows[i] (value v) of v * s * dz[b, :], summed in increasing b; overwrite. *grad.count is
+//   written in device memory (no host synchronisation). x: [B, in] CSR batch, dz: [B, out] (ld),
+//   grad.values: [capacity, out] (ld = out). Noise as csr_matmul (formulas::keep_unit, s =
+//   1/(1-p)).
+//
+// Steps (all enqueued on the backend's stream; the host never waits):
+//  1. mark_kernel (one block of 128 threads per batch row): touched[col] = 1 for kept entries.
+//  2. exclusive scan of touched over [in] (three kernels: tile totals, one-block scan of the
+//     totals, tile rescans) and compact_kernel: the touched columns in increasing order give
+//     grad.rows and a column -> compact index map; *count = min(U, capacity). U > capacity is
+//     reported (Error(kInternal) at the next synchronisation; the CPU throws at once) and only
+//     the first `capacity` rows are computed.
+//  3. Per tile of at most 1024 batch rows (more tiles only when the batch is larger, or when
+//     B * in would exceed kMaxPairs entries of scratch and capacity >= in):
+//     a. tile_count_kernel: entries per touched column (atomicAdd; counts are order-free);
+//     b. exclusive scan of the counts -> segment starts;
+//     c. tile_fill_kernel: each kept entry writes (batch row, alpha * v * s) into its column's
+//        segment at an atomically claimed slot (the order inside a segment is not fixed yet);
+//     d. tile_sum_kernel: one block (256 threads) per touched column, grid-striding over the
+//        columns: the segment is loaded into shared memory and bitonic-sorted by batch row (rows
+//        are unique within a segment, CSR ids being strictly increasing), then each thread sums
+//        its output columns over the segment in increasing batch row. The first tile writes,
+//        later tiles add: the terms of every output element are added in increasing b, the CPU's
+//        order, whatever the scheduling: bit-identical on every run.
+// Scratch: O(in) flags/maps plus the pair buffer, sized from what the host knows without a
+// synchronisation: the contract grad.capacity >= min(in, nnz) gives nnz <= capacity when
+// capacity < in; otherwise a tile holds at most tile_rows * in entries. A caller breaking the
+// contract gets kStatusPairOverflow instead of a buffer overrun.
+// Tolerance against the CPU: the CPU adds four terms per pass without FMA; here one FMA per term:
+// within 1e-5 of the sum of |terms|. Compiles for sm_90; untested on GPU.
+#include "cuda_common.cuh"
+#include "formulas/rng.h"
+
+namespace sparsenet::cuda {
+
+namespace {
+
+constexpr int kEntryThreads = 128;
+constexpr int kScanThreads = 256;
+constexpr int kScanItems = 8;
+constexpr size_t kScanTile = size_t(kScanThreads) * kScanItems;
+constexpr int kScanTotalsThreads = 1024;
+constexpr int kSumThreads = 256;
+constexpr size_t kMaxTileRows = 1024;           // segment length bound for the in-block sort
+constexpr size_t kMaxPairs = size_t(16) << 20;  // pair scratch bound when capacity >= in
+
+__device__ __forceinline__ bool kept_entry(const SparseNoise& noise, uint64_t ex,
+                                           uint32_t col_offset, uint32_t col) {
+    return !(noise.p > 0.0f) ||
+           formulas::keep_unit(noise.seed, ex, uint64_t(col_offset) + col, noise.p);
+}
+
+__global__ void __launch_bounds__(kEntryThreads)
+    mark_kernel(CsrBatchView x, SparseNoise noise, uint32_t* touched, DeviceStatus* status) {
+    const uint64_t ex = example_of(x.batch, blockIdx.x);
+    const uint64_t end = x.offsets[ex + 1];
+    for (uint64_t e = x.offsets[ex] + threadIdx.x; e < end; e += kEntryThreads) {
+        const uint32_t col = x.indices[e];
+        if (!kept_entry(noise, ex, x.col_offset, col)) continue;
+        if (col >= x.cols) {
+            report(status, kStatusColumnOutOfRange, Op::kCsrWeightGrad, col, x.cols);
+            continue;
+        }
+        touched[col] = 1u;  // idempotent: racing writers store the same value
+    }
+}
+
+// ---- exclusive scan of n uint32 into out[0..n], out[n] = total ----
+
+__global__ void __launch_bounds__(kScanThreads)
+    scan_totals_kernel(const uint32_t* in, size_t n, uint32_t* block_totals) {
+    __shared__ uint32_t smem[kScanThreads / 32];
+    const size_t base = size_t(blockIdx.x) * kScanTile + size_t(threadIdx.x) * kScanItems;
+    uint32_t sum = 0;
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i)
+        if (base + i < n) sum += in[base + i];
+    sum = block_sum<kScanThreads>(sum, smem);
+    if (threadIdx.x == 0) block_totals[blockIdx.x] = sum;
+}
+
+__global__ void __launch_bounds__(kScanTotalsThreads)
+    scan_block_totals_kernel(uint32_t* block_totals, size_t blocks, uint32_t* total_out) {
+    __shared__ uint32_t smem[kScanTotalsThreads / 32 + 1];
+    uint32_t carry = 0;
+    for (size_t base = 0; base < blocks; base += kScanTotalsThreads) {
+        const size_t i = base + threadIdx.x;
+        const uint32_t v = i < blocks ? block_totals[i] : 0u;
+        uint32_t chunk = 0;
+        const uint32_t excl = block_exclusive_scan<kScanTotalsThreads>(v, smem, &chunk);
+        if (i < blocks) block_totals[i] = carry + excl;
+        carry += chunk;
+    }
+    if (threadIdx.x == 0) *total_out = carry;
+}
+
+__global__ void __launch_bounds__(kScanThreads)
+    scan_apply_kernel(const uint32_t* in, size_t n, const uint32_t* block_offsets, uint32_t* out) {
+    __shared__ uint32_t smem[kScanThreads / 32 + 1];
+    const size_t base = size_t(blockIdx.x) * kScanTile + size_t(threadIdx.x) * kScanItems;
+    uint32_t items[kScanItems];
+    uint32_t sum = 0;
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+        items[i] = base + i < n ? in[base + i] : 0u;
+        sum += items[i];
+    }
+    uint32_t total = 0;
+    uint32_t running =
+        block_offsets[blockIdx.x] + block_exclusive_scan<kScanThreads>(sum, smem, &total);
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+        if (base + i < n) out[base + i] = running;
+        running += items[i];
+    }
+}
+
+void exclusive_scan(const Context& ctx, const uint32_t* in, uint32_t* out, size_t n,
+                    ScratchBuffer& block_scratch) {
+    if (n == 0) {
+        check_cuda(cudaMemsetAsync(out, 0, sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
+                   "clearing an empty scan");
+        return;
+    }
+    const size_t blocks = (n + kScanTile - 1) / kScanTile;
+    if (blocks > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "scan: too many elements");
+    uint32_t* totals = block_scratch.get_as<uint32_t>(ctx, blocks, "csr_weight_grad scan totals");
+    scan_totals_kernel<<<unsigned(blocks), kScanThreads, 0, ctx.stream>>>(in, n, totals);
+    check_launch("scan_totals_kernel");
+    scan_block_totals_kernel<<<1, kScanTotalsThreads, 0, ctx.stream>>>(totals, blocks, out + n);
+    check_launch("scan_block_totals_kernel");
+    scan_apply_kernel<<<unsigned(blocks), kScanThreads, 0, ctx.stream>>>(in, n, totals, out);
+    check_launch("scan_apply_kernel");
+}
+
+// ---- compaction of the touched columns ----
+
+__global__ void compact_kernel(const uint32_t* touched, const uint32_t* pos, size_t in,
+                               size_t capacity, uint32_t* col_map, uint32_t* rows_out) {
+    for (size_t col = size_t(blockIdx.x) * blockDim.x + threadIdx.x; col < in;
+         col += size_t(gridDim.x) * blockDim.x) {
+        uint32_t slot = kNone;
+        if (touched[col] != 0u) {
+            const uint32_t i = pos[col];
+            if (i < capacity) {
+                rows_out[i] = uint32_t(col);
+                slot = i;
+            }
+        }
+        col_map[col] = slot;
+    }
+}
+
+__global__ void finish_count_kernel(const uint32_t* total, size_t capacity, uint32_t* count,
+                                    DeviceStatus* status) {
+    const uint32_t u = *total;
+    if (u > capacity) report(status, kStatusGradCapacity, Op::kCsrWeightGrad, u, capacity);
+    *count = u < capacity ? u : uint32_t(capacity);
+}
+
+// ---- per tile ----
+
+__global__ void __launch_bounds__(kEntryThreads)
+    tile_count_kernel(CsrBatchView x, SparseNoise noise, const uint32_t* col_map,
+                      uint32_t* seg_count, size_t b0) {
+    const uint64_t ex = example_of(x.batch, b0 + blockIdx.x);
+    const uint64_t end = x.offsets[ex + 1];
+    for (uint64_t e = x.offsets[ex] + threadIdx.x; e < end; e += kEntryThreads) {
+        const uint32_t col = x.indices[e];
+        if (col >= x.cols || !kept_entry(noise, ex, x.col_offset, col)) continue;
+        const uint32_t i = col_map[col];
+        if (i != kNone) atomicAdd(seg_count + i, 1u);
+    }
+}
+
+__global__ void __launch_bounds__(kEntryThreads)
+    tile_fill_kernel(CsrBatchView x, SparseNoise noise, float s, float alpha,
+                     const uint32_t* col_map, uint32_t* seg_count, const uint32_t* seg_start,
+                     size_t slots, uint32_t* pair_row, float* pair_coef, size_t pairs, size_t b0,
+                     DeviceStatus* status) {
+    const size_t b = b0 + blockIdx.x;
+    const uint64_t ex = example_of(x.batch, b);
+    const uint64_t end = x.offsets[ex + 1];
+    const bool noisy = noise.p > 0.0f;
+    for (uint64_t e = x.offsets[ex] + threadIdx.x; e < end; e += kEntryThreads) {
+        const uint32_t col = x.indices[e];
+        if (col >= x.cols || !kept_entry(noise, ex, x.col_offset, col)) continue;
+        const uint32_t i = col_map[col];
+        if (i == kNone) continue;
+        // Counts go back down to zero, so seg_count is all zero again after the tile.
+        const uint32_t slot = atomicSub(seg_count + i, 1u) - 1u;
+        const size_t pos = size_t(seg_start[i]) + slot;
+        if (pos >= pairs) {
+            report(status, kStatusPairOverflow, Op::kCsrWeightGrad, seg_start[slots], pairs);
+            continue;
+        }
+        const float v = csr_value(x, e);
+        pair_row[pos] = uint32_t(b);
+        pair_coef[pos] = alpha * (noisy ? v * s : v);
+    }
+}
+
+__global__ void __launch_bounds__(kSumThreads)
+    tile_sum_kernel(const uint32_t* seg_start, const uint32_t* pair_row, const float* pair_coef,
+                    size_t pairs, ConstMatrixView dz, SparseRowGrad grad, bool first_tile) {
+    __shared__ uint32_t s_row[kMaxTileRows];
+    __shared__ float s_coef[kMaxTileRows];
+    const size_t count = *grad.count;  // already clamped to the capacity
+    const size_t n = dz.cols;
+    for (size_t i = blockIdx.x; i < count; i += gridDim.x) {
+        const size_t start = seg_start[i];
+        size_t len = size_t(seg_start[i + 1]) - start;
+        if (start >= pairs) {
+            len = 0;
+        } else if (start + len > pairs) {
+            len = pairs - start;  // only after a reported overflow
+        }
+        if (len > kMaxTileRows) len = kMaxTileRows;  // cannot happen: a tile has <= 1024 rows
+        if (len == 0 && !first_tile) continue;       // nothing to add (uniform in the block)
+        size_t padded = 1;
+        while (padded < len) padded <<= 1;
+        for (size_t j = threadIdx.x; j < padded; j += kSumThreads) {
+            s_row[j] = j < len ? pair_row[start + j] : kNone;
+            s_coef[j] = j < len ? pair_coef[start + j] : 0.0f;
+        }
+        __syncthreads();
+        // Bitonic sort by batch row (ascending; padding kNone sorts last).
+        for (size_t k = 2; k <= padded; k <<= 1) {
+            for (size_t j = k >> 1; j > 0; j >>= 1) {
+                for (size_t t = threadIdx.x; t < padded; t += kSumThreads) {
+                    const size_t u = t ^ j;
+                    if (u > t) {
+                        const uint32_t rt = s_row[t], ru = s_row[u];
+                        const bool ascending = (t & k) == 0;
+                        if ((rt > ru) == ascending) {
+                            s_row[t] = ru;
+                            s_row[u] = rt;
+                            const float ct = s_coef[t];
+                            s_coef[t] = s_coef[u];
+                            s_coef[u] = ct;
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        float* out = grad.values + i * n;
+        for (size_t c = threadIdx.x; c < n; c += kSumThreads) {
+            float acc = first_tile ? 0.0f : out[c];
+            for (size_t j = 0; j < len; ++j)
+                acc += s_coef[j] * dz.data[size_t(s_row[j]) * dz.ld + c];
+            out[c] = acc;
+        }
+        __syncthreads();  // shared memory is reused by the next column
+    }
+}
+
+unsigned grid_for(size_t work, size_t threads, size_t cap) {
+    size_t blocks = (work + threads - 1) / threads;
+    if (blocks > cap) blocks = cap;
+    if (blocks == 0) blocks = 1;
+    return unsigned(blocks);
+}
+
+}  // namespace
+
+void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
+                            ConstMatrixView dz, float alpha, const SparseRowGrad& grad,
+                            WeightGradScratch& s) {
+    const size_t rows = dz.rows, n = dz.cols, in = x.cols;
+    check_cuda(cudaMemsetAsync(grad.count, 0, sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
+               "clearing the csr_weight_grad row count");
+    if (rows == 0) return;
+    if (rows > 0x7fffffffu)
+        throw Error(ErrorCategory::kInternal, "csr_weight_grad: batch exceeds the CUDA grid");
+    const bool noisy = noise.p > 0.0f;
+    const float ns = noisy ? 1.0f / (1.0f - noise.p) : 1.0f;
+    const size_t in1 = in > 0 ? in : 1;
+    uint32_t* touched = s.touched.get_as<uint32_t>(ctx, in1, "csr_weight_grad touched flags");
+    uint32_t* pos = s.positions.get_as<uint32_t>(ctx, in + 1, "csr_weight_grad column positions");
+    uint32_t* col_map = s.col_map.get_as<uint32_t>(ctx, in1, "csr_weight_grad column map");
+    check_cuda(cudaMemsetAsync(touched, 0, in1 * sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
+               "clearing the csr_weight_grad touched flags");
+
+    // 1-2: touched columns, sorted, and their compact indices.
+    mark_kernel<<<unsigned(rows), kEntryThreads, 0, ctx.stream>>>(x, noise, touched, ctx.status);
+    check_launch("mark_kernel");
+    exclusive_scan(ctx, touched, pos, in, s.scan_block);
+    const unsigned cap_blocks = unsigned(ctx.sm_count) * 32;
+    if (in > 0) {
+        compact_kernel<<<grid_for(in, 256, cap_blocks), 256, 0, ctx.stream>>>(
+            touched, pos, in, grad.capacity, col_map, grad.rows);
+        check_launch("compact_kernel");
+    }
+    finish_count_kernel<<<1, 1, 0, ctx.stream>>>(pos + in, grad.capacity, grad.count, ctx.status);
+    check_launch("finish_count_kernel");
+
+    const size_t slots = std::min(grad.capacity, in);  // bound on the touched columns kept
+    if (n == 0 || slots == 0) return;
+
+    // 3: tiles of batch rows.
+    size_t tile_rows = std::min(rows, kMaxTileRows);
+    size_t pairs;
+    if (grad.capacity < in) {
+        pairs = std::min(grad.capacity, tile_rows * in);  // contract: nnz <= capacity
+    } else {
+        tile_rows = std::min(tile_rows, std::max<size_t>(1, kMaxPairs / in));
+        pairs = tile_rows * in;
+    }
+    uint32_t* seg_count = s.seg_count.get_as<uint32_t>(ctx, slots, "csr_weight_grad counts");
+    uint32_t* seg_start = s.seg_start.get_as<uint32_t>(ctx, slots + 1, "csr_weight_grad starts");
+    uint32_t* pair_row = s.pair_row.get_as<uint32_t>(ctx, pairs, "csr_weight_grad pair rows");
+    float* pair_coef = s.pair_coef.get_as<float>(ctx, pairs, "csr_weight_grad pair coefficients");
+    check_cuda(cudaMemsetAsync(seg_count, 0, slots * sizeof(uint32_t), ctx.stream),
+               "cudaMemsetAsync", "clearing the csr_weight_grad counts");
+    const unsigned sum_blocks = grid_for(slots, 1, size_t(ctx.sm_count) * 8);
+    for (size_t b0 = 0; b0 < rows; b0 += tile_rows) {
+        const unsigned tb = unsigned(std::min(tile_rows, rows - b0));
+        tile_count_kernel<<<tb, kEntryThreads, 0, ctx.stream>>>(x, noise, col_map, seg_count, b0);
+        check_launch("tile_count_kernel");
+        exclusive_scan(ctx, seg_count, seg_start, slots, s.scan_block);
+        tile_fill_kernel<<<tb, kEntryThreads, 0, ctx.stream>>>(
+            x, noise, ns, alpha, col_map, seg_count, seg_start, slots, pair_row, pair_coef, pairs,
+            b0, ctx.status);
+        check_launch("tile_fill_kernel");
+        tile_sum_kernel<<<sum_blocks, kSumThreads, 0, ctx.stream>>>(seg_start, pair_row, pair_coef,
+                                                                    pairs, dz, grad, b0 == 0);
+        check_launch("tile_sum_kernel");
+    }
+}
+
+}  // namespace sparsenet::cuda

@@ -1,0 +1,226 @@
+// Element-wise CUDA kernels: fill, add_matrix, scaling, bias + activation (SoftMax row-wise),
+// activation backward with the dropout mask, dropout, and the add pass of scatter_rows.
+//
+// Contracts (src/backend/backend.h) and CPU references (src/backend/cpu/cpu_ops_dense.h,
+// cpu_ops_sparse.h for scatter_rows):
+//  * Layout: row-major [rows, cols] views with a leading dimension; padding columns are never
+//    read or written.
+//  * Thread mapping: elementwise_shape() (kernels/cuda_common.cuh): one thread per element, 2-D
+//    blocks of 256 threads (x over columns, 32..256 wide; y over rows), grid looping over rows.
+//    SoftMax: one block of 256 threads per row. scatter_rows: one block per gradient row.
+//  * Overwrite / accumulate: as the op table says (in place for activations and dropout;
+//    add_matrix with beta == 0 overwrites, NaNs included).
+//  * Determinism: one thread per output element, no atomics: bit-identical on every run. The
+//    element formulas are kernels/formulas/ (the CPU's own); results differ from the CPU only by
+//    the device's transcendental functions (a few ulp) and fused multiply-adds: within 1e-5
+//    relative (tests/backend/cuda_parity_test.cpp).
+//  * Dropout masks: formulas::keep_unit(seed, example, col_offset + c, p), the CPU's hash.
+// Compiles for sm_90; untested on GPU.
+#include "cuda_common.cuh"
+#include "formulas/activation.h"
+#include "formulas/dropout.h"
+#include "formulas/rng.h"
+
+namespace sparsenet::cuda {
+
+namespace {
+
+constexpr int kSoftmaxThreads = 256;
+
+__global__ void fill_kernel(float* dst, size_t n, float value) {
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += size_t(gridDim.x) * blockDim.x)
+        dst[i] = value;
+}
+
+__global__ void add_matrix_kernel(float alpha, ConstMatrixView x, float beta, MatrixView y) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= y.cols) return;
+    SN_ROWS_LOOP(r, y.rows) {
+        float* yp = y.data + r * y.ld + c;
+        const float xv = x.data[r * x.ld + c];
+        *yp = beta == 0.0f ? alpha * xv : alpha * xv + beta * *yp;
+    }
+}
+
+__global__ void scale_matrix_kernel(float beta, MatrixView m) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= m.cols) return;
+    SN_ROWS_LOOP(r, m.rows) {
+        float* p = m.data + r * m.ld + c;
+        *p = beta == 0.0f ? 0.0f : *p * beta;
+    }
+}
+
+__global__ void activation_forward_kernel(formulas::ActivationParams act, const float* bias,
+                                          MatrixView z) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= z.cols) return;
+    const float b = bias != nullptr ? bias[c] : 0.0f;
+    SN_ROWS_LOOP(r, z.rows) {
+        float* p = z.data + r * z.ld + c;
+        *p = formulas::activate(act, bias != nullptr ? *p + b : *p);
+    }
+}
+
+// One block per row: z += bias; z = exp(z - max) / sum, the sum in double (as the CPU).
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    softmax_forward_kernel(const float* bias, MatrixView z) {
+    __shared__ float smax[kSoftmaxThreads / 32];
+    __shared__ double ssum[kSoftmaxThreads / 32];
+    const size_t n = z.cols;
+    float* zr = z.data + size_t(blockIdx.x) * z.ld;
+    float mx = -INFINITY;
+    for (size_t j = threadIdx.x; j < n; j += kSoftmaxThreads) {
+        float v = zr[j];
+        if (bias != nullptr) {
+            v += bias[j];
+            zr[j] = v;
+        }
+        mx = v > mx ? v : mx;
+    }
+    mx = block_max<kSoftmaxThreads>(mx, smax);
+    double sum = 0.0;
+    for (size_t j = threadIdx.x; j < n; j += kSoftmaxThreads) {
+        const float e = formulas::sn_exp(zr[j] - mx);
+        zr[j] = e;
+        sum += double(e);
+    }
+    sum = block_sum<kSoftmaxThreads>(sum, ssum);
+    const float inv = float(1.0 / sum);
+    for (size_t j = threadIdx.x; j < n; j += kSoftmaxThreads) zr[j] *= inv;
+}
+
+__global__ void activation_backward_kernel(formulas::ActivationParams act, ConstMatrixView a,
+                                           MatrixView d) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= d.cols) return;
+    SN_ROWS_LOOP(r, d.rows) {
+        float* dp = d.data + r * d.ld + c;
+        *dp *= formulas::derivative_from_output(act, a.data[r * a.ld + c]);
+    }
+}
+
+__global__ void activation_backward_masked_kernel(formulas::ActivationParams act, ConstMatrixView a,
+                                                  DropoutMask mask, MatrixView d) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= d.cols) return;
+    const formulas::DropoutParams& dp = mask.params;
+    const float scale = dp.scale;
+    const uint64_t col = uint64_t(mask.col_offset) + c;
+    SN_ROWS_LOOP(r, d.rows) {
+        float* p = d.data + r * d.ld + c;
+        const bool keep = formulas::keep_unit(dp.seed, example_of(mask.rows, r), col, dp.p);
+        const float x = formulas::dropout_input(dp, a.data[r * a.ld + c]);
+        *p = keep ? *p * scale * formulas::derivative_from_output(act, x) : 0.0f;
+    }
+}
+
+__global__ void dropout_kernel(DropoutMask mask, MatrixView m) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= m.cols) return;
+    const uint64_t col = uint64_t(mask.col_offset) + c;
+    SN_ROWS_LOOP(r, m.rows) {
+        float* p = m.data + r * m.ld + c;
+        const bool keep =
+            formulas::keep_unit(mask.params.seed, example_of(mask.rows, r), col, mask.params.p);
+        *p = formulas::dropout_forward(mask.params, keep, *p);
+    }
+}
+
+// dense[rows[i], :] += values[i, :] for i < min(*count, capacity); one block per i (grid-stride).
+__global__ void scatter_rows_add_kernel(SparseRowGrad grad, MatrixView dense,
+                                        DeviceStatus* status) {
+    const uint32_t stored = *grad.count;
+    if (stored > grad.capacity && blockIdx.x == 0 && threadIdx.x == 0)
+        report(status, kStatusCountOverCapacity, Op::kScatterRows, stored, grad.capacity);
+    const size_t count = stored < grad.capacity ? stored : grad.capacity;
+    const size_t n = dense.cols;
+    for (size_t i = blockIdx.x; i < count; i += gridDim.x) {
+        const uint32_t row = grad.rows[i];
+        if (row >= dense.rows) {
+            if (threadIdx.x == 0)
+                report(status, kStatusRowOutOfRange, Op::kScatterRows, row, dense.rows);
+            continue;
+        }
+        float* dr = dense.data + size_t(row) * dense.ld;
+        const float* g = grad.values + i * n;
+        for (size_t j = threadIdx.x; j < n; j += blockDim.x) dr[j] += g[j];
+    }
+}
+
+__global__ void probe_kernel(int* out) {
+    if (out != nullptr) *out = 1;
+}
+
+}  // namespace
+
+cudaError_t probe_kernel_image() {
+    cudaFuncAttributes attr;
+    return cudaFuncGetAttributes(&attr, probe_kernel);
+}
+
+void launch_fill(const Context& ctx, float* dst, size_t n, float value) {
+    if (n == 0) return;
+    const size_t blocks = std::min<size_t>((n + 255) / 256, size_t(ctx.sm_count) * 32);
+    fill_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(dst, n, value);
+    check_launch("fill_kernel");
+}
+
+void launch_add_matrix(const Context& ctx, float alpha, ConstMatrixView x, float beta,
+                       MatrixView y) {
+    if (y.rows == 0 || y.cols == 0) return;
+    const Shape2d s = elementwise_shape(y.rows, y.cols);
+    add_matrix_kernel<<<s.grid, s.block, 0, ctx.stream>>>(alpha, x, beta, y);
+    check_launch("add_matrix_kernel");
+}
+
+void launch_scale_matrix(const Context& ctx, float beta, MatrixView m) {
+    if (m.rows == 0 || m.cols == 0 || beta == 1.0f) return;
+    const Shape2d s = elementwise_shape(m.rows, m.cols);
+    scale_matrix_kernel<<<s.grid, s.block, 0, ctx.stream>>>(beta, m);
+    check_launch("scale_matrix_kernel");
+}
+
+void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,
+                                    const float* bias, MatrixView z) {
+    if (z.rows == 0 || z.cols == 0) return;
+    if (act.kind == Activation::kSoftMax) {
+        if (z.rows > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "softmax: too many rows");
+        softmax_forward_kernel<<<unsigned(z.rows), kSoftmaxThreads, 0, ctx.stream>>>(bias, z);
+        check_launch("softmax_forward_kernel");
+        return;
+    }
+    const Shape2d s = elementwise_shape(z.rows, z.cols);
+    activation_forward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, z);
+    check_launch("activation_forward_kernel");
+}
+
+void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
+                                ConstMatrixView a, const DropoutMask* mask, MatrixView d) {
+    if (d.rows == 0 || d.cols == 0) return;
+    const Shape2d s = elementwise_shape(d.rows, d.cols);
+    if (mask != nullptr && mask->params.p > 0.0f) {
+        activation_backward_masked_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, *mask, d);
+        check_launch("activation_backward_masked_kernel");
+    } else {
+        activation_backward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, d);
+        check_launch("activation_backward_kernel");
+    }
+}
+
+void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m) {
+    if (!(mask.params.p > 0.0f) || m.rows == 0 || m.cols == 0) return;
+    const Shape2d s = elementwise_shape(m.rows, m.cols);
+    dropout_kernel<<<s.grid, s.block, 0, ctx.stream>>>(mask, m);
+    check_launch("dropout_kernel");
+}
+
+void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, MatrixView dense) {
+    if (dense.rows == 0 || dense.cols == 0 || grad.capacity == 0) return;
+    const size_t blocks = std::min<size_t>(grad.capacity, size_t(ctx.sm_count) * 16);
+    scatter_rows_add_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(grad, dense, ctx.status);
+    check_launch("scatter_rows_add_kernel");
+}
+
+}  // namespace sparsenet::cuda

@@ -1,0 +1,211 @@
+// Reductions on CUDA: column_sum (bias gradients), sparseness_penalty, normalize_rows (DeltaNorm)
+// and normalize_columns (WeightNorm).
+//
+// Contracts (src/backend/backend.h) and CPU references (src/backend/cpu/cpu_ops_dense.h):
+//  * column_sum: out[c] = alpha * sum_r m[r, c] + beta * out[c] (beta == 0 overwrites), sums in
+//    double. m: [rows, cols] (ld), out: [cols].
+//  * sparseness_penalty: rho_c = mean_r a[r, c] (double), clamped; delta[r, c] += scale * beta *
+//    KL'(p, rho_c) (0 where clamped; delta.data == nullptr: loss only); *loss_sum += rows * beta *
+//    sum_c KL(p || rho_c). formulas/regularizer.h.
+//  * normalize_rows / normalize_columns: a row (column) whose L2 norm (squares summed in double)
+//    exceeds max_norm is scaled to max_norm; others are not written at all.
+//
+// Column reductions run in two kernels: column_partial_kernel, one thread per (column, chunk of
+// rows) summing its chunk in increasing row order in double (threads of a warp take adjacent
+// columns: coalesced), then column_finalize_kernel, one thread per column adding the chunk
+// partials in chunk order and applying the op. The chunking depends only on the shape, so the
+// result is bit-identical on every run; it differs from the CPU's single sequential double sum
+// by double rounding only (far below the float result's ulp). Row norms: one block of 256
+// threads per row, a fixed-order block reduction in double. The penalty's loss is summed over
+// the columns by one block in a fixed order. Tolerance: 1e-5 relative (cuda_parity_test.cpp).
+// Compiles for sm_90; untested on GPU.
+#include "cuda_common.cuh"
+#include "formulas/regularizer.h"
+
+namespace sparsenet::cuda {
+
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int kSumThreads = 256;
+
+// Rows per chunk: 64, doubled until the chunks fit gridDim.y.
+size_t chunk_rows_for(size_t rows) {
+    size_t r = 64;
+    while ((rows + r - 1) / r > 65535) r <<= 1;
+    return r;
+}
+
+template <bool Square>
+__global__ void column_partial_kernel(ConstMatrixView m, size_t chunk_rows, double* partial) {
+    const size_t c = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (c >= m.cols) return;
+    const size_t r0 = size_t(blockIdx.y) * chunk_rows;
+    const size_t r1 = r0 + chunk_rows < m.rows ? r0 + chunk_rows : m.rows;
+    double acc = 0.0;
+    for (size_t r = r0; r < r1; ++r) {
+        const double v = double(m.data[r * m.ld + c]);
+        acc += Square ? v * v : v;
+    }
+    partial[size_t(blockIdx.y) * m.cols + c] = acc;
+}
+
+template <class Epilogue>
+__global__ void column_finalize_kernel(const double* partial, size_t chunks, size_t cols,
+                                       Epilogue epi) {
+    for (size_t c = size_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols;
+         c += size_t(gridDim.x) * blockDim.x) {
+        double s = 0.0;
+        for (size_t k = 0; k < chunks; ++k) s += partial[k * cols + c];
+        epi(c, s);
+    }
+}
+
+struct ColumnSumEpilogue {
+    float alpha, beta;
+    float* out;
+    __device__ void operator()(size_t c, double sum) const {
+        double v = double(alpha) * sum;
+        if (beta != 0.0f) v += double(beta) * double(out[c]);
+        out[c] = float(v);
+    }
+};
+
+struct PenaltyEpilogue {
+    double p, beta, scale, rows;
+    double* kl;
+    float* grad;
+    __device__ void operator()(size_t c, double sum) const {
+        const double mean = sum / rows;
+        kl[c] = formulas::sparseness_kl(p, formulas::sparseness_clamp(mean));
+        grad[c] = float(scale * beta * formulas::sparseness_kl_grad(p, mean));
+    }
+};
+
+struct NormEpilogue {
+    double max_norm;
+    float* factor;
+    __device__ void operator()(size_t c, double sum) const {
+        factor[c] = float(formulas::norm_clip_factor(sum, max_norm));
+    }
+};
+
+// Partial sums of m's columns into the scratch; returns the number of chunks.
+template <bool Square>
+size_t column_partials(const Context& ctx, ConstMatrixView m, ReduceScratch& s, double** out) {
+    const size_t rows = m.rows, cols = m.cols;
+    const size_t chunk = chunk_rows_for(rows);
+    const size_t chunks = (rows + chunk - 1) / chunk;
+    double* partial = s.partial.get_as<double>(ctx, std::max<size_t>(chunks, 1) * cols,
+                                               "column reduction partial sums");
+    *out = partial;
+    if (chunks == 0) return 0;
+    unsigned bx = 32;
+    while (bx < cols && bx < 256) bx <<= 1;
+    const dim3 grid{unsigned((cols + bx - 1) / bx), unsigned(chunks)};
+    column_partial_kernel<Square><<<grid, bx, 0, ctx.stream>>>(m, chunk, partial);
+    check_launch("column_partial_kernel");
+    return chunks;
+}
+
+template <class Epilogue>
+void column_finalize(const Context& ctx, const double* partial, size_t chunks, size_t cols,
+                     Epilogue epi) {
+    const size_t blocks = std::min<size_t>((cols + 255) / 256, size_t(ctx.sm_count) * 32);
+    column_finalize_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256, 0, ctx.stream>>>(
+        partial, chunks, cols, epi);
+    check_launch("column_finalize_kernel");
+}
+
+__global__ void add_column_vector_kernel(const float* v, MatrixView m) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= m.cols) return;
+    const float g = v[c];
+    SN_ROWS_LOOP(r, m.rows) m.data[r * m.ld + c] += g;
+}
+
+__global__ void scale_columns_kernel(const float* factor, MatrixView m) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= m.cols) return;
+    const float f = factor[c];
+    if (f == 1.0f) return;  // columns within the bound are not written
+    SN_ROWS_LOOP(r, m.rows) m.data[r * m.ld + c] *= f;
+}
+
+__global__ void __launch_bounds__(kSumThreads)
+    sum_penalty_kernel(const double* kl, size_t cols, double factor, double* loss_sum) {
+    __shared__ double smem[kSumThreads / 32];
+    double acc = 0.0;
+    for (size_t c = threadIdx.x; c < cols; c += kSumThreads) acc += kl[c];
+    acc = block_sum<kSumThreads>(acc, smem);
+    if (threadIdx.x == 0) *loss_sum += factor * acc;
+}
+
+__global__ void __launch_bounds__(kRowThreads) normalize_rows_kernel(float max_norm, MatrixView m) {
+    __shared__ double smem[kRowThreads / 32];
+    float* row = m.data + size_t(blockIdx.x) * m.ld;
+    double norm2 = 0.0;
+    for (size_t j = threadIdx.x; j < m.cols; j += kRowThreads) {
+        const double v = double(row[j]);
+        norm2 += v * v;
+    }
+    norm2 = block_sum<kRowThreads>(norm2, smem);
+    const double f = formulas::norm_clip_factor(norm2, double(max_norm));
+    if (f == 1.0) return;
+    const float ft = float(f);
+    for (size_t j = threadIdx.x; j < m.cols; j += kRowThreads) row[j] *= ft;
+}
+
+}  // namespace
+
+void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float beta, float* out,
+                       ReduceScratch& s) {
+    if (m.cols == 0) return;
+    double* partial = nullptr;
+    const size_t chunks = column_partials<false>(ctx, m, s, &partial);
+    column_finalize(ctx, partial, chunks, m.cols, ColumnSumEpilogue{alpha, beta, out});
+}
+
+void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMatrixView a,
+                               float scale, MatrixView delta, double* loss_sum, ReduceScratch& s) {
+    const size_t rows = a.rows, n = a.cols;
+    if (rows == 0 || n == 0) return;
+    double* partial = nullptr;
+    const size_t chunks = column_partials<false>(ctx, a, s, &partial);
+    double* kl = s.column.get_as<double>(ctx, n, "sparseness penalty per-column KL");
+    float* grad = s.gradient.get_as<float>(ctx, n, "sparseness penalty per-column gradient");
+    column_finalize(
+        ctx, partial, chunks, n,
+        PenaltyEpilogue{double(p), double(beta), double(scale), double(rows), kl, grad});
+    if (delta.data != nullptr) {
+        const Shape2d sh = elementwise_shape(delta.rows, delta.cols);
+        add_column_vector_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(grad, delta);
+        check_launch("add_column_vector_kernel");
+    }
+    if (loss_sum != nullptr) {
+        sum_penalty_kernel<<<1, kSumThreads, 0, ctx.stream>>>(kl, n, double(rows) * double(beta),
+                                                              loss_sum);
+        check_launch("sum_penalty_kernel");
+    }
+}
+
+void launch_normalize_rows(const Context& ctx, float max_norm, MatrixView m) {
+    if (m.rows == 0 || m.cols == 0) return;
+    if (m.rows > 0x7fffffffu)
+        throw Error(ErrorCategory::kInternal, "normalize_rows: too many rows for the CUDA grid");
+    normalize_rows_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(max_norm, m);
+    check_launch("normalize_rows_kernel");
+}
+
+void launch_normalize_columns(const Context& ctx, float max_norm, MatrixView w, ReduceScratch& s) {
+    if (w.rows == 0 || w.cols == 0) return;
+    double* partial = nullptr;
+    const size_t chunks = column_partials<true>(ctx, w, s, &partial);
+    float* factor = s.gradient.get_as<float>(ctx, w.cols, "normalize_columns factors");
+    column_finalize(ctx, partial, chunks, w.cols, NormEpilogue{double(max_norm), factor});
+    const Shape2d sh = elementwise_shape(w.rows, w.cols);
+    scale_columns_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(factor, w);
+    check_launch("scale_columns_kernel");
+}
+
+}  // namespace sparsenet::cuda

@@ -1,0 +1,643 @@
+// The CUDA backend: lifetime, memory, transfers, cuBLAS GEMM, the device registry, and the op
+// entry points (shape checks with the CPU backend's messages, then the launchers of
+// kernels/cuda_*.cu). See cuda_backend.h for the execution model. Compiles; untested on GPU.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "backend/cuda/cuda_registry.h"
+#include "sparsenet/error.h"
+
+#ifndef SPARSENET_CUDA_ARCHITECTURES
+#define SPARSENET_CUDA_ARCHITECTURES "unknown"
+#endif
+
+namespace sparsenet {
+
+namespace cuda {
+
+namespace {
+
+std::string error_text(cudaError_t err) {
+    return std::string(cudaGetErrorString(err)) + " (" + cudaGetErrorName(err) + ")";
+}
+
+// cuBLAS is loaded with dlopen when the first CUDA backend is created, not linked: linking it
+// makes every process that links libsparsenet map cuBLAS and cuBLASLt at start (measured on the
+// GPU-less builder: 0.05-0.1 s and 220 MB of RSS per process, doubling the CPU test suite's wall
+// time), whether or not it ever uses a GPU. The headers still give the types and signatures.
+struct CublasApi {
+    decltype(&cublasCreate_v2) create = nullptr;
+    decltype(&cublasDestroy_v2) destroy = nullptr;
+    decltype(&cublasSetStream_v2) set_stream = nullptr;
+    decltype(&cublasSetMathMode) set_math_mode = nullptr;
+    decltype(&cublasSgemm_v2) sgemm = nullptr;
+    decltype(&cublasGetStatusString) status_string = nullptr;
+    decltype(&cublasGetStatusName) status_name = nullptr;
+};
+
+CublasApi load_cublas() {
+    const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed
+    if (lib == nullptr) {
+        const char* err = dlerror();
+        throw Error(ErrorCategory::kDevice, "cannot load cuBLAS (" + soname +
+                                                "): " + (err != nullptr ? err : "unknown error"));
+    }
+    CublasApi api;
+    auto load = [&](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+        if (fn == nullptr) {
+            throw Error(ErrorCategory::kDevice, "cuBLAS (" + soname + ") has no symbol " + name);
+        }
+    };
+    load(api.create, "cublasCreate_v2");
+    load(api.destroy, "cublasDestroy_v2");
+    load(api.set_stream, "cublasSetStream_v2");
+    load(api.set_math_mode, "cublasSetMathMode");
+    load(api.sgemm, "cublasSgemm_v2");
+    load(api.status_string, "cublasGetStatusString");
+    load(api.status_name, "cublasGetStatusName");
+    return api;
+}
+
+// Loaded once per process (a throwing initialisation is retried by the next call).
+const CublasApi& cublas() {
+    static const CublasApi api = load_cublas();
+    return api;
+}
+
+std::string cublas_text(cublasStatus_t st) {
+    return std::string(cublas().status_string(st)) + " (" + cublas().status_name(st) + ")";
+}
+
+void check_cublas(cublasStatus_t st, const char* call, const std::string& doing) {
+    if (st == CUBLAS_STATUS_SUCCESS) return;
+    throw Error(ErrorCategory::kDevice,
+                std::string(call) + " failed while " + doing + ": " + cublas_text(st));
+}
+
+}  // namespace
+
+void check_cuda(cudaError_t err, const char* call, const std::string& doing) {
+    if (err == cudaSuccess) return;
+    (void)cudaGetLastError();  // clear a non-sticky error so later calls start clean
+    throw Error(ErrorCategory::kDevice,
+                std::string(call) + " failed while " + doing + ": " + error_text(err));
+}
+
+void check_launch(const char* kernel) {
+    const cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return;
+    throw Error(ErrorCategory::kDevice,
+                std::string("launching ") + kernel + " failed: " + error_text(err));
+}
+
+void* device_alloc(const Context& ctx, size_t bytes, const char* what) {
+    void* p = nullptr;
+    const cudaError_t err =
+        ctx.use_pool ? cudaMallocAsync(&p, bytes, ctx.stream) : cudaMalloc(&p, bytes);
+    if (err != cudaSuccess || p == nullptr) {
+        (void)cudaGetLastError();
+        throw Error(ErrorCategory::kDevice, "out of device memory allocating " +
+                                                std::to_string(bytes) + " bytes for " +
+                                                (what != nullptr ? what : "(unnamed)") +
+                                                " on cuda:" + std::to_string(ctx.device) + " (" +
+                                                (ctx.use_pool ? "cudaMallocAsync" : "cudaMalloc") +
+                                                ": " + error_text(err) + ")");
+    }
+    return p;
+}
+
+void device_free(const Context& ctx, void* p) noexcept {
+    if (p == nullptr) return;
+    if (ctx.use_pool) {
+        (void)cudaFreeAsync(p, ctx.stream);
+    } else {
+        (void)cudaFree(p);
+    }
+    (void)cudaGetLastError();
+}
+
+void* ScratchBuffer::get(const Context& ctx, size_t bytes, const char* what) {
+    if (bytes <= bytes_ && p_ != nullptr) return p_;
+    const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
+    release(ctx);  // stream-ordered: kernels already enqueued on the old buffer finish first
+    p_ = device_alloc(ctx, std::max<size_t>(grown, 16), what);
+    bytes_ = std::max<size_t>(grown, 16);
+    return p_;
+}
+
+void ScratchBuffer::release(const Context& ctx) noexcept {
+    device_free(ctx, p_);
+    p_ = nullptr;
+    bytes_ = 0;
+}
+
+int device_count(std::string* why) {
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (why != nullptr) *why = "cudaGetDeviceCount: " + error_text(err);
+        return 0;
+    }
+    if (n <= 0) {
+        if (why != nullptr) *why = "cudaGetDeviceCount reports no CUDA device";
+        return 0;
+    }
+    return n;
+}
+
+bool device_usable(int index, std::string* why) {
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    (void)cudaGetLastError();
+    const std::string name = "cuda:" + std::to_string(index);
+    cudaError_t err = cudaSetDevice(index);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (why != nullptr)
+            *why = "cudaSetDevice(" + std::to_string(index) + "): " + error_text(err);
+        return false;
+    }
+    err = probe_kernel_image();
+    bool ok = err == cudaSuccess;
+    if (!ok) {
+        (void)cudaGetLastError();
+        if (why != nullptr) {
+            int major = 0, minor = 0;
+            cudaDeviceProp prop;
+            std::memset(&prop, 0, sizeof(prop));
+            (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
+            (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index);
+            (void)cudaGetDeviceProperties(&prop, index);
+            (void)cudaGetLastError();
+            *why = name + " (" + std::string(prop.name) + ", compute capability " +
+                   std::to_string(major) + "." + std::to_string(minor) +
+                   ") cannot run this build's kernels, built for CUDA architectures " +
+                   SPARSENET_CUDA_ARCHITECTURES + " (cudaFuncGetAttributes: " + error_text(err) +
+                   "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(major) +
+                   std::to_string(minor);
+        }
+    }
+    if (previous >= 0 && previous != index) (void)cudaSetDevice(previous);
+    (void)cudaGetLastError();
+    return ok;
+}
+
+std::unique_ptr<Backend> create_backend(int index) {
+    return std::make_unique<CudaBackend>(index);
+}
+
+}  // namespace cuda
+
+namespace {
+
+void check(bool ok, const char* op, const char* what) {
+    if (!ok) throw Error(ErrorCategory::kInternal, std::string(op) + ": " + what);
+}
+
+void check_state(const formulas::OptimizerStep& step, const void* s1, const void* s2,
+                 const char* op) {
+    const int slots = formulas::optimizer_state_slots(step.kind);
+    check(slots < 1 || s1 != nullptr, op, "optimizer state slot 1 is null");
+    check(slots < 2 || s2 != nullptr, op, "optimizer state slot 2 is null");
+}
+
+std::string status_message(const cuda::DeviceStatus& s) {
+    const std::string op = to_string(static_cast<Op>(s.op));
+    const std::string a = std::to_string(s.a), b = std::to_string(s.b);
+    std::string m;
+    switch (s.code) {
+        case cuda::kStatusColumnOutOfRange:
+            m = op + ": column id " + a + " >= input width " + b;
+            break;
+        case cuda::kStatusGradCapacity:
+            m = op + ": the batch touches " + a + " rows but the gradient capacity is " + b;
+            break;
+        case cuda::kStatusPairOverflow:
+            m = op + ": a tile of the batch stores " + a + " entries but the scratch holds " + b +
+                " (the gradient capacity must be >= min(input width, stored entries of the "
+                "batch))";
+            break;
+        case cuda::kStatusRowOutOfRange:
+            m = op + ": gradient row id " + a + " out of range (" + b + " rows)";
+            break;
+        case cuda::kStatusCountOverCapacity:
+            m = op + ": row count " + a + " exceeds the capacity " + b;
+            break;
+        case cuda::kStatusTargetOutOfRange:
+            m = op + ": target column id " + a + " >= output width " + b;
+            break;
+        default:
+            m = op + ": device error code " + std::to_string(s.code);
+    }
+    return m +
+           " (found on the device; reported at the next synchronisation, results of that op "
+           "are incomplete)";
+}
+
+}  // namespace
+
+// ---- lifetime ----
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+    ctx_.device = device;
+    const std::string where = "creating the CUDA backend on cuda:" + std::to_string(device);
+    try {
+        cuda::check_cuda(cudaSetDevice(device), "cudaSetDevice", where);
+        int sms = 0;
+        cuda::check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+                         "cudaDeviceGetAttribute", where);
+        ctx_.sm_count = std::max(1, sms);
+        int pools = 0;
+        if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) !=
+            cudaSuccess) {
+            pools = 0;
+            (void)cudaGetLastError();
+        }
+        ctx_.use_pool = pools != 0;
+        if (ctx_.use_pool) {
+            // Keep freed blocks in the device's default pool (no release at each synchronisation).
+            cudaMemPool_t pool = nullptr;
+            if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+                uint64_t threshold = UINT64_MAX;
+                (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+            }
+            (void)cudaGetLastError();
+        }
+        cuda::check_cuda(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags", where + " (compute stream)");
+        cuda::check_cuda(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags", where + " (copy stream)");
+        cuda::check_cuda(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming),
+                         "cudaEventCreateWithFlags", where);
+        cuda::check_cuda(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming),
+                         "cudaEventCreateWithFlags", where);
+        for (int i = 0; i < kStagingSlots; ++i) {
+            cuda::check_cuda(cudaEventCreateWithFlags(&staging_done_[i], cudaEventDisableTiming),
+                             "cudaEventCreateWithFlags", where);
+            cuda::check_cuda(
+                cudaHostAlloc(&staging_[i], kStagingBytes, cudaHostAllocDefault), "cudaHostAlloc",
+                where + " (" + std::to_string(kStagingBytes) + " bytes of pinned staging memory)");
+        }
+        void* status_host = nullptr;
+        cuda::check_cuda(
+            cudaHostAlloc(&status_host, sizeof(cuda::DeviceStatus), cudaHostAllocDefault),
+            "cudaHostAlloc", where + " (status mirror)");
+        status_host_ = static_cast<cuda::DeviceStatus*>(status_host);
+        std::memset(status_host_, 0, sizeof(cuda::DeviceStatus));
+        ctx_.status = static_cast<cuda::DeviceStatus*>(
+            cuda::device_alloc(ctx_, sizeof(cuda::DeviceStatus), "the device status block"));
+        cuda::check_cuda(cudaMemsetAsync(ctx_.status, 0, sizeof(cuda::DeviceStatus), ctx_.stream),
+                         "cudaMemsetAsync", where + " (status block)");
+        cublasHandle_t handle = nullptr;
+        cuda::check_cublas(cuda::cublas().create(&handle), "cublasCreate", where);
+        cublas_ = handle;
+        cuda::check_cublas(cuda::cublas().set_stream(cublas_, ctx_.stream), "cublasSetStream",
+                           where);
+        const char* tf32 = std::getenv("SPARSENET_CUDA_TF32");
+        tf32_ = tf32 != nullptr && std::strcmp(tf32, "1") == 0;
+        cuda::check_cublas(cuda::cublas().set_math_mode(
+                               cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                           "cublasSetMathMode", where);
+    } catch (...) {
+        release_all();
+        throw;
+    }
+}
+
+CudaBackend::~CudaBackend() {
+    release_all();
+}
+
+void CudaBackend::release_all() noexcept {
+    (void)cudaSetDevice(device_);
+    if (ctx_.stream != nullptr) (void)cudaStreamSynchronize(ctx_.stream);
+    if (copy_stream_ != nullptr) (void)cudaStreamSynchronize(copy_stream_);
+    if (ctx_.stream != nullptr) {
+        for (cuda::ScratchBuffer* b :
+             {&weight_grad_scratch_.touched, &weight_grad_scratch_.positions,
+              &weight_grad_scratch_.col_map, &weight_grad_scratch_.seg_count,
+              &weight_grad_scratch_.seg_start, &weight_grad_scratch_.pair_row,
+              &weight_grad_scratch_.pair_coef, &weight_grad_scratch_.scan_block,
+              &reduce_scratch_.partial, &reduce_scratch_.column, &reduce_scratch_.gradient,
+              &row_loss_scratch_, &row_map_scratch_, &top_k_scratch_.exclude_bits,
+              &top_k_scratch_.keys, &top_k_scratch_.sorted, &top_k_scratch_.offsets,
+              &top_k_scratch_.temp})
+            b->release(ctx_);
+        cuda::device_free(ctx_, ctx_.status);
+        ctx_.status = nullptr;
+        (void)cudaStreamSynchronize(ctx_.stream);
+    }
+    if (cublas_ != nullptr) (void)cuda::cublas().destroy(cublas_);
+    cublas_ = nullptr;
+    for (int i = 0; i < kStagingSlots; ++i) {
+        if (staging_done_[i] != nullptr) (void)cudaEventDestroy(staging_done_[i]);
+        if (staging_[i] != nullptr) (void)cudaFreeHost(staging_[i]);
+        staging_done_[i] = nullptr;
+        staging_[i] = nullptr;
+    }
+    if (status_host_ != nullptr) (void)cudaFreeHost(status_host_);
+    status_host_ = nullptr;
+    if (compute_done_ != nullptr) (void)cudaEventDestroy(compute_done_);
+    if (copy_done_ != nullptr) (void)cudaEventDestroy(copy_done_);
+    compute_done_ = copy_done_ = nullptr;
+    if (copy_stream_ != nullptr) (void)cudaStreamDestroy(copy_stream_);
+    if (ctx_.stream != nullptr) (void)cudaStreamDestroy(ctx_.stream);
+    copy_stream_ = nullptr;
+    ctx_.stream = nullptr;
+    (void)cudaGetLastError();
+}
+
+void CudaBackend::activate() const {
+    cuda::check_cuda(cudaSetDevice(device_), "cudaSetDevice",
+                     "selecting cuda:" + std::to_string(device_));
+}
+
+bool CudaBackend::supports(Op, Activation, ErrorFunction, std::string* why) const {
+    // Every op, with every activation and every loss the CPU backend runs (the kernels call the
+    // same formulas), so nothing is refused.
+    if (why != nullptr) why->clear();
+    return true;
+}
+
+// ---- memory ----
+
+void* CudaBackend::allocate(size_t bytes, const char* what) {
+    activate();
+    return cuda::device_alloc(ctx_, bytes == 0 ? 256 : bytes, what);
+}
+
+void CudaBackend::deallocate(void* p) {
+    if (p == nullptr) return;
+    (void)cudaSetDevice(device_);
+    cuda::device_free(ctx_, p);
+}
+
+void CudaBackend::order_copy_after_compute() {
+    cuda::check_cuda(cudaEventRecord(compute_done_, ctx_.stream), "cudaEventRecord",
+                     "ordering a transfer after the compute stream");
+    cuda::check_cuda(cudaStreamWaitEvent(copy_stream_, compute_done_, 0), "cudaStreamWaitEvent",
+                     "ordering a transfer after the compute stream");
+}
+
+void CudaBackend::enqueue_status_readback() {
+    cuda::check_cuda(cudaMemcpyAsync(status_host_, ctx_.status, sizeof(cuda::DeviceStatus),
+                                     cudaMemcpyDeviceToHost, ctx_.stream),
+                     "cudaMemcpyAsync", "reading the device status block");
+}
+
+void CudaBackend::raise_device_status() {
+    // Filled by a copy that a stream or event synchronisation has waited for.
+    const cuda::DeviceStatus s = *status_host_;
+    if (s.code == cuda::kStatusOk) return;
+    std::memset(status_host_, 0, sizeof(cuda::DeviceStatus));
+    (void)cudaMemsetAsync(ctx_.status, 0, sizeof(cuda::DeviceStatus), ctx_.stream);
+    (void)cudaGetLastError();
+    throw Error(ErrorCategory::kInternal, status_message(s));
+}
+
+void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
+    if (bytes == 0) return;
+    activate();
+    const std::string doing =
+        "uploading " + std::to_string(bytes) + " bytes to cuda:" + std::to_string(device_);
+    order_copy_after_compute();
+    const char* in = static_cast<const char*>(host_src);
+    char* out = static_cast<char*>(dst);
+    int slot = 0;
+    for (size_t off = 0; off < bytes; off += kStagingBytes, slot = (slot + 1) % kStagingSlots) {
+        const size_t len = std::min(kStagingBytes, bytes - off);
+        // The previous copy out of this staging buffer must be done before it is refilled.
+        cuda::check_cuda(cudaEventSynchronize(staging_done_[slot]), "cudaEventSynchronize", doing);
+        std::memcpy(staging_[slot], in + off, len);
+        cuda::check_cuda(
+            cudaMemcpyAsync(out + off, staging_[slot], len, cudaMemcpyHostToDevice, copy_stream_),
+            "cudaMemcpyAsync", doing);
+        cuda::check_cuda(cudaEventRecord(staging_done_[slot], copy_stream_), "cudaEventRecord",
+                         doing);
+    }
+    // Later compute work sees the data, and so does any other stream or backend once this
+    // returns (the Recommender's per-call backends read the weights the network's backend
+    // uploaded): wait for the last chunk.
+    cuda::check_cuda(cudaEventRecord(copy_done_, copy_stream_), "cudaEventRecord", doing);
+    cuda::check_cuda(cudaStreamWaitEvent(ctx_.stream, copy_done_, 0), "cudaStreamWaitEvent", doing);
+    cuda::check_cuda(cudaEventSynchronize(copy_done_), "cudaEventSynchronize", doing);
+}
+
+void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;
+    activate();
+    const std::string doing =
+        "downloading " + std::to_string(bytes) + " bytes from cuda:" + std::to_string(device_);
+    enqueue_status_readback();
+    order_copy_after_compute();
+    const char* in = static_cast<const char*>(src);
+    char* out = static_cast<char*>(host_dst);
+    const size_t chunks = (bytes + kStagingBytes - 1) / kStagingBytes;
+    auto issue = [&](size_t i) {
+        const int slot = int(i % kStagingSlots);
+        const size_t off = i * kStagingBytes, len = std::min(kStagingBytes, bytes - off);
+        cuda::check_cuda(
+            cudaMemcpyAsync(staging_[slot], in + off, len, cudaMemcpyDeviceToHost, copy_stream_),
+            "cudaMemcpyAsync", doing);
+        cuda::check_cuda(cudaEventRecord(staging_done_[slot], copy_stream_), "cudaEventRecord",
+                         doing);
+    };
+    for (size_t i = 0; i < std::min<size_t>(chunks, kStagingSlots); ++i) issue(i);
+    for (size_t i = 0; i < chunks; ++i) {
+        const int slot = int(i % kStagingSlots);
+        const size_t off = i * kStagingBytes, len = std::min(kStagingBytes, bytes - off);
+        cuda::check_cuda(cudaEventSynchronize(staging_done_[slot]), "cudaEventSynchronize", doing);
+        std::memcpy(out + off, staging_[slot], len);
+        if (i + kStagingSlots < chunks) issue(i + kStagingSlots);
+    }
+    // The status readback ran before the transfer (stream order), so it is in place.
+    raise_device_status();
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0 || dst == src) return;
+    activate();
+    cuda::check_cuda(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx_.stream), "cudaMemcpyAsync",
+        "copying " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device_));
+}
+
+void CudaBackend::fill(float* dst, size_t n, float value) {
+    activate();
+    cuda::launch_fill(ctx_, dst, n, value);
+}
+
+void CudaBackend::synchronize() {
+    activate();
+    const std::string doing = "synchronising cuda:" + std::to_string(device_);
+    enqueue_status_readback();
+    cuda::check_cuda(cudaStreamSynchronize(ctx_.stream), "cudaStreamSynchronize", doing);
+    cuda::check_cuda(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize", doing);
+    raise_device_status();
+}
+
+// ---- compute ----
+
+void CudaBackend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
+                             MatrixView z, float beta) {
+    check(z.rows == x.batch.batch, "csr_matmul", "rows of z != batch size");
+    check(w.cols == z.cols, "csr_matmul", "columns of w != columns of z");
+    check(w.rows >= x.cols, "csr_matmul", "rows of w < input width");
+    activate();
+    cuda::launch_csr_matmul(ctx_, x, noise, w, z, beta);
+}
+
+void CudaBackend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                                  float alpha, const SparseRowGrad& grad) {
+    check(dz.rows == x.batch.batch, "csr_weight_grad", "rows of dz != batch size");
+    check(grad.cols == dz.cols, "csr_weight_grad", "gradient width != columns of dz");
+    activate();
+    cuda::launch_csr_weight_grad(ctx_, x, noise, dz, alpha, grad, weight_grad_scratch_);
+}
+
+void CudaBackend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                       ConstMatrixView b, float beta, MatrixView c) {
+    const size_t m = c.rows, n = c.cols;
+    const size_t k = trans_a ? a.rows : a.cols;
+    check((trans_a ? a.cols : a.rows) == m, "gemm", "rows of op(a) != rows of c");
+    check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
+    check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
+    check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
+    if (m == 0 || n == 0) return;
+    activate();
+    if (k == 0) {  // op(a) . op(b) is zero: only the beta scaling remains
+        cuda::launch_scale_matrix(ctx_, beta, c);
+        return;
+    }
+    const size_t imax = size_t(INT_MAX);
+    check(m <= imax && n <= imax && k <= imax && a.ld <= imax && b.ld <= imax && c.ld <= imax,
+          "gemm", "dimension exceeds the BLAS integer range");
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a row-major matrix
+    // read column-major is its transpose: so B comes first with its own transpose flag.
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cuda::check_cublas(
+        cuda::cublas().sgemm(cublas_, op_b, op_a, int(n), int(m), int(k), &alpha, b.data,
+                             int(std::max<size_t>(b.ld, 1)), a.data, int(std::max<size_t>(a.ld, 1)),
+                             &beta, c.data, int(std::max<size_t>(c.ld, 1))),
+        "cublasSgemm",
+        "computing a " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+            " GEMM on cuda:" + std::to_string(device_));
+}
+
+void CudaBackend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+                                          MatrixView z) {
+    activate();
+    cuda::launch_bias_activation_forward(ctx_, act, bias, z);
+}
+
+void CudaBackend::activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+                                      const DropoutMask* mask, MatrixView d) {
+    if (act.kind == Activation::kSoftMax) {
+        throw Error(ErrorCategory::kInternal,
+                    "activation_backward: SoftMax is applied by output_delta, not here");
+    }
+    check(a.rows == d.rows && a.cols == d.cols, "activation_backward", "shapes of a and d differ");
+    check(mask == nullptr || mask->rows.batch == d.rows, "activation_backward",
+          "mask batch size != rows of d");
+    activate();
+    cuda::launch_activation_backward(ctx_, act, a, mask, d);
+}
+
+void CudaBackend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
+    activate();
+    cuda::launch_column_sum(ctx_, m, alpha, beta, out, reduce_scratch_);
+}
+
+void CudaBackend::dropout(const DropoutMask& mask, MatrixView m) {
+    if (!(mask.params.p > 0.0f) || m.rows == 0 || m.cols == 0) return;
+    check(mask.rows.batch == m.rows, "dropout", "mask batch size != rows of m");
+    activate();
+    cuda::launch_dropout(ctx_, mask, m);
+}
+
+void CudaBackend::output_delta(const formulas::LossParams& loss,
+                               const formulas::ActivationParams& act, ConstMatrixView a,
+                               const CsrBatchView& target, float scale, MatrixView delta,
+                               double* loss_sum) {
+    check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
+          "shapes of a and delta differ");
+    check(target.batch.batch == a.rows, "output_delta", "target batch size != rows of a");
+    check(target.cols <= a.cols, "output_delta", "target width > columns of a");
+    activate();
+    cuda::launch_output_delta(ctx_, loss, act, a, target, scale, delta, loss_sum,
+                              row_loss_scratch_);
+}
+
+void CudaBackend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
+                                     MatrixView delta, double* loss_sum) {
+    check(delta.data == nullptr || (delta.rows == a.rows && delta.cols == a.cols),
+          "sparseness_penalty", "shapes of a and delta differ");
+    activate();
+    cuda::launch_sparseness_penalty(ctx_, p, beta, a, scale, delta, loss_sum, reduce_scratch_);
+}
+
+void CudaBackend::normalize_rows(float max_norm, MatrixView m) {
+    activate();
+    cuda::launch_normalize_rows(ctx_, max_norm, m);
+}
+
+void CudaBackend::normalize_columns(float max_norm, MatrixView w) {
+    activate();
+    cuda::launch_normalize_columns(ctx_, max_norm, w, reduce_scratch_);
+}
+
+void CudaBackend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) {
+    check(x.rows == y.rows && x.cols == y.cols, "add_matrix", "shapes of x and y differ");
+    activate();
+    cuda::launch_add_matrix(ctx_, alpha, x, beta, y);
+}
+
+void CudaBackend::scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) {
+    check(grad.cols == dense.cols, "scatter_rows", "gradient width != dense width");
+    if (dense.rows == 0 || dense.cols == 0) return;
+    activate();
+    cuda::launch_scale_matrix(ctx_, beta, dense);
+    cuda::launch_scatter_rows_add(ctx_, grad, dense);
+}
+
+void CudaBackend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
+                                 ConstMatrixView g, float* state1, float* state2) {
+    check(g.rows == w.rows && g.cols == w.cols, "optimizer_step", "shapes of w and g differ");
+    check_state(step, state1, state2, "optimizer_step");
+    activate();
+    cuda::launch_optimizer_step(ctx_, step, w, g, state1, state2);
+}
+
+void CudaBackend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+                                      const SparseRowGrad& grad, float* state1, float* state2,
+                                      SparseUpdate mode) {
+    check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
+    check_state(step, state1, state2, "optimizer_step_rows");
+    activate();
+    cuda::launch_optimizer_step_rows(ctx_, step, w, grad, state1, state2, mode, row_map_scratch_);
+}
+
+void CudaBackend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+                        float* out_scores, uint32_t* out_indices) {
+    if (scores.rows == 0 || k == 0) return;
+    check(scores.cols <= size_t(UINT32_MAX), "top_k", "too many columns");
+    check(exclude == nullptr || exclude->batch.batch == scores.rows, "top_k",
+          "exclusion batch size != rows of scores");
+    activate();
+    cuda::launch_top_k(ctx_, scores, exclude, k, out_scores, out_indices, top_k_scratch_);
+}
+
+}  // namespace sparsenet

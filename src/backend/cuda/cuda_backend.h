@@ -1,0 +1,113 @@
+// The CUDA backend: device memory, one compute stream plus a copy stream, cuBLAS on the compute
+// stream, and the kernels of kernels/cuda_*.cu. Implements the whole op table of backend.h with
+// the CPU backend's semantics (src/backend/cpu/ is the reference; tests/backend/
+// cuda_parity_test.cpp compares the two). Compiles for sm_90; untested on GPU.
+//
+// Execution model:
+//  * Every op is enqueued on the compute stream and returns at once; ops run in call order.
+//  * upload / download go through two pinned staging buffers on the copy stream, ordered after the
+//    compute work already enqueued (events both ways), so a buffer still read by an earlier
+//    kernel is never overwritten and later kernels see the new data. Both return when the
+//    transfer is complete (an upload is then visible to other streams and backends too, e.g.
+//    the Recommender's per-call backends reading the network's weights).
+//  * Errors found by kernels (ids out of range, a gradient capacity too small) are recorded in a
+//    device status block and thrown as Error(kInternal) by the next synchronize() or download().
+//  * Memory: cudaMallocAsync / cudaFreeAsync on the compute stream (a pool that keeps freed
+//    memory for reuse), or cudaMalloc / cudaFree where the device has no memory pools.
+//  * GEMM math: fp32 (CUBLAS_DEFAULT_MATH). SPARSENET_CUDA_TF32=1 in the environment selects
+//    CUBLAS_TF32_TENSOR_OP_MATH (faster, about 1e-3 relative error; NetworkOptions has no field
+//    for it).
+// Not thread-safe: one backend runs one op at a time (like the CPU backend).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_kernels.h"
+
+struct cublasContext;
+
+namespace sparsenet {
+
+class CudaBackend final : public Backend {
+  public:
+    // device: a CUDA device index the caller checked (cuda::device_usable).
+    explicit CudaBackend(int device);
+    ~CudaBackend() override;
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
+
+    std::string name() const override { return "cuda:" + std::to_string(device_); }
+    int device() const { return device_; }
+    bool tf32() const { return tf32_; }
+
+    bool supports(Op op, Activation act, ErrorFunction loss, std::string* why) const override;
+
+    void* allocate(size_t bytes, const char* what) override;
+    void deallocate(void* p) override;
+    void upload(void* dst, const void* host_src, size_t bytes) override;
+    void download(void* host_dst, const void* src, size_t bytes) override;
+    void copy(void* dst, const void* src, size_t bytes) override;
+    void fill(float* dst, size_t n, float value) override;
+    void synchronize() override;
+
+    void csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
+                    float beta) override;
+    void csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
+                         const SparseRowGrad& grad) override;
+    void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+              float beta, MatrixView c) override;
+    void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+                                 MatrixView z) override;
+    void activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+                             const DropoutMask* mask, MatrixView d) override;
+    void column_sum(ConstMatrixView m, float alpha, float beta, float* out) override;
+    void dropout(const DropoutMask& mask, MatrixView m) override;
+    void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                      ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
+                      double* loss_sum) override;
+    void sparseness_penalty(float p, float beta, ConstMatrixView a, float scale, MatrixView delta,
+                            double* loss_sum) override;
+    void normalize_rows(float max_norm, MatrixView m) override;
+    void normalize_columns(float max_norm, MatrixView w) override;
+    void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
+    void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) override;
+    void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
+                        float* state1, float* state2) override;
+    void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+                             const SparseRowGrad& grad, float* state1, float* state2,
+                             SparseUpdate mode) override;
+    void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k, float* out_scores,
+               uint32_t* out_indices) override;
+
+  private:
+    static constexpr int kStagingSlots = 2;
+    static constexpr size_t kStagingBytes = size_t(4) << 20;
+
+    void activate() const;            // makes device_ current for this thread
+    void order_copy_after_compute();  // copy stream waits for the work enqueued so far
+    void enqueue_status_readback();   // status block -> pinned mirror, on the compute stream
+    void raise_device_status();       // throws Error(kInternal) for a recorded kernel error
+    void release_all() noexcept;
+
+    int device_;
+    bool tf32_ = false;
+    cuda::Context ctx_;
+    cudaStream_t copy_stream_ = nullptr;
+    cudaEvent_t compute_done_ = nullptr;  // recorded on the compute stream before a transfer
+    cudaEvent_t copy_done_ = nullptr;     // recorded on the copy stream after an upload
+    cudaEvent_t staging_done_[kStagingSlots] = {nullptr, nullptr};
+    void* staging_[kStagingSlots] = {nullptr, nullptr};  // pinned host memory
+    cuda::DeviceStatus* status_host_ = nullptr;          // pinned mirror of ctx_.status
+    cublasContext* cublas_ = nullptr;
+
+    cuda::WeightGradScratch weight_grad_scratch_;
+    cuda::ReduceScratch reduce_scratch_;
+    cuda::ScratchBuffer row_loss_scratch_;
+    cuda::ScratchBuffer row_map_scratch_;
+    cuda::TopKScratch top_k_scratch_;
+};
+
+}  // namespace sparsenet

@@ -1,0 +1,161 @@
+// The seam between the CUDA backend (src/backend/cuda/cuda_backend.cpp, host C++) and its kernels
+// (kernels/cuda_*.cu, one file per op family): the launch context, the deferred-error status
+// block, growable device scratch, and one launcher per op. Launchers check nothing the backend
+// already checked (shapes are validated in cuda_backend.cpp, with the CPU backend's messages);
+// they enqueue work on ctx.stream and return without synchronising.
+//
+// Errors: a failed launch throws Error(kDevice) naming the kernel and the CUDA error. Errors
+// that only the device can see (a column id out of range, a gradient capacity too small) are
+// recorded in the DeviceStatus block by the kernel that finds them and thrown as Error(kInternal)
+// by the next host synchronisation (CudaBackend::synchronize or download). Compiles, untested on
+// GPU.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace sparsenet::cuda {
+
+// Deferred errors, set by kernels (first error wins), read by the host after a synchronisation.
+enum StatusCode : unsigned int {
+    kStatusOk = 0,
+    kStatusColumnOutOfRange = 1,   // a = column id, b = width (csr_matmul, csr_weight_grad)
+    kStatusGradCapacity = 2,       // a = touched rows, b = capacity (csr_weight_grad)
+    kStatusPairOverflow = 3,       // a = batch entries, b = scratch pairs (csr_weight_grad)
+    kStatusRowOutOfRange = 4,      // a = row id, b = rows (scatter_rows, optimizer_step_rows)
+    kStatusCountOverCapacity = 5,  // a = *count, b = capacity (scatter_rows, optimizer_step_rows)
+    kStatusTargetOutOfRange = 6,   // a = column id, b = width (output_delta)
+};
+
+struct DeviceStatus {
+    unsigned int code;
+    unsigned int op;  // which op reported it (Op as an integer)
+    unsigned long long a;
+    unsigned long long b;
+};
+
+// Everything a launcher needs to enqueue work.
+struct Context {
+    cudaStream_t stream = nullptr;
+    DeviceStatus* status = nullptr;  // device memory
+    bool use_pool = true;            // cudaMallocAsync / cudaFreeAsync (else cudaMalloc / cudaFree)
+    int sm_count = 1;
+    int device = 0;
+};
+
+// Device memory in stream order (pool) or plain cudaMalloc; throws Error(kDevice) naming `what`
+// and the size. device_free never throws.
+void* device_alloc(const Context& ctx, size_t bytes, const char* what);
+void device_free(const Context& ctx, void* p) noexcept;
+
+// Throws Error(kDevice) if the last launch failed: "<kernel>: <error string> (<error name>)".
+void check_launch(const char* kernel);
+// Throws Error(kDevice) for a failed runtime call: "<call> failed while <doing>: ...".
+void check_cuda(cudaError_t err, const char* call, const std::string& doing);
+
+// A device buffer that only grows (reallocated in stream order), so a warm backend allocates
+// nothing per batch.
+class ScratchBuffer {
+  public:
+    ScratchBuffer() = default;
+    ScratchBuffer(const ScratchBuffer&) = delete;
+    ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+    ~ScratchBuffer() = default;  // the owner calls release() while the stream is alive
+
+    void* get(const Context& ctx, size_t bytes, const char* what);
+    template <class T>
+    T* get_as(const Context& ctx, size_t count, const char* what) {
+        return static_cast<T*>(get(ctx, count * sizeof(T), what));
+    }
+    void release(const Context& ctx) noexcept;
+
+  private:
+    void* p_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+// Scratch of csr_weight_grad (kernels/cuda_csr_weight_grad.cu).
+struct WeightGradScratch {
+    ScratchBuffer touched;     // [in] uint32 flags
+    ScratchBuffer positions;   // [in + 1] uint32 exclusive scan of the flags
+    ScratchBuffer col_map;     // [in] uint32 compact index of a column, or UINT32_MAX
+    ScratchBuffer seg_count;   // [slots] uint32 entries per touched column in the tile
+    ScratchBuffer seg_start;   // [slots + 1] uint32 exclusive scan of seg_count
+    ScratchBuffer pair_row;    // [pairs] uint32 batch row of each entry, grouped by column
+    ScratchBuffer pair_coef;   // [pairs] float alpha * value * noise scale
+    ScratchBuffer scan_block;  // [scan blocks + 1] uint32 block totals of the scans
+};
+
+// Scratch of the column reductions (column_sum, sparseness_penalty, normalize_columns).
+struct ReduceScratch {
+    ScratchBuffer partial;   // [chunks, cols] double partial column sums
+    ScratchBuffer column;    // [cols] double or float per-column results
+    ScratchBuffer gradient;  // [cols] float per-column gradient (sparseness_penalty)
+};
+
+struct TopKScratch {
+    ScratchBuffer exclude_bits;  // [rows, ceil(n / 32)] uint32
+    ScratchBuffer keys;          // [rows, min(k, n)] uint64
+    ScratchBuffer sorted;        // [rows, min(k, n)] uint64
+    ScratchBuffer offsets;       // [rows + 1] int64 segment offsets
+    ScratchBuffer temp;          // CUB temporary storage
+};
+
+// The probe used by device_usable: cudaFuncGetAttributes on a trivial kernel of this build
+// (fails with cudaErrorNoKernelImageForDevice when no image fits the device).
+cudaError_t probe_kernel_image();
+
+// ---- launchers (one per op; kernels/cuda_*.cu) ----
+
+// kernels/cuda_elementwise.cu
+void launch_fill(const Context& ctx, float* dst, size_t n, float value);
+void launch_add_matrix(const Context& ctx, float alpha, ConstMatrixView x, float beta,
+                       MatrixView y);
+void launch_scale_matrix(const Context& ctx, float beta, MatrixView m);  // m *= beta (0: zeros)
+void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,
+                                    const float* bias, MatrixView z);
+void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
+                                ConstMatrixView a, const DropoutMask* mask, MatrixView d);
+void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m);
+void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, MatrixView dense);
+
+// kernels/cuda_reduce.cu
+void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float beta, float* out,
+                       ReduceScratch& s);
+void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMatrixView a,
+                               float scale, MatrixView delta, double* loss_sum, ReduceScratch& s);
+void launch_normalize_rows(const Context& ctx, float max_norm, MatrixView m);
+void launch_normalize_columns(const Context& ctx, float max_norm, MatrixView w, ReduceScratch& s);
+
+// kernels/cuda_csr_matmul.cu
+void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
+                       ConstMatrixView w, MatrixView z, float beta);
+
+// kernels/cuda_csr_weight_grad.cu
+void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
+                            ConstMatrixView dz, float alpha, const SparseRowGrad& grad,
+                            WeightGradScratch& s);
+
+// kernels/cuda_output_delta.cu
+void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
+                         const formulas::ActivationParams& act, ConstMatrixView a,
+                         const CsrBatchView& target, float scale, MatrixView delta,
+                         double* loss_sum, ScratchBuffer& row_loss);
+
+// kernels/cuda_optimizer.cu
+void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& step, MatrixView w,
+                           ConstMatrixView g, float* state1, float* state2);
+void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerStep& step,
+                                MatrixView w, const SparseRowGrad& grad, float* state1,
+                                float* state2, SparseUpdate mode, ScratchBuffer& row_map);
+
+// kernels/cuda_top_k.cu
+void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+                  float* out_scores, uint32_t* out_indices, TopKScratch& s);
+
+}  // namespace sparsenet::cuda
