@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-asan demo bench clean format
+.PHONY: all deps configure build test test-asan test-tsan demo bench clean format docs
 
 all: build
 
@@ -21,6 +21,7 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 
 # The readers' tests (labels io, data, config, cli) under AddressSanitizer + UBSan, in
 # build-asan (CMakePresets.json). About 3 minutes from scratch on 2 cores, seconds when warm.
@@ -28,6 +29,17 @@ test-asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+
+# The Recommender's concurrency test under ThreadSanitizer, in build-tsan (CMakePresets.json
+# "tsan": the library and that one test). About 2 minutes from scratch on 2 cores.
+test-tsan: deps
+	cmake --preset tsan
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
+
+# The API reference (include/sparsenet) in build-docs/html; needs doxygen.
+docs:
+	doxygen docs/Doxyfile
 
 demo: build
 	scripts/demo.sh $(BUILD_DIR)/sparsenet
@@ -43,4 +55,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan
+	rm -rf $(BUILD_DIR) build-asan build-tsan build-docs

@@ -36,7 +36,10 @@ class Network {
     // Loads a model file written by save(); nothing else is needed to predict.
     static Network load(const std::string& path, const NetworkOptions& options = {});
 
-    // Writes config + weights + biases to a netCDF model file (temporary file, then rename).
+    // Writes config + weights + biases to a netCDF model file, atomically: a temporary file in
+    // the same directory, flushed to disk (fsync), renamed over `path`, and the directory flushed.
+    // A process reading `path` meanwhile sees the old model or the new one; when saving fails
+    // (Error kIo naming `path`) the old file is untouched and no temporary file remains.
     void save(const std::string& path) const;
 
     const NetworkConfig& config() const;  // with every "auto" resolved

@@ -30,6 +30,10 @@ struct EpochStats {
     uint64_t examples = 0;
     double seconds = 0.0;
     double examples_per_second = 0.0;
+    uint64_t batches = 0;  // optimizer steps taken in this epoch
+    // false when Trainer::cancel() stopped the epoch before its last batch; loss and examples
+    // then cover the batches that ran.
+    bool complete = true;
 };
 
 struct TrainOptions {
@@ -42,7 +46,10 @@ struct TrainOptions {
     // every optimizer step of the network's current optimizer state. Default: the config's Decay.
     std::optional<float> decay;
     std::function<void(const BatchProgress&)> on_batch;  // called after every batch
-    std::function<void(const EpochStats&)> on_epoch;
+    std::function<void(const EpochStats&)> on_epoch;     // after every complete epoch
+    // Early stopping: called by fit() after every complete epoch (after on_epoch); true ends
+    // fit() there. E.g. stop when a validation metric computed in on_epoch stops improving.
+    std::function<bool(const EpochStats&)> early_stop;
 };
 
 // The options a config describes: its Training section (sparsenet's defaults for absent keys, or
@@ -63,8 +70,21 @@ class Trainer {
             TrainOptions options);
     ~Trainer();
 
-    EpochStats train_epoch();       // one more epoch
-    std::vector<EpochStats> fit();  // options.epochs epochs
+    // One more epoch. Stops early at a batch boundary when cancel() was called: the stats then
+    // have complete == false; with no batch run (cancelled before it started) epoch stays at
+    // epochs_done() and examples at 0.
+    EpochStats train_epoch();
+    // options.epochs epochs, fewer when early_stop says so or cancel() is called; returns the
+    // stats of every epoch that ran, a cancelled partial one last.
+    std::vector<EpochStats> fit();
+
+    // Asks a running (or the next) train_epoch() / fit() to stop after the batch in progress:
+    // that batch's forward pass, backward pass and optimizer step complete, so the network is
+    // consistent and may be saved, used to predict, or trained further (the next epoch takes a
+    // fresh permutation). Safe to call from any thread, a callback included, at any time while
+    // this Trainer exists. The request is consumed by the train_epoch() / fit() it stops.
+    void cancel() noexcept;
+    bool cancel_requested() const noexcept;
 
     // Mean loss per example over all rows, in inference mode (no dropout, no denoising). With
     // example weights: the sum of the weighted example losses divided by the number of examples.
@@ -77,7 +97,7 @@ class Trainer {
     // The mean inference-mode loss over the same rows.
     double compute_loss(uint64_t first_row, uint32_t count);
 
-    uint32_t epochs_done() const;
+    uint32_t epochs_done() const;  // epochs started, a cancelled partial one included
 
   private:
     struct Impl;

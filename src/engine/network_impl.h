@@ -102,6 +102,12 @@ struct Network::Impl {
     // Forward pass over one batch. training: dropout and denoising on, keyed by mask_seed.
     void forward(const engine::Bindings& data, const BatchRows& rows, bool training,
                  uint64_t mask_seed);
+    // The same pass into activations the caller owns, on backend `be`: act[l] is [rows.batch,
+    // layers[l].n] (ld = n) for every non-input layer l. It reads the network and writes only
+    // act and be's scratch, so several threads may run it at once on one network, each with its
+    // own buffers and backend (the Recommender does), while nothing modifies the network.
+    void forward(Backend& be, const std::vector<float*>& act, const engine::Bindings& data,
+                 const BatchRows& rows, bool training, uint64_t mask_seed) const;
     // Output deltas and backward pass: fills every needed weight/bias gradient.
     // loss_sum (nullable) accumulates the summed loss of the batch.
     void backward(const engine::Bindings& data, const BatchRows& rows, bool training,

@@ -20,10 +20,6 @@ MatrixView rows_of(DeviceArray<float>& buffer, size_t batch, size_t n) {
     return {buffer.data(), batch, n, n};
 }
 
-ConstMatrixView rows_of(const DeviceArray<float>& buffer, size_t batch, size_t n) {
-    return {buffer.data(), batch, n, n};
-}
-
 }  // namespace
 
 formulas::LossParams Network::Impl::loss_params(const Layer& output,
@@ -79,31 +75,37 @@ SparseNoise Network::Impl::input_noise(const Layer& input, bool training,
 
 void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows, bool training,
                             uint64_t mask_seed) {
+    std::vector<float*> act(layers.size(), nullptr);
+    for (size_t l = 0; l < layers.size(); ++l) act[l] = layers[l].act.data();
+    forward(*backend, act, data, rows, training, mask_seed);
+}
+
+void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
+                            const engine::Bindings& data, const BatchRows& rows, bool training,
+                            uint64_t mask_seed) const {
     const size_t batch = rows.batch;
+    auto view = [&](int l) { return MatrixView{act[l], batch, layers[l].n, layers[l].n}; };
     for (int l : order) {
-        Layer& layer = layers[l];
+        const Layer& layer = layers[l];
         if (layer.is_input()) continue;
-        MatrixView z = rows_of(layer.act, batch, layer.n);
+        const MatrixView z = view(l);
         for (size_t k = 0; k < layer.in_weights.size(); ++k) {
             const Weight& w = weights[layer.in_weights[k]];
             const Layer& source = layers[w.source];
             const float beta = k == 0 ? 0.0f : 1.0f;
             const ConstMatrixView wv = matrix_of(w);
             if (source.is_input()) {  // never transposed (refused when the network is built)
-                backend->csr_matmul(data.layer_data[w.source]->view(rows),
-                                    input_noise(source, training, mask_seed), wv, z, beta);
+                be.csr_matmul(data.layer_data[w.source]->view(rows),
+                              input_noise(source, training, mask_seed), wv, z, beta);
             } else {
-                backend->gemm(false, w.transposed, 1.0f, rows_of(source.act, batch, source.n), wv,
-                              beta, z);
+                be.gemm(false, w.transposed, 1.0f, view(w.source), wv, beta, z);
             }
         }
         // Skip: the skipped layers' stored activations join z before the activation (DSSTNE).
-        for (int s : layer.skips) {
-            backend->add_matrix(1.0f, rows_of(layers[s].act, batch, layers[s].n), 1.0f, z);
-        }
-        backend->bias_activation_forward(layer.activation, layer.bias.data(), z);
+        for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
+        be.bias_activation_forward(layer.activation, layer.bias.data(), z);
         if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
-            backend->dropout(dropout_mask(l, rows, mask_seed), z);
+            be.dropout(dropout_mask(l, rows, mask_seed), z);
         }
     }
 }

@@ -2,6 +2,7 @@
 #include "sparsenet/trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -25,6 +26,8 @@ struct Trainer::Impl {
     DeviceArray<uint32_t> permutation;  // [rows]
     DeviceArray<double> loss_sum;       // [1]
     uint32_t epochs_done = 0;
+    // Set by cancel() from any thread; read between batches, cleared by the epoch it stops.
+    std::atomic<bool> cancel{false};
 
     Impl(Network& network, const std::map<std::string, const Dataset*>& datasets, TrainOptions opts)
         : net(network.impl()),
@@ -78,8 +81,22 @@ uint32_t Trainer::epochs_done() const {
     return impl_->epochs_done;
 }
 
+void Trainer::cancel() noexcept {
+    impl_->cancel.store(true);
+}
+
+bool Trainer::cancel_requested() const noexcept {
+    return impl_->cancel.load();
+}
+
 EpochStats Trainer::train_epoch() {
     Impl& t = *impl_;
+    EpochStats stats;
+    if (t.cancel.exchange(false)) {  // cancelled before this epoch began: nothing runs
+        stats.epoch = t.epochs_done;
+        stats.complete = false;
+        return stats;
+    }
     const uint32_t epoch = ++t.epochs_done;
     const auto start = std::chrono::steady_clock::now();
     t.make_permutation(epoch);
@@ -87,17 +104,21 @@ EpochStats Trainer::train_epoch() {
     const uint64_t mask_seed = formulas::derive_seed(t.options.seed, epoch, kMaskStream);
     const uint64_t rows = t.data.rows();
     const uint64_t batches = (rows + t.options.batch - 1) / t.options.batch;
-    for (uint64_t b = 0; b < batches; ++b) {
-        const uint64_t first = b * t.options.batch;
+    uint64_t done = 0;
+    // Checked before each batch, never inside one: a batch always finishes its forward, backward
+    // and optimizer step, so a cancelled network holds the weights after `done` whole steps.
+    while (done < batches && !t.cancel.load()) {
+        const uint64_t first = done * t.options.batch;
         BatchRows batch{t.permutation.data() + first, 0,
                         static_cast<size_t>(std::min<uint64_t>(t.options.batch, rows - first))};
         t.net.forward(t.data.bindings(), batch, true, mask_seed);
         t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
         t.net.update(t.options.optimizer, t.decay());
+        ++done;
         if (t.options.on_batch) {
             BatchProgress p;
             p.epoch = epoch;
-            p.batch = b + 1;
+            p.batch = done;
             p.batches = batches;
             p.examples = first + batch.batch;
             p.loss = t.read_loss() / double(p.examples);
@@ -106,20 +127,29 @@ EpochStats Trainer::train_epoch() {
             t.options.on_batch(p);
         }
     }
+    const bool cancelled = done < batches;
+    if (cancelled) t.cancel.store(false);  // this epoch consumed the request
     t.net.backend->synchronize();
-    EpochStats stats;
     stats.epoch = epoch;
-    stats.examples = rows;
-    stats.loss = t.read_loss() / double(rows);
+    stats.batches = done;
+    stats.complete = !cancelled;
+    stats.examples = std::min<uint64_t>(done * t.options.batch, rows);
+    stats.loss = stats.examples > 0 ? t.read_loss() / double(stats.examples) : 0.0;
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    stats.examples_per_second = stats.seconds > 0 ? double(rows) / stats.seconds : 0.0;
-    if (t.options.on_epoch) t.options.on_epoch(stats);
+    stats.examples_per_second = stats.seconds > 0 ? double(stats.examples) / stats.seconds : 0.0;
+    if (!cancelled && t.options.on_epoch) t.options.on_epoch(stats);
     return stats;
 }
 
 std::vector<EpochStats> Trainer::fit() {
     std::vector<EpochStats> all;
-    for (uint32_t e = 0; e < impl_->options.epochs; ++e) all.push_back(train_epoch());
+    for (uint32_t e = 0; e < impl_->options.epochs; ++e) {
+        EpochStats stats = train_epoch();
+        if (!stats.complete && stats.batches == 0) break;  // cancelled before it began
+        all.push_back(stats);
+        if (!stats.complete) break;
+        if (impl_->options.early_stop && impl_->options.early_stop(stats)) break;
+    }
     return all;
 }
 

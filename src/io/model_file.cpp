@@ -1,8 +1,12 @@
 #include "io/model_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "io/netcdf_util.h"
@@ -89,10 +93,28 @@ std::vector<float> read_vector(int nc, const std::string& path, const std::strin
     return v;
 }
 
+// Flushes a file (or a directory's entries) to the device. false with errno on failure.
+bool sync_path(const std::string& path, bool directory) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+    if (fd < 0) return false;
+    const bool ok = ::fsync(fd) == 0;
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return ok;
+}
+
 }  // namespace
 
+// Atomic replacement: the model goes to a uniquely named temporary file in the directory of
+// `path`, is fsync'ed, renamed over `path`, and the directory is fsync'ed. Readers (a serving
+// process reloading the model) see the old file or the new one, never a partial one, and a
+// failure at any step leaves the old file untouched and no temporary file behind.
 void write_model(const std::string& path, const ModelFile& model) {
-    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    // pid + a process-wide counter: concurrent saves (threads or processes) never share a name.
+    static std::atomic<uint64_t> counter{0};
+    const std::string tmp =
+        path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
     try {
         NcFile file;
         nc_check(nc_create(tmp.c_str(), NC_NETCDF4 | NC_CLOBBER, file.out()), tmp, "creating");
@@ -144,6 +166,13 @@ void write_model(const std::string& path, const ModelFile& model) {
                      "writing bias" + std::to_string(i));
         }
         nc_check(file.close(), tmp, "closing");
+        if (!sync_path(tmp, false)) {
+            throw Error(ErrorCategory::kIo,
+                        tmp + ": cannot flush to disk (fsync): " + std::strerror(errno));
+        }
+    } catch (const Error& e) {
+        std::remove(tmp.c_str());
+        throw Error(e.category(), "cannot save the model to " + path + ": " + e.what());
     } catch (...) {
         std::remove(tmp.c_str());
         throw;
@@ -153,6 +182,15 @@ void write_model(const std::string& path, const ModelFile& model) {
     if (ec) {
         std::remove(tmp.c_str());
         throw Error(ErrorCategory::kIo, path + ": cannot replace the model file: " + ec.message());
+    }
+    // The rename is durable once the directory entry is; EINVAL: the file system cannot sync a
+    // directory (the rename is then as durable as it gets).
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!sync_path(parent.empty() ? "." : parent.string(), true) && errno != EINVAL) {
+        throw Error(ErrorCategory::kIo, path +
+                                            ": the model file was replaced but its directory "
+                                            "could not be flushed to disk (fsync): " +
+                                            std::strerror(errno));
     }
 }
 

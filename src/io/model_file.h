@@ -42,7 +42,8 @@ struct ModelFile {
     std::vector<ModelBias> biases;
 };
 
-// Writes to a temporary file next to `path`, then renames it over `path`.
+// Writes to a uniquely named temporary file next to `path`, fsyncs it, renames it over `path` and
+// fsyncs the directory: `path` holds the old model or the new one, never a partial file.
 void write_model(const std::string& path, const ModelFile& model);
 // Throws Error(kIo) for unreadable / non-model files, naming the path and what is missing.
 ModelFile read_model(const std::string& path);

@@ -1,0 +1,134 @@
+// Recommender: the serving API. Loads a model (and optionally its features index) once and
+// answers top-K queries from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace sparsenet {
+
+// One item of a query, an allow list or a deny list: by name (a label of the features index) or
+// by id (the column, 0-based). The weight is the item's input value; allow and deny lists
+// ignore it. Implicit, so that {"a", "b"}, {3, 17} and {{"a", 2.0f}} are lists of items.
+struct ItemRef {
+    ItemRef(std::string item_name, float item_weight = 1.0f)
+        : name(std::move(item_name)), weight(item_weight), by_name(true) {}
+    ItemRef(const char* item_name, float item_weight = 1.0f)
+        : ItemRef(std::string(item_name), item_weight) {}
+    // Any integer type (ItemRef(0) is an id, not a null name); an id outside 0 .. n-1, negative
+    // ones included, is an unknown item.
+    template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+    ItemRef(I item_id, float item_weight = 1.0f)
+        : id(to_id(item_id)), weight(item_weight), by_name(false) {}
+
+    std::string name;  // when by_name
+    int64_t id = 0;    // when !by_name
+    float weight = 1.0f;
+    bool by_name = false;
+
+  private:
+    template <class I>
+    static int64_t to_id(I v) {
+        if constexpr (std::is_unsigned_v<I>) {
+            return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v);
+        } else {
+            return static_cast<int64_t>(v);
+        }
+    }
+};
+
+struct RecommendOptions {
+    uint32_t k = 10;  // at most k results; fewer when fewer items remain after the exclusions
+    // Never recommend the query's own items (DSSTNE's predict excludes them too).
+    bool exclude_inputs = true;
+    // Non-empty: recommend only these items.
+    std::vector<ItemRef> allow;
+    // Never recommend these items.
+    std::vector<ItemRef> deny;
+    // false: a name missing from the features index, or an id beyond the model's items, in the
+    // query or in allow/deny, throws Error(kData) listing every such item. true: they are skipped
+    // and listed in Recommendations::unknown.
+    bool ignore_unknown = false;
+};
+
+struct Recommendation {
+    std::string name;  // the label of the features index; empty without one (or past its end)
+    uint32_t id = 0;   // the output column
+    float score = 0.0f;
+};
+
+struct Recommendations {
+    std::vector<Recommendation> items;  // best first (ties: lower id first)
+    // Items skipped because of ignore_unknown, as given: names, or ids written in decimal.
+    std::vector<std::string> unknown;
+};
+
+struct Query {
+    std::vector<ItemRef> items;  // what the user has; duplicates are merged, weights summed
+    RecommendOptions options;
+};
+
+struct RecommenderOptions {
+    // Optional DSSTNE index file ('label<TAB>index' per line, as `sparsenet convert -f` writes
+    // it): item names for queries and results. Without it items are ids only.
+    std::string features_index;
+    std::string device = "cpu";  // "cpu", or "auto" (a GPU when this build has one)
+    // The layer whose activations are ranked; empty: the first Output layer.
+    std::string output_layer;
+    // CPU threads one call uses, the caller's included. The default 1 lets a service scale with
+    // its own request threads, gives the same answers whatever the concurrency, and starts no
+    // OpenMP team per calling thread. Raise it to cut the latency of a service with fewer
+    // concurrent requests than cores. Products of up to 4 rows (single queries, small batches)
+    // never reach OpenBLAS; larger batches do, with the threads OpenBLAS takes from the calling
+    // thread's omp_get_max_threads() (docs/library.md, "Threads").
+    int threads_per_call = 1;
+    // Calls computing at once; more wait (so threads never exceed max_concurrent_calls *
+    // threads_per_call). 0: the hardware threads / threads_per_call, at least 1.
+    int max_concurrent_calls = 0;
+    // recommend_batch runs forward passes of up to this many queries.
+    uint32_t max_batch = 256;
+};
+
+// Thread-safe: every const member may be called from any number of threads at once. Each call
+// borrows a context (activations, backend scratch) from a pool that grows to
+// max_concurrent_calls; the network's weights are shared and never written. Results do not
+// depend on how many calls run at once. Errors are sparsenet::Error: kIo / kConfig / kData
+// from loading, kData for unknown items (listing them), kUsage for bad options.
+class Recommender {
+  public:
+    explicit Recommender(const std::string& model_path, const RecommenderOptions& options = {});
+    ~Recommender();
+    Recommender(const Recommender&) = delete;
+    Recommender& operator=(const Recommender&) = delete;
+    Recommender(Recommender&&) noexcept;
+    Recommender& operator=(Recommender&&) noexcept;
+
+    // Top-K for one user who has `items`.
+    Recommendations recommend(const std::vector<ItemRef>& items,
+                              const RecommendOptions& options = {}) const;
+
+    // One result per query, in order, each exactly as recommend(query.items, query.options)
+    // would rank it up to rounding: queries share forward passes of up to max_batch rows, and a
+    // product over several rows may sum in a different order than over one (scores agree to a
+    // few ulp). Validation happens first: an unknown item anywhere (without ignore_unknown)
+    // throws before anything is computed.
+    std::vector<Recommendations> recommend_batch(const std::vector<Query>& queries) const;
+
+    uint32_t input_items() const;   // width of the Input layer (valid query ids: 0 .. n-1)
+    uint32_t output_items() const;  // width of the ranked layer (valid result ids)
+    bool has_names() const;         // a features index was given
+    // The id of a name, or Error(kData) naming it; Error(kUsage) without a features index.
+    uint32_t id_of(const std::string& name) const;
+    // The name of an id; empty without a features index or past its end.
+    std::string name_of(uint32_t id) const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sparsenet

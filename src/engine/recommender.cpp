@@ -1,0 +1,439 @@
+// Recommender: one loaded network shared read-only by every call; each call in flight borrows a
+// Context (its own backend instance and activation buffers) from a pool, runs the engine's
+// forward pass into it and ranks with the backend's top_k.
+#include "sparsenet/recommender.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/device_dataset.h"
+#include "engine/network_impl.h"
+#include "sparsenet/error.h"
+#include "sparsenet/index_file.h"
+#include "sparsenet/network.h"
+
+namespace sparsenet {
+
+namespace {
+
+// What one call in flight writes. The backend is its own instance because the CPU backend's
+// scratch (top_k candidates, ...) is per instance; the buffers only grow.
+struct Context {
+    std::unique_ptr<Backend> backend;
+    std::vector<DeviceArray<float>> act;  // by layer index; empty for Input layers
+    std::vector<float*> act_ptrs;
+    size_t rows = 0;  // capacity of act, in batch rows
+    DeviceArray<float> top_scores;
+    DeviceArray<uint32_t> top_ids;
+    size_t top_slots = 0;
+};
+
+// A query checked against the model: sorted unique input columns with their values, sorted
+// unique output columns that must not be returned, k, and what was skipped.
+struct Resolved {
+    std::vector<uint32_t> ids;
+    std::vector<float> values;
+    std::vector<uint32_t> excluded;
+    uint32_t k = 0;
+    std::vector<std::string> unknown;
+};
+
+void sort_unique(std::vector<uint32_t>& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// "'a', 'b', 17 and 3 more" (at most `shown` entries).
+std::string list_items(const std::vector<std::string>& items, size_t shown = 20) {
+    std::string s;
+    for (size_t i = 0; i < items.size() && i < shown; ++i) s += (i == 0 ? "" : ", ") + items[i];
+    if (items.size() > shown) s += " and " + std::to_string(items.size() - shown) + " more";
+    return s;
+}
+
+}  // namespace
+
+struct Recommender::Impl {
+    std::string model_path;
+    RecommenderOptions options;
+    Network network;
+    int input_layer = -1;
+    int output_layer = -1;
+    uint32_t input_n = 0;
+    uint32_t output_n = 0;
+    std::string index_path;
+    std::vector<std::string> names;
+    std::unordered_map<std::string, uint32_t> ids;
+
+    std::mutex mutex;
+    std::condition_variable available;
+    std::vector<std::unique_ptr<Context>> idle;
+    int contexts = 0;  // created, idle or in use
+    int max_contexts = 1;
+
+    Impl(const std::string& path, const RecommenderOptions& opts)
+        : model_path(path), options(opts), network(load(path, opts)) {
+        const Network::Impl& net = network.impl();
+        std::vector<std::string> inputs;
+        for (size_t l = 0; l < net.layers.size(); ++l) {
+            if (!net.layers[l].is_input()) continue;
+            inputs.push_back(net.layers[l].config.name);
+            input_layer = static_cast<int>(l);
+        }
+        if (inputs.size() != 1) {
+            throw Error(ErrorCategory::kNotImplemented,
+                        path + ": not implemented yet: serving a network with " +
+                            std::to_string(inputs.size()) +
+                            " Input layers; the Recommender takes the items of one Input layer");
+        }
+        output_layer = find_output(net, opts.output_layer);
+        input_n = net.layers[input_layer].n;
+        output_n = net.layers[output_layer].n;
+        if (!opts.features_index.empty()) {
+            index_path = opts.features_index;
+            names = read_index(index_path);
+            if (names.size() > input_n) {
+                throw Error(ErrorCategory::kData,
+                            index_path + ": the features index has " +
+                                std::to_string(names.size()) + " labels but input layer '" +
+                                net.layers[input_layer].config.name + "' of " + path + " has " +
+                                std::to_string(input_n) +
+                                " units; expected the index the model was trained with");
+            }
+            ids.reserve(names.size());
+            for (size_t i = 0; i < names.size(); ++i) ids.emplace(names[i], uint32_t(i));
+        }
+        const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        max_contexts = opts.max_concurrent_calls > 0
+                           ? opts.max_concurrent_calls
+                           : std::max(1, hardware / opts.threads_per_call);
+    }
+
+    static Network load(const std::string& path, const RecommenderOptions& opts) {
+        if (opts.threads_per_call < 1) {
+            throw Error(ErrorCategory::kUsage, "threads_per_call must be >= 1, got " +
+                                                   std::to_string(opts.threads_per_call));
+        }
+        if (opts.max_concurrent_calls < 0) {
+            throw Error(ErrorCategory::kUsage,
+                        "max_concurrent_calls must be >= 0 (0 = hardware threads), got " +
+                            std::to_string(opts.max_concurrent_calls));
+        }
+        if (opts.max_batch == 0) throw Error(ErrorCategory::kUsage, "max_batch must be positive");
+        NetworkOptions net_options;
+        net_options.device = opts.device;
+        net_options.threads = opts.threads_per_call;
+        return Network::load(path, net_options);
+    }
+
+    // As Predictor: a layer by name (not an Input layer), or the first Output layer.
+    static int find_output(const Network::Impl& net, const std::string& name) {
+        for (size_t l = 0; l < net.layers.size(); ++l) {
+            const engine::Layer& layer = net.layers[l];
+            if (name.empty() ? !layer.is_output() : layer.config.name != name) continue;
+            if (layer.is_input()) {
+                throw Error(ErrorCategory::kUsage, "output_layer '" + name +
+                                                       "' is an Input layer; expected a layer "
+                                                       "whose activations rank the items");
+            }
+            return static_cast<int>(l);
+        }
+        throw Error(ErrorCategory::kUsage, name.empty()
+                                               ? "the network has no Output layer"
+                                               : "the network has no layer '" + name + "'");
+    }
+
+    // ---- queries ----
+
+    // The id of `item` if it is known and below `limit`; otherwise records it in *unknown.
+    bool resolve(const ItemRef& item, uint32_t limit, uint32_t* id,
+                 std::vector<std::string>* unknown) const {
+        if (item.by_name) {
+            if (index_path.empty()) {
+                throw Error(ErrorCategory::kUsage,
+                            "item '" + item.name +
+                                "' is given by name but the Recommender has no features index "
+                                "(RecommenderOptions::features_index); give ids, or the index");
+            }
+            auto it = ids.find(item.name);
+            if (it != ids.end() && it->second < limit) {
+                *id = it->second;
+                return true;
+            }
+            unknown->push_back("'" + item.name + "'");
+            return false;
+        }
+        if (item.id >= 0 && item.id < int64_t(limit)) {
+            *id = uint32_t(item.id);
+            return true;
+        }
+        unknown->push_back(std::to_string(item.id));
+        return false;
+    }
+
+    Resolved resolve(const std::vector<ItemRef>& items, const RecommendOptions& opts) const {
+        if (opts.k == 0) throw Error(ErrorCategory::kUsage, "k must be positive");
+        Resolved q;
+        q.k = std::min(opts.k, output_n);
+        std::vector<std::string> bad_items, bad_allow, bad_deny;
+        std::vector<std::pair<uint32_t, float>> given;
+        given.reserve(items.size());
+        uint32_t id = 0;
+        for (const ItemRef& item : items) {
+            if (!resolve(item, input_n, &id, &bad_items)) continue;
+            if (!std::isfinite(item.weight)) {
+                throw Error(ErrorCategory::kUsage,
+                            "item " + (item.by_name ? "'" + item.name + "'" : std::to_string(id)) +
+                                " has weight " + std::to_string(item.weight) +
+                                "; expected a finite number");
+            }
+            given.emplace_back(id, item.weight);
+        }
+        // Duplicates count once, with their largest weight: repeated views of an item stay an
+        // indicator, and the result does not depend on the order of the list.
+        std::sort(given.begin(), given.end());
+        for (const auto& [item_id, weight] : given) {
+            if (!q.ids.empty() && q.ids.back() == item_id) {
+                q.values.back() = std::max(q.values.back(), weight);
+            } else {
+                q.ids.push_back(item_id);
+                q.values.push_back(weight);
+            }
+        }
+        if (opts.exclude_inputs) {
+            for (uint32_t i : q.ids)
+                if (i < output_n) q.excluded.push_back(i);
+        }
+        for (const ItemRef& item : opts.deny) {
+            if (resolve(item, output_n, &id, &bad_deny)) q.excluded.push_back(id);
+        }
+        if (!opts.allow.empty()) {
+            std::vector<uint32_t> allowed;
+            for (const ItemRef& item : opts.allow) {
+                if (resolve(item, output_n, &id, &bad_allow)) allowed.push_back(id);
+            }
+            sort_unique(allowed);
+            // top_k only excludes, so an allow list becomes the exclusion of everything else.
+            size_t a = 0;
+            for (uint32_t c = 0; c < output_n; ++c) {
+                if (a < allowed.size() && allowed[a] == c) {
+                    ++a;
+                } else {
+                    q.excluded.push_back(c);
+                }
+            }
+        }
+        sort_unique(q.excluded);
+        if (bad_items.empty() && bad_allow.empty() && bad_deny.empty()) return q;
+        if (opts.ignore_unknown) {
+            for (auto* list : {&bad_items, &bad_allow, &bad_deny}) {
+                for (std::string& s : *list) {
+                    // Recorded as given: a name without the quotes of the message.
+                    if (s.size() >= 2 && s.front() == '\'') s = s.substr(1, s.size() - 2);
+                    q.unknown.push_back(std::move(s));
+                }
+            }
+            return q;
+        }
+        std::string message;
+        auto describe = [&](const std::vector<std::string>& bad, const char* where) {
+            if (bad.empty()) return;
+            message += (message.empty() ? "" : "; ") + std::to_string(bad.size()) + " unknown " +
+                       (bad.size() == 1 ? "item" : "items") + " in " + where + ": " +
+                       list_items(bad);
+        };
+        describe(bad_items, "the query");
+        describe(bad_allow, "the allow list");
+        describe(bad_deny, "the deny list");
+        message += " (expected";
+        if (!index_path.empty()) message += " labels of " + index_path + " or";
+        message += " ids 0.." + std::to_string(input_n - 1) + " for query items, 0.." +
+                   std::to_string(output_n - 1) +
+                   " for allow/deny; set ignore_unknown to skip unknown items)";
+        throw Error(ErrorCategory::kData, model_path + ": " + message);
+    }
+
+    // ---- contexts ----
+
+    class Lease {
+      public:
+        explicit Lease(Impl& impl) : impl_(impl), context_(impl.acquire()) {}
+        ~Lease() { impl_.release(std::move(context_)); }
+        Lease(const Lease&) = delete;
+        Lease& operator=(const Lease&) = delete;
+        Context& operator*() { return *context_; }
+
+      private:
+        Impl& impl_;
+        std::unique_ptr<Context> context_;
+    };
+
+    std::unique_ptr<Context> acquire() {
+        std::unique_lock<std::mutex> lock(mutex);
+        available.wait(lock, [&] { return !idle.empty() || contexts < max_contexts; });
+        if (!idle.empty()) {
+            std::unique_ptr<Context> c = std::move(idle.back());
+            idle.pop_back();
+            return c;
+        }
+        ++contexts;
+        lock.unlock();
+        try {
+            auto c = std::make_unique<Context>();
+            // The device the network resolved to ("auto" once resolved), so that contexts
+            // and weights share it.
+            c->backend = make_backend(network.device(), options.threads_per_call);
+            c->act.resize(network.impl().layers.size());
+            c->act_ptrs.assign(c->act.size(), nullptr);
+            return c;
+        } catch (...) {
+            lock.lock();
+            --contexts;
+            available.notify_one();
+            throw;
+        }
+    }
+
+    void release(std::unique_ptr<Context> c) {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            idle.push_back(std::move(c));
+        }
+        available.notify_one();
+    }
+
+    void ensure_capacity(Context& c, size_t rows, size_t slots) const {
+        const Network::Impl& net = network.impl();
+        if (rows > c.rows) {
+            for (size_t l = 0; l < net.layers.size(); ++l) {
+                if (net.layers[l].is_input()) continue;
+                c.act[l] = DeviceArray<float>(*c.backend, rows * net.layers[l].n, "activations");
+                c.act_ptrs[l] = c.act[l].data();
+            }
+            c.rows = rows;
+        }
+        if (slots > c.top_slots) {
+            c.top_scores = DeviceArray<float>(*c.backend, slots, "top-K scores");
+            c.top_ids = DeviceArray<uint32_t>(*c.backend, slots, "top-K ids");
+            c.top_slots = slots;
+        }
+    }
+
+    // Forward pass and top-K of queries [first, first + count) into out[first ...].
+    void rank(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
+              std::vector<Recommendations>& out) const {
+        const Network::Impl& net = network.impl();
+        Dataset input;
+        input.name = net.layers[input_layer].config.dataset;
+        input.rows = count;
+        input.cols = input_n;
+        Dataset exclude;
+        exclude.name = "excluded items";
+        exclude.rows = count;
+        exclude.cols = output_n;
+        uint32_t k = 1;
+        for (size_t i = first; i < first + count; ++i) {
+            const Resolved& q = queries[i];
+            // Values always (1 for unweighted items): x.value(e) is 1 for boolean data too, so
+            // the product is the same and queries of both kinds share one batch.
+            input.indices.insert(input.indices.end(), q.ids.begin(), q.ids.end());
+            input.values.insert(input.values.end(), q.values.begin(), q.values.end());
+            input.offsets.push_back(input.indices.size());
+            exclude.indices.insert(exclude.indices.end(), q.excluded.begin(), q.excluded.end());
+            exclude.offsets.push_back(exclude.indices.size());
+            k = std::max(k, q.k);
+        }
+        ensure_capacity(c, count, count * k);
+        const engine::DeviceDataset input_data(*c.backend, input);
+        const engine::DeviceDataset excluded(*c.backend, exclude);
+        engine::Bindings bindings;
+        bindings.layer_data.assign(net.layers.size(), nullptr);
+        bindings.layer_data[input_layer] = &input_data;
+        const BatchRows rows{nullptr, 0, count};
+        net.forward(*c.backend, c.act_ptrs, bindings, rows, false, 0);
+        const CsrBatchView ex = excluded.view(rows);
+        c.backend->top_k(ConstMatrixView(c.act[output_layer].data(), count, output_n, output_n),
+                         &ex, k, c.top_scores.data(), c.top_ids.data());
+        std::vector<float> scores(count * k);
+        std::vector<uint32_t> top(count * k);
+        c.top_scores.download(scores.data(), scores.size());
+        c.top_ids.download(top.data(), top.size());
+        for (size_t r = 0; r < count; ++r) {
+            const Resolved& q = queries[first + r];
+            Recommendations& result = out[first + r];
+            result.unknown = q.unknown;
+            for (size_t i = 0; i < q.k; ++i) {
+                const uint32_t id = top[r * k + i];
+                if (id == UINT32_MAX) break;  // fewer items left than k
+                result.items.push_back({name(id), id, scores[r * k + i]});
+            }
+        }
+    }
+
+    std::string name(uint32_t id) const { return id < names.size() ? names[id] : std::string(); }
+};
+
+Recommender::Recommender(const std::string& model_path, const RecommenderOptions& options)
+    : impl_(std::make_unique<Impl>(model_path, options)) {}
+
+Recommender::~Recommender() = default;
+Recommender::Recommender(Recommender&&) noexcept = default;
+Recommender& Recommender::operator=(Recommender&&) noexcept = default;
+
+Recommendations Recommender::recommend(const std::vector<ItemRef>& items,
+                                       const RecommendOptions& options) const {
+    std::vector<Resolved> queries;
+    queries.push_back(impl_->resolve(items, options));
+    std::vector<Recommendations> out(1);
+    Impl::Lease context(*impl_);
+    impl_->rank(*context, queries, 0, 1, out);
+    return std::move(out[0]);
+}
+
+std::vector<Recommendations> Recommender::recommend_batch(const std::vector<Query>& queries) const {
+    std::vector<Resolved> resolved;
+    resolved.reserve(queries.size());
+    for (const Query& q : queries) resolved.push_back(impl_->resolve(q.items, q.options));
+    std::vector<Recommendations> out(queries.size());
+    if (queries.empty()) return out;
+    Impl::Lease context(*impl_);
+    for (size_t first = 0; first < queries.size(); first += impl_->options.max_batch) {
+        const size_t count = std::min<size_t>(impl_->options.max_batch, queries.size() - first);
+        impl_->rank(*context, resolved, first, count, out);
+    }
+    return out;
+}
+
+uint32_t Recommender::input_items() const {
+    return impl_->input_n;
+}
+uint32_t Recommender::output_items() const {
+    return impl_->output_n;
+}
+bool Recommender::has_names() const {
+    return !impl_->index_path.empty();
+}
+
+uint32_t Recommender::id_of(const std::string& name) const {
+    if (impl_->index_path.empty()) {
+        throw Error(ErrorCategory::kUsage, "id_of('" + name +
+                                               "'): the Recommender has no features index "
+                                               "(RecommenderOptions::features_index)");
+    }
+    auto it = impl_->ids.find(name);
+    if (it == impl_->ids.end()) {
+        throw Error(ErrorCategory::kData,
+                    "item '" + name + "' is not a label of " + impl_->index_path);
+    }
+    return it->second;
+}
+
+std::string Recommender::name_of(uint32_t id) const {
+    return impl_->name(id);
+}
+
+}  // namespace sparsenet
