@@ -2,17 +2,20 @@
 """Benchmark driver: runs a workload for sparsenet and for each peer alternately, repeats, and
 prints a table of medians and ratios; writes benchmarks/results/<date>-<machine>-<workload>.json.
 
-Workloads (../shared/design/performance.md):
-  dsstne-bench  DSSTNE's benchmark network (its config, unmodified) on the ML-20M shape; a user
-                subset of --users users (same mean row length, 144.4) keeps a run short.
+Workloads (../shared/design/performance.md), both on a user subset of --users users of the
+ML-20M shape (same mean row length, 144.4), which keeps a run short:
+  dsstne-bench  DSSTNE's benchmark network (its config, unmodified), SGD, batch 256;
+  mult-dae      configs/mult-dae.json: I -> 600 -> 200 -> 600 -> I, tanh, softmax +
+                multinomial cross-entropy, input dropout 0.5, Adam 1e-3, batch 500.
+--batch 64,128,256 sweeps batch sizes (time per epoch vs batch size).
 
 Peers (benchmarks/peers/): PyTorch, competent (sparse first layer) and densify-each-batch.
 Each system trains --epochs epochs; the figure is the time of the epoch loop as the system
 reports it (sparsenet: --metrics-out; peers: their own timer), so process start and data loading
 are excluded for everyone.
 
-usage: benchmarks/bench.py [--build build] [--python PY] [--workload dsstne-bench]
-       [--users 8192] [--repeats 3] [--threads 2] [--batch 256] [--no-peers]
+usage: benchmarks/bench.py [--build build] [--python PY] [--workload dsstne-bench|mult-dae]
+       [--users 8192] [--repeats 3] [--threads 2] [--batch N[,N...]] [--no-peers] [--tag T]
 """
 import argparse
 import datetime
@@ -56,24 +59,36 @@ def flops_per_example(cfg_path, items, mean_nnz):
     return total
 
 
+WORKLOADS = {
+    # name: (config, default batch, extra sparsenet train flags)
+    "dsstne-bench": (os.path.join(CONFIGS, "benchmarks_dsstne_config.json"), 256, []),
+    # Adam's sparse-input rows updated lazily on both sides: the peer's SparseAdam is lazy.
+    "mult-dae": (os.path.join(ROOT, "configs", "mult-dae.json"), 500,
+                 ["--sparse-updates", "lazy"]),
+}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--python", default=os.path.join(ROOT, "benchmarks", ".venv", "bin", "python"))
-    p.add_argument("--workload", default="dsstne-bench", choices=["dsstne-bench"])
+    p.add_argument("--workload", default="dsstne-bench", choices=sorted(WORKLOADS))
     p.add_argument("--users", type=int, default=8192)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--batch", default=None,
+                   help="batch size, or a comma list for a sweep (default: the workload's)")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "sparsenet-bench"))
     p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--tag", default="", help="suffix of the results file name")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sparsenet = os.path.join(a.build, "sparsenet")
-    config = os.path.join(CONFIGS, "benchmarks_dsstne_config.json")
+    config, default_batch, extra_flags = WORKLOADS[a.workload]
+    batches = [int(b) for b in (a.batch or str(default_batch)).split(",")]
     nnz = round(NNZ / USERS * a.users)
-    data = os.path.join(a.work, f"dsstne-bench-{a.users}.nc")
+    data = os.path.join(a.work, f"ml20m-shape-{a.users}.nc")
     if not os.path.exists(data):
         run([sparsenet, "generate", "-o", data, "--users", str(a.users), "--items", str(ITEMS),
              "--nnz", str(nnz), "--seed", "1", "-q"])
@@ -81,20 +96,22 @@ def main():
     ds = info["files"][0]["datasets"][0]
     examples, mean_nnz = ds["examples"], ds["nonzeros"] / ds["examples"]
 
-    def ours():
+    def ours(batch):
         metrics = os.path.join(a.work, "metrics.jsonl")
         run([sparsenet, "train", "-c", config, "-i", data, "-n", os.path.join(a.work, "m.nc"),
-             "-b", str(a.batch), "-e", str(a.epochs), "--threads", str(a.threads),
-             "--metrics-out", metrics, "-q"])
-        return [json.loads(l)["seconds"] for l in open(metrics)]
+             "-b", str(batch), "-e", str(a.epochs), "--threads", str(a.threads),
+             "--metrics-out", metrics, "-q"] + extra_flags)
+        lines = [json.loads(l) for l in open(metrics)]
+        return [l["seconds"] for l in lines], [l["loss"] for l in lines]
 
     def peer(variant):
-        def go():
+        def go(batch):
             out = run([a.python, os.path.join(ROOT, "benchmarks", "peers", "torch_autoencoder.py"),
                        "--config", config, "--data", data, "--variant", variant,
-                       "--batch", str(a.batch), "--epochs", str(a.epochs),
+                       "--batch", str(batch), "--epochs", str(a.epochs),
                        "--threads", str(a.threads)])
-            return json.loads(out.strip().splitlines()[-1])["seconds"]
+            r = json.loads(out.strip().splitlines()[-1])
+            return r["seconds"], r["loss"]
         return go
 
     systems = {"sparsenet": ours}
@@ -106,40 +123,45 @@ def main():
         systems["pytorch-densify"] = peer("densify")
         versions["torch"] = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip()
 
-    times = {name: [] for name in systems}
-    for r in range(a.repeats):  # alternate systems within each repetition
-        for name, go in systems.items():
-            epoch_seconds = go()
-            times[name].append(statistics.median(epoch_seconds))
-            print(f"  repeat {r + 1}/{a.repeats} {name:16s} {times[name][-1]:.2f} s/epoch",
-                  flush=True)
-
     flop = flops_per_example(config, ITEMS, mean_nnz) * examples
-    base = statistics.median(times["sparsenet"])
     rows = []
-    print(f"\n{a.workload}: {examples} users x {ITEMS} items ({mean_nnz:.1f} per user), batch "
-          f"{a.batch}, {a.threads} threads, {cpu_model()}; median of {a.repeats}")
-    print(f"{'system':18s} {'s/epoch':>8s} {'users/s':>9s} {'GFLOP/s':>8s} {'sparsenet speedup':>18s}")
-    for name, ts in times.items():
-        med = statistics.median(ts)
-        rows.append({"system": name, "seconds": ts, "median_s": med, "users_per_s": examples / med,
-                     "gflops": flop / med / 1e9, "sparsenet_speedup": med / base})
-        print(f"{name:18s} {med:8.2f} {examples / med:9.0f} {flop / med / 1e9:8.1f} "
-              f"{med / base:17.2f}x")
+    for batch in batches:
+        times = {name: [] for name in systems}
+        losses = {name: [] for name in systems}
+        for r in range(a.repeats):  # alternate systems within each repetition
+            for name, go in systems.items():
+                epoch_seconds, epoch_losses = go(batch)
+                times[name].append(statistics.median(epoch_seconds))
+                losses[name].append(epoch_losses[-1])
+                print(f"  batch {batch} repeat {r + 1}/{a.repeats} {name:16s} "
+                      f"{times[name][-1]:.2f} s/epoch (loss {epoch_losses[-1]:.4g})", flush=True)
+        base = statistics.median(times["sparsenet"])
+        print(f"\n{a.workload}: {examples} users x {ITEMS} items ({mean_nnz:.1f} per user), batch "
+              f"{batch}, {a.threads} threads, {cpu_model()}; median of {a.repeats}")
+        print(f"{'system':18s} {'s/epoch':>8s} {'users/s':>9s} {'GFLOP/s':>8s} "
+              f"{'sparsenet speedup':>18s} {'last loss':>10s}")
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            rows.append({"system": name, "batch": batch, "seconds": ts, "median_s": med,
+                         "users_per_s": examples / med, "gflops": flop / med / 1e9,
+                         "sparsenet_speedup": med / base, "loss": losses[name]})
+            print(f"{name:18s} {med:8.2f} {examples / med:9.0f} {flop / med / 1e9:8.1f} "
+                  f"{med / base:17.2f}x {statistics.median(losses[name]):10.4g}")
+        print()
     result = {
         "benchmark": a.workload, "date": datetime.date.today().isoformat(),
         "machine": platform.node(), "cpu": cpu_model(), "threads": a.threads,
         "versions": versions,
         "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-        "workload": {"users": examples, "items": ITEMS, "mean_row": mean_nnz, "batch": a.batch,
-                     "epochs": a.epochs, "config": "benchmarks_dsstne_config.json",
-                     "flop_per_epoch": flop},
+        "workload": {"users": examples, "items": ITEMS, "mean_row": mean_nnz, "batches": batches,
+                     "epochs": a.epochs, "config": os.path.basename(config),
+                     "sparsenet_flags": extra_flags, "flop_per_epoch": flop},
         "results": rows,
     }
     os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
-    path = os.path.join(ROOT, "benchmarks", "results",
-                        f"{result['date']}-{platform.node()}-{a.workload}.json")
+    name = f"{result['date']}-{platform.node()}-{a.workload}{'-' + a.tag if a.tag else ''}.json"
+    path = os.path.join(ROOT, "benchmarks", "results", name)
     json.dump(result, open(path, "w"), indent=2)
     print("wrote", os.path.relpath(path, ROOT))
 

@@ -9,8 +9,13 @@ Variants:
   densify  each batch densified to [batch, items], then nn.Linear everywhere (common practice).
 
 Supports the fully connected configs of the benchmarks: Sigmoid/Tanh/ReLU hidden layers with
-pDropout, a Sigmoid output with ScaledMarginalCrossEntropy (oneTarget 1, zeroTarget 0, scales 1
-is exactly binary cross-entropy), SGD with the given learning rate. Prints one JSON line.
+pDropout; a Sigmoid output with ScaledMarginalCrossEntropy (oneTarget 1, zeroTarget 0, scales 1
+is exactly binary cross-entropy, fused as BCEWithLogitsLoss) or a SoftMax output with
+CrossEntropy (multinomial: -sum t log softmax, fused as log_softmax); Denoising p as inverted
+dropout of the input entries (per_sample_weights of the EmbeddingBag, F.dropout when densified);
+SGD, or Adam when the config's Training section says so (the sparse variant then uses SparseAdam
+for the EmbeddingBag, the lazy update a competent user picks, and sparsenet runs with
+--sparse-updates lazy to match). Prints one JSON line.
 
 usage: torch_autoencoder.py --config CFG.json --data DATA.nc --variant sparse|densify
        [--batch 256] [--epochs 1] [--threads 2] [--learning-rate 0.025] [--seed 1]
@@ -23,6 +28,7 @@ import netCDF4
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 def read_csr(path, name="gl_input"):
@@ -67,9 +73,9 @@ class Autoencoder(nn.Module):
                 nn.init.normal_(m.weight, std=0.01)
         nn.init.constant_(last.bias, out_bias)
 
-    def forward(self, indices, offsets, dense):
+    def forward(self, indices, offsets, dense, input_weights=None):
         if self.sparse_first:
-            h = self.first(indices, offsets) + self.first_bias
+            h = self.first(indices, offsets, per_sample_weights=input_weights) + self.first_bias
         else:
             h = self.first(dense)
         return self.rest(h)
@@ -83,7 +89,8 @@ def main():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--learning-rate", type=float, default=0.025)
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="default: the config's Training.Alpha, else 0.025")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -92,11 +99,29 @@ def main():
     offsets, index, items = read_csr(a.data)
     rows = len(offsets) - 1
     model = Autoencoder(cfg, items, a.variant == "sparse")
-    opt = torch.optim.SGD(model.parameters(), lr=a.learning_rate)
-    loss_fn = nn.BCEWithLogitsLoss(reduction="sum")
-    seconds = []
+    training = cfg.get("Training", {})
+    lr = a.learning_rate if a.learning_rate is not None else training.get("Alpha", 0.025)
+    if training.get("Optimizer", "SGD").lower() == "adam":
+        if a.variant == "sparse":
+            dense_params = [p for n, p in model.named_parameters() if n != "first.weight"]
+            opts = [torch.optim.SparseAdam([model.first.weight], lr=lr),
+                    torch.optim.Adam(dense_params, lr=lr)]
+        else:
+            opts = [torch.optim.Adam(model.parameters(), lr=lr)]
+    else:
+        opts = [torch.optim.SGD(model.parameters(), lr=lr)]
+    out_layer = [l for l in cfg["Layers"] if l["Kind"] == "Output"][-1]
+    softmax = out_layer.get("Activation", "Sigmoid").lower() == "softmax"
+    if softmax:
+        def loss_fn(logits, target):
+            return -(F.log_softmax(logits, dim=1) * target).sum()
+    else:
+        loss_fn = nn.BCEWithLogitsLoss(reduction="sum")
+    denoise = float(cfg.get("Denoising", {}).get("p", 0.0))
+    seconds, losses = [], []
     for _ in range(a.epochs):
         start = time.perf_counter()
+        total = 0.0
         model.train()
         for first in range(0, rows, a.batch):
             last = min(rows, first + a.batch)
@@ -106,15 +131,24 @@ def main():
             row_of = torch.repeat_interleave(torch.arange(last - first), offsets[first + 1:last + 1] - offsets[first:last])
             target = torch.zeros(last - first, items)
             target[row_of, idx] = 1.0
-            dense = target if a.variant == "densify" else None
-            logits = model(idx, offs, dense)
+            dense, weights = None, None
+            if a.variant == "densify":
+                dense = F.dropout(target, denoise) if denoise > 0 else target
+            elif denoise > 0:
+                weights = (torch.rand(idx.shape[0]) >= denoise).float() / (1.0 - denoise)
+            logits = model(idx, offs, dense, weights)
             loss = loss_fn(logits, target) / (last - first)
-            opt.zero_grad(set_to_none=True)
+            for opt in opts:
+                opt.zero_grad(set_to_none=True)
+            total += float(loss) * (last - first)
             loss.backward()
-            opt.step()
+            for opt in opts:
+                opt.step()
         seconds.append(time.perf_counter() - start)
+        losses.append(total / rows)
     print(json.dumps({"system": f"pytorch-{a.variant}", "torch": torch.__version__,
-                      "threads": a.threads, "examples": rows, "seconds": seconds}))
+                      "threads": a.threads, "examples": rows, "seconds": seconds,
+                      "loss": losses}))
 
 
 if __name__ == "__main__":

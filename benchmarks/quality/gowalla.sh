@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Protocol A on gowalla (../shared/design/quality.md): split, train configs/protocol-a.json with the
+# epoch chosen on validation, EASE peer with lambda chosen on validation, both scored by
+# `sparsenet evaluate`; writes benchmarks/results/<date>-<machine>-quality-gowalla.json.
+# Needs the build (make) and benchmarks/.venv (benchmarks/setup-venv.sh). Extra arguments go to
+# protocol_a.py (e.g. --no-ease, --epochs N, --config FILE).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+exec benchmarks/quality/protocol_a.py --dataset gowalla --config configs/protocol-a.json --epochs 40 \
+  --ease-lambdas 50,100,200 "$@"

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Protocol A of ../shared/design/quality.md on one dataset (Gowalla, Yelp2018, ML-1M): fixed
+published split, full ranking, Recall@20 / NDCG@20 over all test users, train items excluded.
+Converts, trains, evaluates with sparsenet's own tools and writes
+benchmarks/results/<date>-<machine>-quality-<dataset>.json.
+
+Model selection is honest: the epoch is chosen on validation (ML-1M: its own validation file;
+Gowalla and Yelp2018: 10 % of each user's train items carved out with seed 1), then the model is
+trained on the whole train file and the test number reported is the one of the chosen epoch. The
+number comparable to the published tables (best epoch picked on the test set, as LightGCN and its
+followers did) is reported beside it, from the same run.
+
+The EASE peer (benchmarks/peers/ease.py) picks lambda on the same validation split, is refitted on
+the whole train file, writes its test top-20 as a recs file, and that file is scored by
+`sparsenet evaluate --recs` (and by the peer's own numpy code, as a cross-check).
+
+usage: protocol_a.py --dataset gowalla|yelp2018|ml1m [--config configs/X.json] [--epochs N]
+       [--build build] [--python PY] [--ease-lambdas 200,500,1000] [--no-ease] [--no-model]
+       [--train-flags "..."] [--threads 2] [--work DIR] [--tag T]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(ROOT, "..", "shared", "data")
+DATASETS = {  # folder, has a validation file
+    "gowalla": ("gowalla", False),
+    "yelp2018": ("yelp2018", False),
+    "ml1m": ("movielens1m_m1", True),
+}
+# Published Recall@20 / NDCG@20 on these splits (../shared/design/quality.md).
+PUBLISHED = {
+    "gowalla": {"Mult-VAE": [0.1641, 0.1335], "GRMF": [0.1477, 0.1205], "NGCF": [0.1570, 0.1327],
+                "LightGCN": [0.1830, 0.1554], "EASE^R": [0.1765, 0.1467],
+                "UltraGCN": [0.1862, 0.1580], "SimpleX": [0.1872, 0.1557]},
+    "yelp2018": {"Mult-VAE": [0.0584, 0.0450], "GRMF": [0.0571, 0.0462],
+                 "NGCF": [0.0579, 0.0477], "LightGCN": [0.0649, 0.0530],
+                 "EASE^R": [0.0657, 0.0552], "SimpleX": [0.0701, 0.0575]},
+    "ml1m": {"NGCF": [0.2513, 0.2511], "LightGCN": [0.2576, 0.2427],
+             "UltraGCN": [0.2787, 0.2642], "SimpleX": [0.2802, 0.2670]},
+}
+
+
+def run(cmd, log=None):
+    print("+", " ".join(shlex.quote(c) for c in cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if log:
+        with open(log, "a") as f:
+            f.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr}")
+    return r.stdout
+
+
+def epochs_of(metrics_path):
+    return [json.loads(line) for line in open(metrics_path)]
+
+
+def train_curve(a, sparsenet, train, target, model, metrics, epochs, log):
+    """Trains `epochs` epochs on `train`; after each, Recall/NDCG@20 of `target` (input: train)."""
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    t0 = time.perf_counter()
+    run([sparsenet, "train", "-c", a.config, "-i", train, "-n", model, "-e", str(epochs),
+         "--threads", str(a.threads), "--validate-input", train, "--validate-target", target,
+         "--validate-k", "20", "--metrics-out", metrics, "-q"] + shlex.split(a.train_flags), log)
+    wall = time.perf_counter() - t0
+    rows = epochs_of(metrics)
+    curve = [{"epoch": r["epoch"], "loss": r["loss"], "seconds": r["seconds"],
+              "recall@20": r["validation"]["recall@20"], "ndcg@20": r["validation"]["ndcg@20"]}
+             for r in rows]
+    return curve, wall
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    p.add_argument("--config", default=os.path.join(ROOT, "configs", "mult-dae.json"))
+    p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--train-flags", default="", help="more `sparsenet train` flags")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--python", default=os.path.join(ROOT, "benchmarks", ".venv", "bin", "python"))
+    p.add_argument("--ease-lambdas", default="200,500,1000")
+    p.add_argument("--no-ease", action="store_true")
+    p.add_argument("--no-model", action="store_true")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "sparsenet-quality"))
+    p.add_argument("--tag", default="", help="suffix of the results file name")
+    a = p.parse_args()
+    folder, has_validation = DATASETS[a.dataset]
+    src = os.path.join(DATA, folder)
+    if not os.path.exists(os.path.join(src, "train.txt")):
+        sys.exit(f"{src}/train.txt not found: protocol A needs ../shared/data/{folder} "
+                 "(see ../shared/design/quality.md)")
+    sparsenet = os.path.join(a.build, "sparsenet")
+    work = os.path.join(a.work, a.dataset)
+    os.makedirs(work, exist_ok=True)
+    log = os.path.join(work, "log.txt")
+    result = {"benchmark": f"quality-{a.dataset}", "protocol": "A",
+              "date": datetime.date.today().isoformat(), "machine": platform.node(),
+              "threads": a.threads,
+              "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+              "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
+              "published": PUBLISHED[a.dataset]}
+
+    # 1. Split: one users/items index for every file, so rows and columns align.
+    split = os.path.join(work, "split")
+    cmd = [sparsenet, "split", "fixed", "--train", os.path.join(src, "train.txt"),
+           "--test", os.path.join(src, "test.txt"), "-o", split, "-q"]
+    if has_validation:
+        cmd += ["--validation", os.path.join(src, "valid.txt")]
+    else:
+        cmd += ["--carve-validation", "0.1", "--seed", "1"]
+    run(cmd, log)
+    f = lambda name: os.path.join(split, name)  # noqa: E731
+    fit = f("train.nc") if has_validation else f("train_fit.nc")
+    result["validation"] = "valid.txt" if has_validation else "10% of train per user, seed 1"
+
+    # 2. The model: epoch chosen on validation, then trained on all of train.
+    if not a.no_model:
+        select, select_wall = train_curve(a, sparsenet, fit, f("validation.nc"),
+                                          os.path.join(work, "select.nc"),
+                                          os.path.join(work, "select.jsonl"), a.epochs, log)
+        best = max(select, key=lambda r: r["recall@20"])
+        final, final_wall = train_curve(a, sparsenet, f("train.nc"), f("test.nc"),
+                                        os.path.join(work, "final.nc"),
+                                        os.path.join(work, "final.jsonl"), a.epochs, log)
+        chosen = final[best["epoch"] - 1]
+        peak = max(final, key=lambda r: r["recall@20"])
+        result["model"] = {
+            "config": os.path.relpath(a.config, ROOT),
+            "config_json": json.load(open(a.config)), "train_flags": a.train_flags,
+            "epochs": a.epochs, "chosen_epoch": best["epoch"],
+            "validation_recall@20": best["recall@20"],
+            "test_recall@20": chosen["recall@20"], "test_ndcg@20": chosen["ndcg@20"],
+            "test_best_epoch": peak["epoch"], "test_best_recall@20": peak["recall@20"],
+            "test_best_ndcg@20": peak["ndcg@20"],
+            "train_seconds_per_epoch": sum(r["seconds"] for r in final) / len(final),
+            "wall_seconds": {"select": select_wall, "final": final_wall},
+            "validation_curve": select, "test_curve": final}
+        print(f"model: epoch {best['epoch']} chosen on validation (Recall@20 "
+              f"{best['recall@20']:.4f}); test Recall@20 {chosen['recall@20']:.4f} NDCG@20 "
+              f"{chosen['ndcg@20']:.4f}; best test epoch {peak['epoch']}: "
+              f"{peak['recall@20']:.4f} / {peak['ndcg@20']:.4f}", flush=True)
+
+    # 3. The EASE peer: lambda on validation, refit on train, scored through a recs file.
+    if not a.no_ease:
+        ease = [a.python, os.path.join(ROOT, "benchmarks", "peers", "ease.py"),
+                "--threads", str(a.threads)]
+        grid = []
+        for lam in [float(x) for x in a.ease_lambdas.split(",")]:
+            r = json.loads(run(ease + ["--train", fit, "--heldout", f("validation.nc"),
+                                       "--lambda", str(lam)], log).strip().splitlines()[-1])
+            grid.append(r)
+            print(f"EASE lambda {lam:g}: validation Recall@20 {r['recall@20']:.4f}", flush=True)
+        lam = max(grid, key=lambda r: r["recall@20"])["lambda"]
+        recs = os.path.join(work, "ease-test.recs")
+        r = json.loads(run(ease + ["--train", f("train.nc"), "--heldout", f("test.nc"),
+                                   "--lambda", str(lam), "--recs", recs,
+                                   "--users-index", f("users.index"),
+                                   "--items-index", f("items.index")], log).strip().splitlines()[-1])
+        scored = os.path.join(work, "ease-test.json")
+        run([sparsenet, "evaluate", "--recs", recs, "--heldout", f("test.nc"), "-k", "20",
+             "--samples-index", f("users.index"), "--features-index", f("items.index"),
+             "--input", f("train.nc"), "--json", scored], log)
+        ours = json.load(open(scored))
+        ours = ours.get("recs", ours.get("model", ours))
+        result["ease"] = {
+            "lambda": lam, "validation_grid": grid,
+            "test_recall@20": ours["recall@20"], "test_ndcg@20": ours["ndcg@20"],
+            "numpy_recall@20": r["recall@20"], "numpy_ndcg@20": r["ndcg@20"],
+            "fit_seconds": r["seconds_fit"], "score_seconds": r["seconds_score"]}
+        print(f"EASE lambda {lam:g}: test Recall@20 {ours['recall@20']:.4f} NDCG@20 "
+              f"{ours['ndcg@20']:.4f} (sparsenet evaluate --recs); numpy "
+              f"{r['recall@20']:.4f} / {r['ndcg@20']:.4f}; fit {r['seconds_fit']:.0f} s",
+              flush=True)
+
+    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+    name = (f"{result['date']}-{platform.node()}-quality-{a.dataset}"
+            f"{'-' + a.tag if a.tag else ''}.json")
+    path = os.path.join(ROOT, "benchmarks", "results", name)
+    json.dump(result, open(path, "w"), indent=2)
+    print("wrote", os.path.relpath(path, ROOT))
+
+
+if __name__ == "__main__":
+    main()
