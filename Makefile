@@ -44,12 +44,17 @@ docs:
 demo: build
 	scripts/demo.sh $(BUILD_DIR)/sparsenet
 
-# CPU benchmarks beside the peers (docs/benchmarks.md): training throughput on dsstne-bench vs
-# PyTorch (pip into benchmarks/.venv), then conversion and loading. Not part of `make test`.
+# CPU benchmarks beside the peers (docs/benchmarks.md): training throughput on dsstne-bench and
+# mult-dae vs PyTorch (pip into benchmarks/.venv), a batch-size sweep, conversion and loading,
+# then the PNG plots (docs/img). Not part of `make test`.
 bench: build
 	benchmarks/setup-venv.sh
 	benchmarks/bench.py --build $(BUILD_DIR) --python benchmarks/.venv/bin/python
+	benchmarks/bench.py --build $(BUILD_DIR) --python benchmarks/.venv/bin/python --workload mult-dae
+	benchmarks/bench.py --build $(BUILD_DIR) --python benchmarks/.venv/bin/python --users 2048 \
+	  --repeats 2 --batch 64,128,256,512,1024 --tag batch-sweep
 	PATH="$(CURDIR)/benchmarks/.venv/bin:$$PATH" benchmarks/data/convert_bench.sh $(BUILD_DIR)
+	benchmarks/.venv/bin/python benchmarks/plot.py
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
