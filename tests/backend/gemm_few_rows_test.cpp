@@ -45,19 +45,9 @@ TEST(GemmFewRows, MatchesReferenceAndIsIdenticalForAnyThreadCount) {
                             ASSERT_EQ(c1.data, c3.data) << "m=" << m << " n=" << n << " k=" << k;
                             for (size_t r = 0; r < m; ++r) {
                                 for (size_t j = 0; j < n; ++j) {
-                                    double ref = 0, mag = 0;
-                                    for (size_t q = 0; q < k; ++q) {
-                                        const double t = double(ta ? a.at(q, r) : a.at(r, q)) *
-                                                         double(tb ? b.at(j, q) : b.at(q, j));
-                                        ref += t;
-                                        mag += std::fabs(t);
-                                    }
-                                    ref *= alpha;
-                                    mag *= alpha;
-                                    if (beta != 0.0f) {
-                                        ref += beta * double(c0.at(r, j));
-                                        mag += std::fabs(beta * double(c0.at(r, j)));
-                                    }
+                                    const testing::GemmReference g = testing::gemm_reference(
+                                        ta, tb, alpha, a, b, beta, c0, k, r, j);
+                                    const double ref = g.value, mag = g.magnitude;
                                     ASSERT_TRUE(testing::near(c1.at(r, j), ref, mag))
                                         << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta
                                         << " tb=" << tb << " beta=" << beta << " at " << r << ","

@@ -41,19 +41,9 @@ TEST(Gemm, MatchesReferenceForAllTransposesAndShapes) {
                             backend.gemm(ta, tb, alpha, a.cview(), b.cview(), beta, c.view());
                             for (size_t r = 0; r < m; ++r) {
                                 for (size_t j = 0; j < n; ++j) {
-                                    double ref = 0, mag = 0;
-                                    for (size_t q = 0; q < k; ++q) {
-                                        const double t = double(ta ? a.at(q, r) : a.at(r, q)) *
-                                                         double(tb ? b.at(j, q) : b.at(q, j));
-                                        ref += t;
-                                        mag += std::fabs(t);
-                                    }
-                                    ref *= alpha;
-                                    mag *= alpha;
-                                    if (beta != 0.0f) {
-                                        ref += beta * double(c0.at(r, j));
-                                        mag += std::fabs(beta * double(c0.at(r, j)));
-                                    }
+                                    const testing::GemmReference g = testing::gemm_reference(
+                                        ta, tb, alpha, a, b, beta, c0, k, r, j);
+                                    const double ref = g.value, mag = g.magnitude;
                                     ASSERT_TRUE(testing::near(c.at(r, j), ref, mag))
                                         << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta
                                         << " tb=" << tb << " beta=" << beta << " at " << r << ","

@@ -135,6 +135,31 @@ inline Dense<T> random_dense(size_t rows, size_t cols, size_t pad, uint64_t seed
 }
 
 // |got - want| <= rel * scale + abs, where scale bounds the magnitude of the summed terms.
+// The reference of c[r, j] after gemm(ta, tb, alpha, a, b, beta, c0), in double, and the sum of
+// the magnitudes of its terms (the scale `near` compares against).
+struct GemmReference {
+    double value = 0.0;
+    double magnitude = 0.0;
+};
+inline GemmReference gemm_reference(bool ta, bool tb, float alpha, const Dense<float>& a,
+                                    const Dense<float>& b, float beta, const Dense<float>& c0,
+                                    size_t k, size_t r, size_t j) {
+    GemmReference g;
+    for (size_t q = 0; q < k; ++q) {
+        const double t =
+            double(ta ? a.at(q, r) : a.at(r, q)) * double(tb ? b.at(j, q) : b.at(q, j));
+        g.value += t;
+        g.magnitude += std::fabs(t);
+    }
+    g.value *= alpha;
+    g.magnitude *= alpha;
+    if (beta != 0.0f) {
+        g.value += beta * double(c0.at(r, j));
+        g.magnitude += std::fabs(beta * double(c0.at(r, j)));
+    }
+    return g;
+}
+
 inline bool near(double got, double want, double scale, double rel = 1e-5, double abs = 1e-6) {
     if (std::isnan(want)) return std::isnan(got);
     return std::fabs(got - want) <= rel * scale + abs;
