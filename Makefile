@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-asan test-tsan demo bench clean format docs
+.PHONY: all deps configure build test test-asan test-tsan demo bench fuzz clean format docs
 
 all: build
 
@@ -23,8 +23,9 @@ test: build
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
 
-# The readers' tests (labels io, data, config, cli) under AddressSanitizer + UBSan, in
-# build-asan (CMakePresets.json). About 3 minutes from scratch on 2 cores, seconds when warm.
+# The readers', CLI and MPI tests (labels io, data, config, cli, mpi) under AddressSanitizer +
+# UBSan (Open MPI's own leaks suppressed: tests/support/lsan.supp), in
+# build-asan (CMakePresets.json). About 4 minutes from scratch on 2 cores, seconds when warm.
 test-asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
@@ -36,6 +37,12 @@ test-tsan: deps
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
+
+# The libFuzzer targets (tests/fuzz) in build-fuzz with clang, FUZZ_SECONDS per target (default
+# 60), one at a time (docs/reliability.md). Not part of `make test`.
+FUZZ_SECONDS ?= 60
+fuzz:
+	JOBS=$(JOBS) scripts/fuzz.sh $(FUZZ_SECONDS) $(CURDIR)/build-fuzz
 
 # The API reference (include/sparsenet) in build-docs/html; needs doxygen.
 docs:

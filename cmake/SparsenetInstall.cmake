@@ -50,7 +50,7 @@ install(EXPORT sparsenetStaticTargets NAMESPACE sparsenet:: DESTINATION ${SPARSE
 # What the static library needs found again (the shared one needs nothing): exactly what this
 # build linked.
 set(SPARSENET_STATIC_DEPENDENCIES
-  "find_dependency(OpenMP COMPONENTS CXX)\n  find_dependency(netCDF CONFIG)\n  find_dependency(jsoncpp CONFIG)")
+  "find_dependency(OpenMP COMPONENTS CXX)\n  find_dependency(netCDF CONFIG)\n  find_dependency(jsoncpp CONFIG)\n  find_dependency(MPI COMPONENTS CXX)")
 if(SPARSENET_HAVE_CUDA)
   string(APPEND SPARSENET_STATIC_DEPENDENCIES "\n  find_dependency(CUDAToolkit)")
 endif()
@@ -84,8 +84,25 @@ if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
 else()
   set(SPARSENET_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
+# MPI: the libraries FindMPI found (libmpi_cxx, libmpi), as -L<dir> -l<name>.
+set(_sparsenet_mpi_dirs "")
+set(_sparsenet_mpi_libs "")
+foreach(_lib IN LISTS MPI_CXX_LIBRARIES)
+  if(_lib MATCHES "^(.*)/lib([^/]+)\\.(so|a)[.0-9]*$")
+    list(APPEND _sparsenet_mpi_dirs "${CMAKE_MATCH_1}")
+    string(APPEND _sparsenet_mpi_libs " -l${CMAKE_MATCH_2}")
+  else()
+    string(APPEND _sparsenet_mpi_libs " ${_lib}")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES _sparsenet_mpi_dirs)
+set(SPARSENET_PC_MPI "")
+foreach(_dir IN LISTS _sparsenet_mpi_dirs)
+  string(APPEND SPARSENET_PC_MPI " -L${_dir}")
+endforeach()
+string(APPEND SPARSENET_PC_MPI "${_sparsenet_mpi_libs}")
 set(SPARSENET_PC_DEPENDENCIES
-  "${OpenMP_CXX_FLAGS} -lnetcdf -ljsoncpp -L${SPARSENET_OPENBLAS_DIR} -lopenblas -lpthread -lm")
+  "${OpenMP_CXX_FLAGS} -lnetcdf -ljsoncpp${SPARSENET_PC_MPI} -L${SPARSENET_OPENBLAS_DIR} -lopenblas -lpthread -lm")
 if(SPARSENET_HAVE_CUDA)  # the CUDA backend in libsparsenet.a: the (shared) runtime; it dlopens cuBLAS
   string(APPEND SPARSENET_PC_DEPENDENCIES " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl")
 endif()

@@ -4,8 +4,9 @@
 // cpu_ops_sparse.h): delta := scale * w_b * dL/dz for a: [B, n] (ld) and a [B, n] CSR target
 // batch; w_b = target.weights[example(b)] (1 when null). Losses: every ErrorFunction, on every
 // activation (formulas/loss.h), SoftMax through its Jacobian (multinomial CrossEntropy directly,
-// a * sum(t) - t). loss.ignore_zero: only stored targets count. DeltaBoost scales the
-// element-wise deltas. If loss_sum is given, *loss_sum += sum_b w_b * (row b's unscaled loss).
+// a * sum(t) - t, sum(t) = target.row_totals[example] when set). loss.ignore_zero: only stored
+// targets count. DeltaBoost scales the element-wise deltas. If loss_sum is given, *loss_sum +=
+// sum_b w_b * (row b's unscaled loss).
 //
 // Thread mapping: one block of 256 threads per batch row (DSSTNE's Raw + NonZero split fused in
 // one kernel): the zero-target pass over the row's n units (threads stride over columns), a
@@ -50,11 +51,17 @@ __global__ void __launch_bounds__(kThreads)
 
     if (act.kind == Activation::kSoftMax) {
         if (loss.kind == ErrorFunction::kCrossEntropy && loss.multinomial) {
-            double ts = 0.0;
-            for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads)
-                ts += double(csr_value(target, e));
-            ts = block_sum<kThreads>(ts, smem);
-            const float tsf = float(ts);
+            // sum(t): the whole row's (row_totals) when the targets are a column band of it.
+            float tsf;
+            if (target.row_totals != nullptr) {
+                tsf = target.row_totals[ex];
+            } else {
+                double ts = 0.0;
+                for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads)
+                    ts += double(csr_value(target, e));
+                ts = block_sum<kThreads>(ts, smem);
+                tsf = float(ts);
+            }
             for (size_t j = threadIdx.x; j < n; j += kThreads)
                 dr[j] = sc * formulas::multinomial_delta_element(ar[j], 0.0f, tsf);
             __syncthreads();

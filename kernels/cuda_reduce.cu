@@ -1,5 +1,6 @@
 // Reductions on CUDA: column_sum (bias gradients), sparseness_penalty, normalize_rows (DeltaNorm)
-// and normalize_columns (WeightNorm).
+// and normalize_columns (WeightNorm), and the row statistics of a layer split by columns
+// (row_max, exp_rows, divide_rows, row_sum_squares, clip_rows).
 //
 // Contracts (src/backend/backend.h) and CPU references (src/backend/cpu/cpu_ops_dense.h):
 //  * column_sum: out[c] = alpha * sum_r m[r, c] + beta * out[c] (beta == 0 overwrites), sums in
@@ -9,6 +10,11 @@
 //    sum_c KL(p || rho_c). formulas/regularizer.h.
 //  * normalize_rows / normalize_columns: a row (column) whose L2 norm (squares summed in double)
 //    exceeds max_norm is scaled to max_norm; others are not written at all.
+//  * row_max: out[r] = max_j m[r, j], NaNs ignored (block_max), -inf for an empty row.
+//    exp_rows: m := exp(m - shift[r]) (the SoftMax kernel's exp), row_sum[r] = the new row's sum
+//    in double, stored as float. divide_rows: m[r, :] /= divisor[r]. row_sum_squares: out[r] =
+//    sum_j m[r, j]^2 in double, stored as float. clip_rows: normalize_rows' factor from the
+//    given sq_norm[r]; rows within the bound are not written.
 //
 // Column reductions run in two kernels: column_partial_kernel, one thread per (column, chunk of
 // rows) summing its chunk in increasing row order in double (threads of a warp take adjacent
@@ -16,10 +22,15 @@
 // partials in chunk order and applying the op. The chunking depends only on the shape, so the
 // result is bit-identical on every run; it differs from the CPU's single sequential double sum
 // by double rounding only (far below the float result's ulp). Row norms: one block of 256
-// threads per row, a fixed-order block reduction in double. The penalty's loss is summed over
-// the columns by one block in a fixed order. Tolerance: 1e-5 relative (cuda_parity_test.cpp).
+// threads per row, a fixed-order block reduction in double; the row statistics (row_max,
+// exp_rows, row_sum_squares) likewise, one block of 256 threads per row; divide_rows and
+// clip_rows are element-wise (elementwise_shape). The penalty's loss is summed over the
+// columns by one block in a fixed order. Tolerance: 1e-5 relative (cuda_parity_test.cpp).
 // Compiles for sm_90; untested on GPU.
+#include <string>
+
 #include "cuda_common.cuh"
+#include "formulas/common.h"
 #include "formulas/regularizer.h"
 
 namespace sparsenet::cuda {
@@ -156,7 +167,110 @@ __global__ void __launch_bounds__(kRowThreads) normalize_rows_kernel(float max_n
     for (size_t j = threadIdx.x; j < m.cols; j += kRowThreads) row[j] *= ft;
 }
 
+// ---- row statistics (model parallelism) ----
+
+__global__ void __launch_bounds__(kRowThreads) row_max_kernel(ConstMatrixView m, float* out) {
+    __shared__ float smem[kRowThreads / 32];
+    const float* row = m.data + size_t(blockIdx.x) * m.ld;
+    float mx = -INFINITY;
+    for (size_t j = threadIdx.x; j < m.cols; j += kRowThreads) {
+        const float v = row[j];
+        mx = v > mx ? v : mx;
+    }
+    mx = block_max<kRowThreads>(mx, smem);
+    if (threadIdx.x == 0) out[blockIdx.x] = mx;
+}
+
+// The SoftMax kernel's exp and sum (cuda_elementwise.cu), with the shift given.
+__global__ void __launch_bounds__(kRowThreads)
+    exp_rows_kernel(const float* shift, MatrixView m, float* row_sum) {
+    __shared__ double smem[kRowThreads / 32];
+    float* row = m.data + size_t(blockIdx.x) * m.ld;
+    const float mx = shift[blockIdx.x];
+    double sum = 0.0;
+    for (size_t j = threadIdx.x; j < m.cols; j += kRowThreads) {
+        const float e = formulas::sn_exp(row[j] - mx);
+        row[j] = e;
+        sum += double(e);
+    }
+    sum = block_sum<kRowThreads>(sum, smem);
+    if (threadIdx.x == 0) row_sum[blockIdx.x] = float(sum);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    row_sum_squares_kernel(ConstMatrixView m, float* out) {
+    __shared__ double smem[kRowThreads / 32];
+    const float* row = m.data + size_t(blockIdx.x) * m.ld;
+    double norm2 = 0.0;
+    for (size_t j = threadIdx.x; j < m.cols; j += kRowThreads) {
+        const double v = double(row[j]);
+        norm2 += v * v;
+    }
+    norm2 = block_sum<kRowThreads>(norm2, smem);
+    if (threadIdx.x == 0) out[blockIdx.x] = float(norm2);
+}
+
+__global__ void divide_rows_kernel(const float* divisor, MatrixView m) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= m.cols) return;
+    SN_ROWS_LOOP(r, m.rows) {
+        float* p = m.data + r * m.ld + c;
+        *p = *p / divisor[r];
+    }
+}
+
+__global__ void clip_rows_kernel(float max_norm, const float* sq_norm, MatrixView m) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= m.cols) return;
+    SN_ROWS_LOOP(r, m.rows) {
+        const double f = formulas::norm_clip_factor(double(sq_norm[r]), double(max_norm));
+        if (f == 1.0) continue;  // rows within the bound are not written
+        m.data[r * m.ld + c] *= float(f);
+    }
+}
+
+void check_row_grid(size_t rows, const char* op) {
+    if (rows > 0x7fffffffu)
+        throw Error(ErrorCategory::kInternal,
+                    std::string(op) + ": too many rows for the CUDA grid");
+}
+
 }  // namespace
+
+void launch_row_max(const Context& ctx, ConstMatrixView m, float* out) {
+    if (m.rows == 0) return;
+    check_row_grid(m.rows, "row_max");
+    row_max_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
+    check_launch("row_max_kernel");
+}
+
+void launch_exp_rows(const Context& ctx, const float* shift, MatrixView m, float* row_sum) {
+    if (m.rows == 0) return;
+    check_row_grid(m.rows, "exp_rows");
+    exp_rows_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(shift, m, row_sum);
+    check_launch("exp_rows_kernel");
+}
+
+void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m) {
+    if (m.rows == 0 || m.cols == 0) return;
+    const Shape2d sh = elementwise_shape(m.rows, m.cols);
+    divide_rows_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(divisor, m);
+    check_launch("divide_rows_kernel");
+}
+
+void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out) {
+    if (m.rows == 0) return;
+    check_row_grid(m.rows, "row_sum_squares");
+    row_sum_squares_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
+    check_launch("row_sum_squares_kernel");
+}
+
+void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m) {
+    if (m.rows == 0 || m.cols == 0) return;
+    const Shape2d sh = elementwise_shape(m.rows, m.cols);
+    clip_rows_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(max_norm, sq_norm, m);
+    check_launch("clip_rows_kernel");
+}
 
 void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float beta, float* out,
                        ReduceScratch& s) {

@@ -8,26 +8,35 @@
 #include <filesystem>
 #include <new>
 
+#include "comm/communicator.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::cli {
 
 int run_command(const std::string& command, const std::function<int()>& body) {
+    int code = 0;
     try {
         return body();
     } catch (const Error& e) {
-        std::fprintf(stderr, "sparsenet %s: error: %s\n", command.c_str(), e.what());
-        return e.category() == ErrorCategory::kUsage ? 2 : 1;
+        std::fprintf(stderr, "sparsenet %s: error%s: %s\n", command.c_str(),
+                     job_rank_label().c_str(), e.what());
+        code = e.category() == ErrorCategory::kUsage ? 2 : 1;
     } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "sparsenet %s: error: out of host memory\n", command.c_str());
-        return 1;
+        std::fprintf(stderr, "sparsenet %s: error%s: out of host memory\n", command.c_str(),
+                     job_rank_label().c_str());
+        code = 1;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "sparsenet %s: internal error: %s\n", command.c_str(), e.what());
-        return 3;
+        std::fprintf(stderr, "sparsenet %s: internal error%s: %s\n", command.c_str(),
+                     job_rank_label().c_str(), e.what());
+        code = 3;
     }
+    // One rank of an MPI job failed: end them all now rather than leave them in a collective.
+    if (launched_with_mpi()) abort_job(code);
+    return code;
 }
 
-std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& paths) {
+std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& paths,
+                                             const NetworkConfig* config, int ranks, int rank) {
     std::map<std::string, Dataset> all;
     std::map<std::string, std::string> origin;
     std::vector<std::string> done;
@@ -39,7 +48,7 @@ std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& pat
         }
         if (seen) continue;
         done.push_back(path);
-        for (Dataset& d : read_datasets(path)) {
+        for (Dataset& d : read_split(path, config, ranks, rank)) {
             auto it = origin.find(d.name);
             if (it != origin.end()) {
                 throw Error(ErrorCategory::kData, "dataset '" + d.name + "' is in both " +
@@ -50,6 +59,34 @@ std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& pat
             std::string name = d.name;
             all.emplace(name, std::move(d));
         }
+    }
+    return all;
+}
+
+std::vector<Dataset> read_split(const std::string& path, const NetworkConfig* config, int ranks,
+                                int rank) {
+    if (config == nullptr || ranks <= 1) return read_datasets(path);
+    std::vector<Dataset> all;
+    for (const std::string& name : list_datasets(path)) {
+        // The width of the layers that read this dataset: their N, or the dataset's for "auto".
+        const DatasetShape shape = read_dataset_shape(path, name);
+        uint32_t n = 0;
+        bool agree = true, used = false;
+        for (const LayerConfig& layer : config->layers) {
+            if (layer.kind == LayerKind::kHidden || layer.dataset != name) continue;
+            const uint32_t width = layer.n_auto ? shape.cols : layer.n;
+            agree = agree && (!used || width == n);
+            n = width;
+            used = true;
+        }
+        if (!used || !agree) {  // not a layer's, or layers of several widths: all of it
+            all.push_back(Dataset::read(path, name));
+            continue;
+        }
+        // The same bands as the engine's (engine::band_of): rank r holds [n r / P, n (r+1) / P).
+        const auto first = uint32_t(uint64_t(n) * uint64_t(rank) / uint64_t(ranks));
+        const auto last = uint32_t(uint64_t(n) * uint64_t(rank + 1) / uint64_t(ranks));
+        all.push_back(Dataset::read_columns(path, name, first, last));
     }
     return all;
 }

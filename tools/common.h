@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sparsenet/config.h"
 #include "sparsenet/dataset.h"
 
 namespace sparsenet::cli {
@@ -16,7 +17,15 @@ int run_command(const std::string& command, const std::function<int()>& body);
 
 // Reads every dataset of each file (a file named twice is read once). The same dataset name in
 // two different files is an error.
-std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& paths);
+// With a config and ranks > 1 (a network split over an MPI job), every dataset that Input or
+// Output layers read holds only this rank's band of columns (Dataset::read_columns), as the
+// engine bands those layers; the others are read whole.
+std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& paths,
+                                             const NetworkConfig* config = nullptr, int ranks = 1,
+                                             int rank = 0);
+// One file's datasets, as load_datasets reads them.
+std::vector<Dataset> read_split(const std::string& path, const NetworkConfig* config, int ranks,
+                                int rank);
 
 std::map<std::string, const Dataset*> pointers(const std::map<std::string, Dataset>& datasets);
 

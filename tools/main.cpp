@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "comm/communicator.h"
+
 namespace sparsenet::cli {
 int train_main(int argc, char** argv);
 int predict_main(int argc, char** argv);
@@ -62,6 +64,14 @@ int main(int argc, char** argv) {
         return 0;
     }
     const std::string command = argv[1];
+    // Only train and predict split a model over the ranks of an MPI job.
+    if (sparsenet::launched_with_mpi() && command != "train" && command != "predict") {
+        std::fprintf(stderr,
+                     "sparsenet %s: error: runs as one process; start it without mpirun (only "
+                     "train and predict split a model over MPI ranks)\n",
+                     command.c_str());
+        return 2;
+    }
     if (command == "train") return train_main(argc - 2, argv + 2);
     if (command == "predict") return predict_main(argc - 2, argv + 2);
     if (command == "evaluate") return evaluate_main(argc - 2, argv + 2);

@@ -40,7 +40,7 @@ std::string label(const std::vector<std::string>& names, uint64_t i) {
 int predict_main(int argc, char** argv) {
     return run_command("predict", [&]() {
         std::string model_path, input_path, out_path, exclude_path, samples_index, features_index,
-            device = "auto", output_layer;
+            device = "auto", output_layer, comm = "auto", parallel = "model";
         PredictOptions options;
         options.k = 100;
         options.batch = 1024;
@@ -67,6 +67,12 @@ int predict_main(int argc, char** argv) {
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        args.add({"--comm"}, &comm, "KIND",
+                 "auto | local | mpi | nccl: the ranks that split the model under mpirun "
+                 "(default auto)");
+        args.add({"--parallel"}, &parallel, "MODE",
+                 "model | data: split the model's layers across the ranks, or let every rank "
+                 "hold all of it (default model)");
         if (!args.parse(argc, argv)) return 0;
         if (options.k == 0) throw Error(ErrorCategory::kUsage, "option -k: must be positive");
         if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
@@ -76,6 +82,8 @@ int predict_main(int argc, char** argv) {
         NetworkOptions net_options;
         net_options.device = device;
         net_options.threads = threads;
+        net_options.comm = comm;
+        net_options.parallel = parallel;
         Network network = Network::load(model_path, net_options);
         auto datasets = load_datasets({input_path});
         std::vector<const LayerConfig*> inputs;
@@ -155,6 +163,7 @@ int predict_main(int argc, char** argv) {
         }
 
         const TopK top = predictor.top_k(options, exclude);
+        if (network.rank() != 0) return 0;  // a split model: every rank merged; rank 0 writes
         FILE* out = stdout;
         const std::string tmp = out_path + ".tmp";
         if (!out_path.empty()) {

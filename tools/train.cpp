@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "args.h"
+#include "comm/communicator.h"
 #include "common.h"
 #include "progress.h"
 #include "sparsenet/config.h"
@@ -16,6 +17,7 @@ namespace sparsenet::cli {
 int train_main(int argc, char** argv) {
     return run_command("train", [&]() {
         std::string config_path, input_path, output_path, model_path, device = "auto", metrics_path;
+        std::string comm = "auto", parallel = "auto";
         std::string optimizer, sparse_updates;
         std::string validate_input, validate_target, validate_k = "20", keep_best;
         std::vector<std::string> extra;
@@ -23,7 +25,8 @@ int train_main(int argc, char** argv) {
         TrainOptions flags;
         float epsilon = 0.0f, decay = 0.0f;
         int threads = 0;
-        bool quiet = false, no_shuffle = false;
+        bool quiet = false, no_shuffle = false, dry_run = false;
+        int plan_ranks = 0;
         ArgParser args("train",
                        "Trains a network defined in DSSTNE's JSON language on sparse netCDF "
                        "datasets and writes the model file. Training options come from the "
@@ -65,6 +68,13 @@ int train_main(int argc, char** argv) {
                       "ShuffleIndices)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        args.add({"--comm"}, &comm, "KIND",
+                 "auto | local | mpi | nccl: the ranks that split every layer under mpirun "
+                 "(default auto: every rank of the job; docs/parallelism.md)");
+        args.add({"--parallel"}, &parallel, "MODE",
+                 "model | data | auto: split every layer's weights across the ranks, or give "
+                 "each rank its share of every batch and sum the gradients; auto takes the one "
+                 "that moves fewer bytes per step (default auto)");
         args.add({"--metrics-out"}, &metrics_path, "FILE", "per-epoch metrics as JSON lines");
         args.add({"--validate-input"}, &validate_input, "FILE.nc",
                  "validation rows' known items: after each epoch, rank every item for them "
@@ -75,6 +85,11 @@ int train_main(int argc, char** argv) {
         args.add({"--keep-best"}, &keep_best, "METRIC@K",
                  "write the model of the epoch with the best validation METRIC@K (recall, "
                  "nrecall, precision, ndcg, map, hit_rate, coverage), e.g. recall@20");
+        args.add_flag({"--dry-run"}, &dry_run,
+                      "print the model-parallel plan (splits, collectives, bytes per step, "
+                      "memory per rank) and stop; writes nothing");
+        args.add({"--ranks"}, &plan_ranks, "N",
+                 "ranks the --dry-run plan is for (default: this job's ranks, 1 without mpirun)");
         args.add_flag({"-q", "--quiet"}, &quiet, "print nothing but errors");
         if (!args.parse(argc, argv)) return 0;
 
@@ -122,16 +137,34 @@ int train_main(int argc, char** argv) {
         net_options.device = device;
         net_options.threads = threads;
         net_options.seed = options.seed;
+        net_options.comm = comm;
+        net_options.parallel = parallel;
+        net_options.batch = options.batch;  // what --parallel auto weighs
 
         std::vector<std::string> files{input_path};
         if (!output_path.empty()) files.push_back(output_path);
         files.insert(files.end(), extra.begin(), extra.end());
-        const auto datasets = load_datasets(files);
+        // Split over an MPI job: each rank reads only its columns of the layers' datasets.
+        const bool split_job = !dry_run && launched_with_mpi() && comm != "local";
+        const auto datasets = split_job ? load_datasets(files, &config, job_size(), job_rank())
+                                        : load_datasets(files);
         std::map<std::string, uint32_t> widths;
         for (const auto& kv : datasets) widths[kv.first] = kv.second.cols;
+        if (dry_run) {
+            int ranks = plan_ranks;
+            if (ranks <= 0) ranks = launched_with_mpi() ? job_size() : 1;
+            const std::string plan =
+                describe_model_parallel(config, widths, ranks, options.batch, opt.kind);
+            if (job_rank() == 0) std::fputs(plan.c_str(), stdout);
+            return 0;
+        }
         check_writable(model_path);
 
         Network network = Network::create(config, widths, net_options);
+        if (network.rank() != 0) {  // a split network: rank 0 reports and writes the files
+            quiet = true;
+            metrics_path.clear();
+        }
         std::unique_ptr<Validation> validation;
         if (!vopts.input_path.empty()) validation = std::make_unique<Validation>(network, vopts);
         Progress progress(options.epochs, quiet, metrics_path);
@@ -142,8 +175,12 @@ int train_main(int argc, char** argv) {
             progress.on_epoch(s, note, json_fields);
         };
         if (!quiet) {
-            std::printf("training '%s' on %s: %zu layers, batch %u, %u epochs, %s (alpha %g)\n",
-                        network.config().name.c_str(), network.device().c_str(),
+            const std::string ranks = network.ranks() > 1
+                                          ? " x " + std::to_string(network.ranks()) + " ranks (" +
+                                                network.parallel() + " parallel)"
+                                          : "";
+            std::printf("training '%s' on %s%s: %zu layers, batch %u, %u epochs, %s (alpha %g)\n",
+                        network.config().name.c_str(), network.device().c_str(), ranks.c_str(),
                         network.config().layers.size(), options.batch, options.epochs,
                         to_string(opt.kind), double(opt.learning_rate));
         }

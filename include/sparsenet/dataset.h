@@ -62,7 +62,48 @@ struct Dataset {
     // netCDF file. Accepts 32- and 64-bit sparseStart/sparseEnd, separate start/end arrays,
     // dense, Indexed and Weighted datasets (docs/data-format.md).
     static Dataset read(const std::string& path, const std::string& name = "");
+
+    // Reads dataset `name` (or the only/first one when empty) like read(), keeping only the stored
+    // entries whose column is in [first_col, last_col). The result keeps the full width (cols),
+    // global column ids, every row (offsets for every stored row), the weights, example_rows and
+    // flags, so it is a valid Dataset of the same shape holding a column band. The file is read
+    // in chunks of rows, so memory peaks at about the kept entries plus one chunk (whatever the
+    // file size). last_col > cols is clamped (and first_col with it: a band past the width is
+    // empty); first_col > last_col is Error(kUsage). Every row read is checked as read() checks
+    // it (indices against cols, duplicates, offsets), in and out of the band, with the same
+    // errors. A band of a valued dataset that keeps no entry has empty values, so it reads as
+    // boolean (as any dataset without entries does). read() is read_columns(path, name, 0,
+    // UINT32_MAX). docs/data-format.md, "Reading a column band".
+    static Dataset read_columns(const std::string& path, const std::string& name,
+                                uint32_t first_col, uint32_t last_col);
 };
+
+// The shape of one dataset of a file, from its attributes and dimensions alone (no data read).
+struct DatasetShape {
+    std::string name;
+    uint64_t rows = 0;      // stored rows (Dataset::rows)
+    uint64_t examples = 0;  // Dataset::examples()
+    uint32_t cols = 0;
+    // Entries stored in the file: sparseIndex's length for sparse data (read()'s nnz() unless the
+    // file holds entries no row refers to), rows x cols for dense data (read() drops the zeros),
+    // rows for dense categorical data. So an upper bound of read()'s nnz().
+    uint64_t nnz = 0;
+    bool indexed = false;
+    bool weighted = false;
+    bool dense = false;
+    bool boolean = false;  // no values (Dataset::is_boolean() of what read() returns)
+};
+
+// Dataset `name` (or the first one when empty) of a file: its shape as read() would return it,
+// with every attribute, dimension, variable length and type checked as read() checks them (the
+// same errors), but no data read.
+DatasetShape read_dataset_shape(const std::string& path, const std::string& name = "");
+
+// The entries of columns [first_col, last_col) as a dataset of width last_col - first_col with
+// local column ids (id - first_col); rows, weights, example_rows and flags kept. `data` must
+// satisfy the conventions above (rows sorted). last_col > cols is clamped like read_columns;
+// first_col > last_col is Error(kUsage).
+Dataset column_band(const Dataset& data, uint32_t first_col, uint32_t last_col);
 
 // All datasets of one netCDF file, in file order.
 std::vector<Dataset> read_datasets(const std::string& path);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sparsenet/config.h"
+#include "sparsenet/optimizer.h"
 
 namespace sparsenet {
 
@@ -15,6 +16,20 @@ struct NetworkOptions {
     std::string device = "auto";  // "auto" | "cpu" | "cuda[:N]"
     int threads = 0;              // CPU threads; 0 = all cores
     uint64_t seed = 12134;        // weight initialisation (DSSTNE's fixed seed by default)
+    // Model parallelism (docs/parallelism.md): the ranks that split every layer's weights.
+    // "auto": every rank of the MPI job when the process was started by mpirun with more than
+    // one rank (over NCCL when the device is a GPU and NCCL was built, else MPI), otherwise this
+    // process alone; "local": this process alone; "mpi" or "nccl": force one. A network split
+    // over several ranks makes every call collective (each rank makes it, in the same order):
+    // create/load, training, prediction, save and get_parameter (whole values on every rank).
+    std::string comm = "auto";
+    // How several ranks share the work (docs/parallelism.md): "model" splits every layer's
+    // weights across them; "data" replicates the weights, gives each rank its share of every
+    // batch and sums the gradients (all-reduce); "auto" takes the one that moves fewer bytes per
+    // step for `batch` rows, and "data" when the network has something a split network cannot
+    // run yet.
+    std::string parallel = "auto";
+    uint32_t batch = 0;  // the batch size "auto" weighs; 0: the config's Training one, else 1024
 };
 
 // A named parameter tensor, row-major.
@@ -44,6 +59,12 @@ class Network {
 
     const NetworkConfig& config() const;  // with every "auto" resolved
     std::string device() const;           // the backend's name, e.g. "cpu"
+    // Model parallelism: this process's rank among the ranks that split the network, and their
+    // number (0 and 1 for a network of one process).
+    int rank() const;
+    int ranks() const;
+    // "none" (one rank), "model" or "data": how the ranks share the work.
+    std::string parallel() const;
     uint32_t layer_size(const std::string& layer) const;
 
     std::vector<Parameter> parameters() const;
@@ -62,5 +83,15 @@ class Network {
     explicit Network(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// The model-parallel plan of a network over `ranks` ranks, computed without running or
+// allocating anything (sparsenet train --dry-run): per layer the units per rank; per weight
+// matrix the split, the largest rank's block, the collectives of one training step and the bytes
+// each rank sends; the largest rank's memory for parameters, gradients, optimizer state and
+// batch buffers of `batch` rows (datasets not included); and the bytes per step a data-parallel
+// run would move instead. A text report; docs/parallelism.md explains it.
+std::string describe_model_parallel(const NetworkConfig& config,
+                                    const std::map<std::string, uint32_t>& dataset_widths,
+                                    int ranks, uint32_t batch, OptimizerKind optimizer);
 
 }  // namespace sparsenet

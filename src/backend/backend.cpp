@@ -48,6 +48,16 @@ const char* to_string(Op op) {
             return "add_matrix";
         case Op::kScatterRows:
             return "scatter_rows";
+        case Op::kRowMax:
+            return "row_max";
+        case Op::kExpRows:
+            return "exp_rows";
+        case Op::kDivideRows:
+            return "divide_rows";
+        case Op::kRowSumSquares:
+            return "row_sum_squares";
+        case Op::kClipRows:
+            return "clip_rows";
     }
     return "unknown";
 }

@@ -59,6 +59,11 @@ struct CsrBatchView {
     // [matrix rows] per-example weights (DSSTNE's dataWeight), or nullptr: every weight is 1.
     // Only output_delta reads them (the weight of a target row scales its loss and delta).
     const float* weights = nullptr;
+    // [matrix rows] the sum of the stored values of each row over all columns of the full row,
+    // when this view holds only a column band of it (model parallelism); nullptr: the stored
+    // entries of this view are the whole row. Only the multinomial CrossEntropy path of
+    // output_delta reads it (its target sum, a * sum(t) - t, needs the whole row's sum).
+    const float* row_totals = nullptr;
     BatchRows batch;
     uint32_t cols = 0;        // local width
     uint32_t col_offset = 0;  // global column of local column 0
@@ -107,6 +112,11 @@ enum class Op {
     kNormalizeColumns,
     kAddMatrix,
     kScatterRows,
+    kRowMax,
+    kExpRows,
+    kDivideRows,
+    kRowSumSquares,
+    kClipRows,
 };
 const char* to_string(Op op);
 
@@ -168,8 +178,11 @@ class Backend {
     // delta := scale * w_b * dL/dz for an output layer with activation act and sparse targets
     // (never densified: a zero-target pass over [B, n] plus a correction at stored entries;
     // with loss.ignore_zero only the stored entries count), w_b = target.weights[example(b)]
-    // (1 when target.weights is null). If loss_sum is not null, *loss_sum += sum over the batch
-    // of w_b * (the row's unscaled loss), in double, in a fixed order.
+    // (1 when target.weights is null). SoftMax with multinomial CrossEntropy:
+    // delta = a * sum(t) - t with sum(t) = target.row_totals[example(b)] when that is set (the
+    // targets are a column band of the row), else the sum of the row's stored values.
+    // If loss_sum is not null, *loss_sum += sum over the batch of w_b * (the row's unscaled
+    // loss), in double, in a fixed order.
     // a, delta: [B, n]; target: [B, n] CSR batch.
     virtual void output_delta(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, ConstMatrixView a,
@@ -191,6 +204,45 @@ class Backend {
     // WeightNorm: every column of w (a unit's incoming weights) whose L2 norm exceeds max_norm is
     // scaled to norm max_norm. Norms are summed in double over the rows in order.
     virtual void normalize_columns(float max_norm, MatrixView w) = 0;
+
+    // ---- row statistics of a layer split by columns (model parallelism) ----
+    // Each rank holds a column band [B, n_p] of the layer; a row-wise op becomes: a local
+    // partial statistic per row, an all-reduce of it over the ranks (done by the caller), then
+    // an apply pass. SoftMax: row_max -> all-reduce(max) -> exp_rows -> all-reduce(sum) of
+    // row_sum -> divide_rows. DeltaNorm: row_sum_squares -> all-reduce(sum) -> clip_rows.
+    // Row buffers (out, shift, row_sum, divisor, sq_norm) are [m.rows] floats in backend memory.
+    // Padding columns (ld > cols) are never read or written. Each row is reduced by one thread
+    // (CPU) or one block (CUDA) in a fixed order: bit-identical on every run.
+
+    // out[r] = max over j < cols of m[r, j]. NaN entries are ignored (the comparison
+    // "v > max ? v : max", as the SoftMax's own max shift): a row with no non-NaN entry (cols ==
+    // 0, or every entry NaN) gives -inf. (A NaN still poisons the SoftMax: exp_rows turns it
+    // into NaN and so the row's sum.)
+    virtual void row_max(ConstMatrixView m, float* out) = 0;
+
+    // In place: m[r, j] := exp(m[r, j] - shift[r]) (float exp, the SoftMax's formula), and
+    // row_sum[r] = sum over j of the new m[r, j], accumulated in double, stored as float (0 for
+    // an empty row). With shift = the row's max over all ranks, then divide_rows by the
+    // all-reduced row_sum, this is bias_activation_forward's SoftMax (no bias) of the whole
+    // row; one rank: the same within 4 ulps (division by the float sum instead of a
+    // multiplication by the float reciprocal of the double sum; the exp values are identical).
+    virtual void exp_rows(const float* shift, MatrixView m, float* row_sum) = 0;
+
+    // In place: m[r, j] := m[r, j] / divisor[r] (IEEE division: a zero divisor gives +-inf or
+    // NaN).
+    virtual void divide_rows(const float* divisor, MatrixView m) = 0;
+
+    // out[r] = sum over j of m[r, j]^2, accumulated in double, stored as float (0 for an empty
+    // row).
+    virtual void row_sum_squares(ConstMatrixView m, float* out) = 0;
+
+    // DeltaNorm with the squared row norms given: every row r with sq_norm[r] > max_norm^2
+    // (compared in double) is scaled by float(max_norm / sqrt(sq_norm[r])) (in double); other
+    // rows (NaN sq_norm included) are not written. With sq_norm from row_sum_squares of the same
+    // m this is normalize_rows within 4 ulps (the factor comes from the float-rounded squared
+    // norm); with sq_norm all-reduced over the ranks, a row split by columns is clipped by its
+    // whole norm.
+    virtual void clip_rows(float max_norm, const float* sq_norm, MatrixView m) = 0;
 
     // y := alpha * x + beta * y (beta == 0 overwrites y, NaNs included). x, y: [rows, cols].
     // Skip connections: a layer's pre-activation gains the skipped layer's activations, and the

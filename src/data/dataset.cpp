@@ -1,4 +1,6 @@
-// Dataset::validate (the invariants documented in sparsenet/dataset.h) and Dataset::expanded.
+// Dataset::validate (the invariants documented in sparsenet/dataset.h), Dataset::expanded and
+// column_band.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -105,6 +107,39 @@ Dataset Dataset::expanded() const {
                               values.begin() + offsets[r + 1]);
         }
         out.offsets.push_back(out.indices.size());
+    }
+    return out;
+}
+
+Dataset column_band(const Dataset& data, uint32_t first_col, uint32_t last_col) {
+    if (first_col > last_col) {
+        throw Error(ErrorCategory::kUsage, "column_band: dataset " + data.name + ": first column " +
+                                               std::to_string(first_col) + " > last column " +
+                                               std::to_string(last_col) +
+                                               "; expected a band [first, last)");
+    }
+    const uint32_t last = std::min(last_col, data.cols);
+    const uint32_t first = std::min(first_col, last);
+    Dataset out;
+    out.name = data.name;
+    out.rows = data.rows;
+    out.cols = last - first;
+    out.weights = data.weights;
+    out.example_rows = data.example_rows;
+    out.dense = data.dense;
+    out.sparse_ignore_zero = data.sparse_ignore_zero;
+    out.offsets.assign(data.rows + 1, 0);
+    for (uint64_t r = 0; r < data.rows; ++r) {
+        // Sorted rows: the band is one run of each row.
+        const auto row_end = data.indices.begin() + data.offsets[r + 1];
+        const auto lo = std::lower_bound(data.indices.begin() + data.offsets[r], row_end, first);
+        const auto hi = std::lower_bound(lo, row_end, last);
+        for (auto it = lo; it != hi; ++it) out.indices.push_back(*it - first);
+        if (!data.values.empty()) {
+            out.values.insert(out.values.end(), data.values.begin() + (lo - data.indices.begin()),
+                              data.values.begin() + (hi - data.indices.begin()));
+        }
+        out.offsets[r + 1] = out.indices.size();
     }
     return out;
 }

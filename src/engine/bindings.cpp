@@ -45,6 +45,10 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
         if (examples > UINT32_MAX) {
             throw Error(ErrorCategory::kData, "dataset '" + name + "' has more than 2^32 examples");
         }
+        if (net.split()) {
+            bind_band(net, static_cast<int>(l), data);
+            continue;
+        }
         auto& slot = uploaded_[name];
         if (!slot && data.is_indexed()) {
             // Uploaded expanded (one row per example); the host copy lives only until then.
@@ -54,14 +58,52 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
         }
         bindings_.layer_data[l] = slot.get();
         if (layer.is_input() && !input_lengths_.count(name)) {
-            std::vector<uint64_t> lengths(examples);
-            for (uint64_t e = 0; e < examples; ++e) {
-                lengths[e] = data.row_length(data.is_indexed() ? data.example_rows[e] : e);
-            }
-            std::sort(lengths.begin(), lengths.end(), std::greater<uint64_t>());
-            input_lengths_[name] = std::move(lengths);
+            input_lengths_[name] = sorted_lengths(data);
         }
     }
+}
+
+std::vector<uint64_t> BoundData::sorted_lengths(const Dataset& data) {
+    std::vector<uint64_t> lengths(data.examples());
+    for (uint64_t e = 0; e < lengths.size(); ++e) {
+        lengths[e] = data.row_length(data.is_indexed() ? data.example_rows[e] : e);
+    }
+    std::sort(lengths.begin(), lengths.end(), std::greater<uint64_t>());
+    return lengths;
+}
+
+void BoundData::bind_band(Network::Impl& net, int l, const Dataset& data) {
+    const Layer& layer = net.layers[l];
+    // Every rank binds the columns of its band of the layer (a dataset narrower than the layer
+    // may leave a band empty).
+    const uint32_t first = std::min(layer.offset, data.cols);
+    const uint32_t last = std::min(layer.offset + layer.n_local, data.cols);
+    const std::string key = layer.config.dataset + "#" + std::to_string(layer.offset);
+    Dataset band = column_band(data.is_indexed() ? data.expanded() : data, first, last);
+    // Multinomial cross-entropy on a split SoftMax needs each whole target row's sum: the
+    // ranks' band sums, added in double.
+    std::vector<float> totals;
+    const bool multinomial = layer.is_output() && layer.config.activation == Activation::kSoftMax &&
+                             net.config.error_function == ErrorFunction::kCrossEntropy;
+    if (multinomial) {
+        std::vector<double> sums(band.rows, 0.0);
+        for (uint64_t r = 0; r < band.rows; ++r) {
+            for (uint64_t e = band.offsets[r]; e < band.offsets[r + 1]; ++e) {
+                sums[r] += band.is_boolean() ? 1.0 : double(band.values[e]);
+            }
+        }
+        DeviceArray<double> reduced(*net.backend, std::max<size_t>(sums.size(), 1), "row totals");
+        if (!sums.empty()) reduced.upload(sums.data(), sums.size());
+        net.comm->all_reduce(reduced.data(), sums.size(), CommType::kFloat64, CommOp::kSum);
+        if (!sums.empty()) reduced.download(sums.data(), sums.size());
+        totals.assign(sums.begin(), sums.end());
+    }
+    auto& slot = uploaded_[key];
+    if (!slot || multinomial) {
+        slot = std::make_unique<DeviceDataset>(*net.backend, band, first, totals);
+    }
+    bindings_.layer_data[l] = slot.get();
+    if (layer.is_input() && !input_lengths_.count(key)) input_lengths_[key] = sorted_lengths(band);
 }
 
 size_t BoundData::max_input_nnz(size_t batch) const {

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/network_impl.h"
 #include "sparsenet/dataset.h"
@@ -28,6 +29,10 @@ class BoundData {
     size_t max_input_nnz(size_t batch) const;
 
   private:
+    // Split networks: binds layer l to this rank's column band of `data`.
+    void bind_band(Network::Impl& net, int l, const Dataset& data);
+    static std::vector<uint64_t> sorted_lengths(const Dataset& data);
+
     Bindings bindings_;
     std::map<std::string, std::unique_ptr<DeviceDataset>> uploaded_;
     std::map<std::string, std::vector<uint64_t>> input_lengths_;  // sorted descending

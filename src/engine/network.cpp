@@ -1,5 +1,6 @@
 // Network construction, parameters, save and load.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -101,8 +102,12 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
     }
     link_shared_weights(where);
     link_skips(where);
+    plan_parallel(where);
     for (Weight& w : weights) {
-        if (w.owner == &w - weights.data()) w.dense_grad = !w.sparse_source || w.users > 1;
+        // Data parallelism sums whole gradients over the ranks: sparse sources scatter theirs.
+        if (w.owner == &w - weights.data()) {
+            w.dense_grad = !w.sparse_source || w.users > 1 || data_parallel;
+        }
     }
     // Topological order (Kahn), stable by position in the config; a skip is an edge like a
     // source.
@@ -153,14 +158,214 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
                                                             ": " + why);
         }
     }
+}
+
+engine::Band Network::Impl::moving_side() const {
+    engine::Band most;
+    for (const Weight& w : weights) {
+        if (w.split == engine::Split::kNone) continue;
+        const Layer& moved = layers[w.split == engine::Split::kByInput ? w.destination : w.source];
+        most.offset = std::max(most.offset, moved.n);
+        most.count = std::max(most.count, moved.cap);
+    }
+    return most;
+}
+
+void Network::Impl::allocate_parameters() {
     for (Weight& w : weights) {
         if (w.owner != &w - weights.data()) continue;  // uses its owner's matrix
-        w.w = DeviceArray<float>(*backend, size_t(w.rows) * w.cols, "weights");
+        w.w = DeviceArray<float>(*backend, size_t(w.local_rows) * w.local_cols, "weights");
     }
     for (Layer& layer : layers) {
         if (layer.is_input()) continue;
-        layer.bias = DeviceArray<float>(*backend, layer.n, "biases");
-        layer.bias_grad = DeviceArray<float>(*backend, layer.n, "bias gradients");
+        layer.bias = DeviceArray<float>(*backend, layer.n_local, "biases");
+        layer.bias_grad = DeviceArray<float>(*backend, layer.n_local, "bias gradients");
+    }
+}
+
+namespace engine {
+
+Band band_of(uint32_t n, int ranks, int rank) {
+    const auto lo = uint32_t(uint64_t(n) * uint64_t(rank) / uint64_t(ranks));
+    const auto hi = uint32_t(uint64_t(n) * uint64_t(rank + 1) / uint64_t(ranks));
+    return {lo, hi - lo};
+}
+
+const char* to_string(Split split) {
+    switch (split) {
+        case Split::kNone:
+            return "none";
+        case Split::kByOutput:
+            return "by output columns";
+        case Split::kByInput:
+            return "by input rows";
+    }
+    return "?";
+}
+
+}  // namespace engine
+
+void Network::Impl::plan_parallel(const std::string& where) {
+    job_ranks = comm ? comm->size() : 1;
+    job_rank = comm ? comm->rank() : 0;
+    data_parallel = false;
+    std::string mode = options.parallel;
+    for (char& c : mode) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (mode != "auto" && mode != "model" && mode != "data") {
+        throw Error(ErrorCategory::kUsage, "parallel mode '" + options.parallel +
+                                               "' is unknown; expected auto, model or data");
+    }
+    if (job_ranks == 1) {
+        plan_split(where, 1, 0);
+        return;
+    }
+    if (mode == "auto") {
+        try {
+            plan_split(where, job_ranks, job_rank);
+            const double batch = options.batch > 0 ? double(options.batch)
+                                 : config.training ? double(config.training->batch)
+                                                   : 1024.0;
+            mode = model_bytes_per_step(batch) <= data_bytes_per_step(job_ranks) ? "model" : "data";
+        } catch (const Error& e) {
+            if (e.category() != ErrorCategory::kNotImplemented) throw;
+            mode = "data";  // something a split network cannot run yet
+        }
+    }
+    if (mode == "model") {
+        plan_split(where, job_ranks, job_rank);
+        return;
+    }
+    plan_split(where, 1, 0);
+    data_parallel = true;
+    for (const Layer& layer : layers) {
+        if (layer.config.has_sparseness_penalty()) {
+            throw Error(ErrorCategory::kNotImplemented,
+                        where + ": layer '" + layer.config.name +
+                            "': not implemented yet: a sparseness penalty under data parallelism "
+                            "(its unit means are over the whole batch, which no rank holds)");
+        }
+    }
+}
+
+double Network::Impl::model_bytes_per_step(double batch) const {
+    double bytes = 0.0;
+    const double P = ranks, f = sizeof(float);
+    for (const Weight& w : weights) {
+        const Layer& src = layers[w.source];
+        const Layer& dst = layers[w.destination];
+        if (w.split == engine::Split::kByOutput) {
+            bytes += (P - 1) * batch * src.cap * f;  // gather the source activations
+            if (src.reaches_output && !src.is_input()) bytes += (P - 1) * batch * src.cap * f;
+        } else if (w.split == engine::Split::kByInput) {
+            bytes += 2.0 * (P - 1) * batch * dst.cap * f;  // partial z, then dz
+        }
+    }
+    for (const Layer& layer : layers) {
+        if (ranks > 1 && !layer.is_input() && layer.activation.kind == Activation::kSoftMax) {
+            bytes += 2.0 * (P - 1) * batch * f;  // row max and row sum
+        }
+    }
+    return bytes;
+}
+
+double Network::Impl::data_bytes_per_step(int num_ranks) const {
+    double values = 0.0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        if (weights[i].owner == static_cast<int>(i))
+            values += double(weights[i].rows) * weights[i].cols;
+    }
+    for (const Layer& layer : layers) {
+        if (!layer.is_input()) values += layer.n;
+    }
+    const double P = num_ranks;
+    return num_ranks > 1 ? 2.0 * (P - 1) / P * values * sizeof(float) : 0.0;
+}
+
+void Network::Impl::all_reduce_gradients() {
+    for (size_t i = 0; i < weights.size(); ++i) {
+        Weight& w = weights[i];
+        if (w.owner != static_cast<int>(i) || !w.grad_ready) continue;
+        comm->all_reduce(w.grad.data(), size_t(w.local_rows) * w.local_cols, CommType::kFloat32,
+                         CommOp::kSum);
+    }
+    for (Layer& layer : layers) {
+        if (layer.is_input() || !layer.reaches_output) continue;
+        comm->all_reduce(layer.bias_grad.data(), layer.n_local, CommType::kFloat32, CommOp::kSum);
+    }
+}
+
+void Network::Impl::zero_gradients() {
+    // What backward marks: every matrix used by a layer that reaches an output.
+    for (Weight& w : weights) w.grad_ready = false;
+    for (Weight& w : weights) {
+        Weight& m = weights[w.owner];
+        if (!layers[w.destination].reaches_output || m.grad_ready) continue;
+        backend->fill(m.grad.data(), size_t(m.local_rows) * m.local_cols, 0.0f);
+        m.grad_ready = true;
+    }
+    for (Layer& layer : layers) {
+        if (layer.is_input() || !layer.reaches_output) continue;
+        backend->fill(layer.bias_grad.data(), layer.n_local, 0.0f);
+    }
+}
+
+engine::Split Network::Impl::split_rule(const Weight& w) {
+    // A sparse Input gathers rows of its band of W; a dense edge moves its smaller side.
+    return (w.sparse_source || w.rows > w.cols) ? engine::Split::kByInput
+                                                : engine::Split::kByOutput;
+}
+
+void Network::Impl::plan_split(const std::string& where, int num_ranks, int this_rank) {
+    rank = this_rank;
+    ranks = num_ranks;
+    for (Layer& layer : layers) {
+        const engine::Band b = engine::band_of(layer.n, ranks, rank);
+        layer.offset = b.offset;
+        layer.n_local = b.count;
+        layer.cap = uint32_t((uint64_t(layer.n) + ranks - 1) / ranks);
+    }
+    for (Weight& w : weights) {
+        w.split = engine::Split::kNone;
+        w.local_rows = w.rows;
+        w.local_cols = w.cols;
+        w.row_offset = w.col_offset = 0;
+    }
+    if (ranks == 1) return;
+    const std::string why = " under model parallelism (" + std::to_string(ranks) + " ranks)";
+    for (size_t i = 0; i < weights.size(); ++i) {
+        Weight& w = weights[i];
+        const Layer& src = layers[w.source];
+        const Layer& dst = layers[w.destination];
+        if (w.owner != static_cast<int>(i) || w.users > 1) {
+            throw Error(ErrorCategory::kNotImplemented,
+                        where + ": layer '" + dst.config.name +
+                            "': not implemented yet: SharedWeights" + why);
+        }
+        w.split = split_rule(w);
+        if (w.split == engine::Split::kByInput) {
+            w.local_rows = src.n_local;
+            w.row_offset = src.offset;
+            if (dst.config.weight_norm > 0.0f) {
+                throw Error(ErrorCategory::kNotImplemented,
+                            where + ": layer '" + dst.config.name +
+                                "': not implemented yet: WeightNorm on a matrix split by input "
+                                "rows (its source '" +
+                                src.config.name + "' is wider than it, or an Input)" + why);
+            }
+        } else {
+            w.local_cols = dst.n_local;
+            w.col_offset = dst.offset;
+        }
+    }
+    for (const Layer& layer : layers) {
+        if (layer.is_output() && layer.config.activation == Activation::kSoftMax &&
+            config.error_function != ErrorFunction::kCrossEntropy) {
+            throw Error(ErrorCategory::kNotImplemented,
+                        where + ": layer '" + layer.config.name +
+                            "': not implemented yet: a SoftMax output with " +
+                            to_string(config.error_function) + why +
+                            " (CrossEntropy, the multinomial loss, is)");
+        }
     }
 }
 
@@ -274,8 +479,6 @@ void Network::Impl::initialize_weights(uint64_t seed) {
         Weight& w = weights[wi];
         if (w.owner != static_cast<int>(wi)) continue;  // initialised by its owner's WeightInit
         const WeightInit& init = layers[w.destination].config.weight_init;
-        engine::HostRng rng(formulas::derive_seed(seed, wi, 0x5EED));
-        std::vector<float> host(size_t(w.rows) * w.cols);
         // docs/config-reference.md gives each scheme; fan_in = source width, fan_out = this
         // layer's width (DSSTNE's _inputLayer / _outputLayer strides).
         const double scale = init.scale;
@@ -284,36 +487,48 @@ void Network::Impl::initialize_weights(uint64_t seed) {
         const double xavier = scale * std::sqrt(6.0 / (fan_in + fan_out));
         const double caffe = scale * std::sqrt(3.0 / fan_out);
         const double selu = scale / std::sqrt(fan_in);
-        for (float& v : host) {
+        auto draw = [&](engine::HostRng& rng) -> float {
             switch (init.scheme) {
                 case WeightInitScheme::kXavier:
-                    v = float(xavier * (rng.uniform() - 0.5));
-                    break;
+                    return float(xavier * (rng.uniform() - 0.5));
                 case WeightInitScheme::kCaffeXavier:
-                    v = float(caffe * (2.0 * rng.uniform() - 1.0));
-                    break;
+                    return float(caffe * (2.0 * rng.uniform() - 1.0));
                 case WeightInitScheme::kGaussian:
-                    v = float(scale * rng.normal());
-                    break;
+                    return float(scale * rng.normal());
                 case WeightInitScheme::kUniform:
-                    v = float(scale * (2.0 * rng.uniform() - 1.0));
-                    break;
+                    return float(scale * (2.0 * rng.uniform() - 1.0));
                 case WeightInitScheme::kUnitBall:
-                    v = float(scale * rng.uniform());
-                    break;
+                    return float(scale * rng.uniform());
                 case WeightInitScheme::kConstant:
-                    v = float(scale);
-                    break;
+                    return float(scale);
                 case WeightInitScheme::kSelu:
-                    v = float(selu * rng.normal());
-                    break;
+                    return float(selu * rng.normal());
             }
+            return 0.0f;
+        };
+        // The matrix is one stream of draws in row-major order over [rows, cols]; a split network
+        // skips to its block's rows, so every rank count gives the same matrix.
+        const uint64_t per_value =
+            init.scheme == WeightInitScheme::kConstant ? 0
+            : (init.scheme == WeightInitScheme::kGaussian || init.scheme == WeightInitScheme::kSelu)
+                ? 2
+                : 1;
+        std::vector<float> host(size_t(w.local_rows) * w.local_cols);
+        engine::HostRng rng(formulas::derive_seed(seed, wi, 0x5EED));
+        uint64_t position = 0;  // values drawn so far
+        for (uint32_t r = 0; r < w.local_rows; ++r) {
+            const uint64_t first = (uint64_t(w.row_offset) + r) * w.cols + w.col_offset;
+            rng.skip((first - position) * per_value);
+            for (uint32_t c = 0; c < w.local_cols; ++c) {
+                host[size_t(r) * w.local_cols + c] = draw(rng);
+            }
+            position = first + w.local_cols;
         }
         w.w.upload(host.data(), host.size());
     }
     for (Layer& layer : layers) {
         if (layer.is_input()) continue;
-        std::vector<float> bias(layer.n, layer.config.weight_init.bias);
+        std::vector<float> bias(layer.n_local, layer.config.weight_init.bias);
         layer.bias.upload(bias.data(), bias.size());
     }
 }
@@ -322,8 +537,23 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
     if (batch <= batch_capacity) return;
     for (Layer& layer : layers) {
         if (layer.is_input()) continue;
-        layer.act = DeviceArray<float>(*backend, batch * layer.n, "activations");
-        layer.delta = DeviceArray<float>(*backend, batch * layer.n, "deltas");
+        layer.act = DeviceArray<float>(*backend, batch * layer.cap, "activations");
+        layer.delta = DeviceArray<float>(*backend, batch * layer.cap, "deltas");
+    }
+    if (split()) {
+        // Collectives move the smaller side of each matrix only: the scratch is sized by those
+        // layers, never by a wide output layer.
+        const engine::Band moving = moving_side();
+        full_gather = DeviceArray<float>(*backend, batch * moving.offset, "gathered rows");
+        full_partial = DeviceArray<float>(*backend, batch * moving.offset, "partial rows");
+        comm_blocks =
+            DeviceArray<float>(*backend, size_t(ranks) * batch * moving.count, "collective blocks");
+        comm_local = DeviceArray<float>(*backend, batch * moving.count, "collective band");
+        row_stat = DeviceArray<float>(*backend, 2 * batch, "row statistics");  // two [batch]
+        for (Weight& w : weights) {
+            if (w.split != engine::Split::kByOutput) continue;
+            w.gathered = DeviceArray<float>(*backend, batch * w.rows, "gathered activations");
+        }
     }
     batch_capacity = batch;
 }
@@ -332,10 +562,10 @@ void Network::Impl::ensure_sparse_capacity(size_t nnz) {
     if (nnz <= sparse_nnz_capacity) return;
     for (Weight& w : weights) {
         if (!w.sparse_source) continue;
-        const size_t capacity = std::min<size_t>(nnz, w.rows);
+        const size_t capacity = std::min<size_t>(nnz, w.local_rows);
         if (capacity <= w.sparse_capacity) continue;
         w.sparse_values =
-            DeviceArray<float>(*backend, capacity * w.cols, "sparse weight gradients");
+            DeviceArray<float>(*backend, capacity * w.local_cols, "sparse weight gradients");
         w.sparse_rows = DeviceArray<uint32_t>(*backend, capacity, "sparse gradient rows");
         w.sparse_count = DeviceArray<uint32_t>(*backend, 1, "sparse gradient row count");
         w.sparse_capacity = capacity;
@@ -358,7 +588,7 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
     };
     for (Weight& w : weights) {
         if (w.owner != &w - weights.data()) continue;  // state and gradient live on the owner
-        const size_t n = size_t(w.rows) * w.cols;
+        const size_t n = size_t(w.local_rows) * w.local_cols;
         make(w.state1, n, 0);
         make(w.state2, n, 1);
         if (w.dense_grad && w.grad.size() != n) {
@@ -367,8 +597,8 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
     }
     for (Layer& layer : layers) {
         if (layer.is_input()) continue;
-        make(layer.bias_state1, layer.n, 0);
-        make(layer.bias_state2, layer.n, 1);
+        make(layer.bias_state1, layer.n_local, 0);
+        make(layer.bias_state2, layer.n_local, 1);
     }
     if (fresh) optimizer_steps = 0;
 }
@@ -397,7 +627,7 @@ std::string Network::Impl::weight_name(const Weight& w) const {
 
 std::vector<float> Network::Impl::weight_gradient(int wi) {
     Weight& w = weights[wi];
-    std::vector<float> dense(size_t(w.rows) * w.cols, 0.0f);
+    std::vector<float> dense(size_t(w.local_rows) * w.local_cols, 0.0f);
     if (!w.grad_ready) return dense;
     if (w.dense_grad) {
         w.grad.download(dense.data(), dense.size());
@@ -406,16 +636,91 @@ std::vector<float> Network::Impl::weight_gradient(int wi) {
     uint32_t n = 0;
     w.sparse_count.download(&n, 1);
     std::vector<uint32_t> rows(n);
-    std::vector<float> values(size_t(n) * w.cols);
+    const size_t cols = w.local_cols;
+    std::vector<float> values(size_t(n) * cols);
     if (n > 0) {
         w.sparse_rows.download(rows.data(), n);
         w.sparse_values.download(values.data(), values.size());
     }
     for (uint32_t i = 0; i < n; ++i) {
-        std::copy(values.begin() + size_t(i) * w.cols, values.begin() + size_t(i + 1) * w.cols,
-                  dense.begin() + size_t(rows[i]) * w.cols);
+        std::copy(values.begin() + size_t(i) * cols, values.begin() + size_t(i + 1) * cols,
+                  dense.begin() + size_t(rows[i]) * cols);
     }
     return dense;
+}
+
+// ---- blocks of a split network ----
+
+namespace {
+
+// Every rank's `local` (count_of(rank) floats, at most `block` of them) gathered on every rank:
+// [ranks * block] host floats, rank r's values first in its block.
+std::vector<float> all_gather_blocks(Backend& backend, Communicator& comm,
+                                     const std::vector<float>& local, size_t block) {
+    const size_t ranks = size_t(comm.size());
+    DeviceArray<float> send(backend, std::max<size_t>(block, 1), "gathered block");
+    DeviceArray<float> recv(backend, std::max<size_t>(ranks * block, 1), "gathered blocks");
+    if (!local.empty()) send.upload(local.data(), local.size());
+    comm.all_gather(send.data(), recv.data(), block, CommType::kFloat32);
+    std::vector<float> all(ranks * block);
+    if (!all.empty()) recv.download(all.data(), all.size());
+    return all;
+}
+
+}  // namespace
+
+std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> local) const {
+    const Weight& w = weights[wi];
+    if (w.split == engine::Split::kNone) return local;
+    const bool by_output = w.split == engine::Split::kByOutput;
+    const Layer& banded = layers[by_output ? w.destination : w.source];
+    const size_t block = by_output ? size_t(w.rows) * banded.cap : size_t(banded.cap) * w.cols;
+    const std::vector<float> all = all_gather_blocks(*backend, *comm, local, block);
+    std::vector<float> whole(size_t(w.rows) * w.cols);
+    for (int r = 0; r < ranks; ++r) {
+        const engine::Band b = engine::band_of(banded.n, ranks, r);
+        const float* src = all.data() + size_t(r) * block;
+        if (by_output) {  // [rows, b.count] -> columns b.offset.. of every row
+            for (size_t i = 0; i < w.rows; ++i) {
+                std::copy(src + i * b.count, src + (i + 1) * b.count,
+                          whole.begin() + i * w.cols + b.offset);
+            }
+        } else {  // [b.count, cols] -> rows b.offset..
+            std::copy(src, src + size_t(b.count) * w.cols,
+                      whole.begin() + size_t(b.offset) * w.cols);
+        }
+    }
+    return whole;
+}
+
+std::vector<float> Network::Impl::assemble_bias(int l, std::vector<float> local) const {
+    if (!split()) return local;
+    const Layer& layer = layers[l];
+    const std::vector<float> all = all_gather_blocks(*backend, *comm, local, layer.cap);
+    std::vector<float> whole(layer.n);
+    for (int r = 0; r < ranks; ++r) {
+        const engine::Band b = engine::band_of(layer.n, ranks, r);
+        std::copy(all.begin() + size_t(r) * layer.cap,
+                  all.begin() + size_t(r) * layer.cap + b.count, whole.begin() + b.offset);
+    }
+    return whole;
+}
+
+std::vector<float> Network::Impl::weight_block(int wi, const std::vector<float>& whole) const {
+    const Weight& w = weights[wi];
+    if (w.split == engine::Split::kNone) return whole;
+    std::vector<float> block(size_t(w.local_rows) * w.local_cols);
+    for (size_t i = 0; i < w.local_rows; ++i) {
+        const auto from = whole.begin() + (w.row_offset + i) * w.cols + w.col_offset;
+        std::copy(from, from + w.local_cols, block.begin() + i * w.local_cols);
+    }
+    return block;
+}
+
+std::vector<float> Network::Impl::bias_block(int l, const std::vector<float>& whole) const {
+    const Layer& layer = layers[l];
+    return std::vector<float>(whole.begin() + layer.offset,
+                              whole.begin() + layer.offset + layer.n_local);
 }
 
 // ---- Network ----
@@ -432,7 +737,9 @@ Network Network::create(const NetworkConfig& config,
     impl->config = config;
     impl->options = options;
     impl->backend = make_backend(options.device, options.threads);
+    impl->comm = make_communicator(options.comm, *impl->backend);
     impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
+    impl->allocate_parameters();
     impl->initialize_weights(options.seed);
     return Network(std::move(impl));
 }
@@ -493,20 +800,46 @@ void Network::save(const std::string& path) const {
             mw.source_input_layer = impl_->layers[owner.source].config.name;
             mw.source_output_layer = impl_->layers[owner.destination].config.name;
         } else {
-            mw.values.resize(size_t(w.rows) * w.cols);
-            w.w.download(mw.values.data(), mw.values.size());
+            std::vector<float> local(size_t(w.local_rows) * w.local_cols);
+            w.w.download(local.data(), local.size());
+            mw.values = impl_->assemble_weight(static_cast<int>(i), std::move(local));
         }
         model.weights.push_back(std::move(mw));
     }
-    for (const Layer& layer : impl_->layers) {
+    for (size_t l = 0; l < impl_->layers.size(); ++l) {
+        const Layer& layer = impl_->layers[l];
         if (layer.is_input()) continue;
         io::ModelBias b;
         b.layer = layer.config.name;
-        b.values.resize(layer.n);
-        layer.bias.download(b.values.data(), b.values.size());
+        std::vector<float> local(layer.n_local);
+        layer.bias.download(local.data(), local.size());
+        b.values = impl_->assemble_bias(static_cast<int>(l), std::move(local));
         model.biases.push_back(std::move(b));
     }
-    io::write_model(path, model);
+    // Several ranks: every rank assembled the model (or holds it whole); rank 0 writes it, and
+    // the others learn whether that worked.
+    if (impl_->job_ranks == 1) {
+        io::write_model(path, model);
+        return;
+    }
+    uint32_t failed = 0;
+    std::string message;
+    if (impl_->job_rank == 0) {
+        try {
+            io::write_model(path, model);
+        } catch (const Error& e) {
+            failed = 1;
+            message = e.what();
+        }
+    }
+    DeviceArray<uint32_t> flag(*impl_->backend, 1, "save status");
+    flag.upload(&failed, 1);
+    impl_->comm->broadcast(flag.data(), 1, CommType::kUint32, 0);
+    flag.download(&failed, 1);
+    if (failed) {
+        throw Error(ErrorCategory::kIo,
+                    impl_->job_rank == 0 ? message : path + ": rank 0 failed to write the model");
+    }
 }
 
 const NetworkConfig& Network::config() const {
@@ -514,6 +847,16 @@ const NetworkConfig& Network::config() const {
 }
 std::string Network::device() const {
     return impl_->backend->name();
+}
+int Network::rank() const {
+    return impl_->job_rank;
+}
+int Network::ranks() const {
+    return impl_->job_ranks;
+}
+std::string Network::parallel() const {
+    if (impl_->job_ranks == 1) return "none";
+    return impl_->data_parallel ? "data" : "model";
 }
 
 uint32_t Network::layer_size(const std::string& layer) const {
@@ -544,19 +887,27 @@ std::vector<float> Network::get_parameter(const std::string& name) const {
     const DeviceArray<float>& src = is_bias ? impl_->layers[i].bias : impl_->weights[i].w;
     std::vector<float> values(src.size());
     src.download(values.data(), values.size());
-    return values;
+    return is_bias ? impl_->assemble_bias(i, std::move(values))
+                   : impl_->assemble_weight(i, std::move(values));
 }
 
 void Network::set_parameter(const std::string& name, const std::vector<float>& values) {
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
     DeviceArray<float>& dst = is_bias ? impl_->layers[i].bias : impl_->weights[i].w;
-    if (values.size() != dst.size()) {
-        throw Error(ErrorCategory::kData, "parameter '" + name + "' has " +
-                                              std::to_string(dst.size()) + " values; given " +
-                                              std::to_string(values.size()));
+    const size_t whole = is_bias ? size_t(impl_->layers[i].n)
+                                 : size_t(impl_->weights[i].rows) * impl_->weights[i].cols;
+    if (values.size() != whole) {
+        throw Error(ErrorCategory::kData, "parameter '" + name + "' has " + std::to_string(whole) +
+                                              " values; given " + std::to_string(values.size()));
     }
-    dst.upload(values.data(), values.size());
+    if (!impl_->split()) {
+        dst.upload(values.data(), values.size());
+        return;
+    }
+    const std::vector<float> block =
+        is_bias ? impl_->bias_block(i, values) : impl_->weight_block(i, values);
+    dst.upload(block.data(), block.size());
 }
 
 }  // namespace sparsenet

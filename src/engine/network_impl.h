@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "engine/device_dataset.h"
 #include "sparsenet/network.h"
 
@@ -15,20 +16,47 @@ namespace sparsenet {
 
 namespace engine {
 
+// Model parallelism (docs/parallelism.md): with P ranks every layer's units are split into P
+// contiguous bands, rank r holding units [n * r / P, n * (r + 1) / P). Every per-unit buffer of a
+// layer (activations, deltas, bias) holds this rank's band only.
+struct Band {
+    uint32_t offset = 0;  // first unit
+    uint32_t count = 0;   // units
+};
+Band band_of(uint32_t n, int ranks, int rank);
+
+// How one weight matrix W [rows = source units, cols = destination units] is split (owners):
+// kNone with one rank; otherwise the split that moves only the smaller side (DSSTNE's rule):
+//  - kByOutput (rows <= cols, dense source): this rank holds W[:, its destination band]. Forward
+//    all-gathers the source activations [B, rows]; backward reduce-scatters the partial source
+//    delta [B, rows]. The weight gradient is local.
+//  - kByInput (rows > cols, or a sparse Input source): this rank holds W[its source band, :].
+//    Forward reduce-scatters the partial z [B, cols]; backward all-gathers the destination delta
+//    [B, cols]. The weight gradient and the source delta band are local.
+enum class Split { kNone, kByOutput, kByInput };
+const char* to_string(Split split);
+
 struct Layer {
     LayerConfig config;
     uint32_t n = 0;
+    // This rank's units [offset, offset + n_local) (all of them with one rank); cap is the
+    // largest band of any rank: collectives move blocks of cap columns per rank.
+    uint32_t offset = 0;
+    uint32_t n_local = 0;
+    uint32_t cap = 0;
     formulas::ActivationParams activation;  // kind and parameters (non-input layers)
     std::vector<int> in_weights;   // weights whose destination is this layer, in Source order
     std::vector<int> out_weights;  // weights whose source is this layer
     std::vector<int> skips;        // layers whose activations are added to this layer's z (Skip)
     std::vector<int> out_skips;    // layers that skip this layer's activations into theirs
     bool reaches_output = false;   // its delta is needed in backward
-    DeviceArray<float> bias;       // [n] (non-input layers)
+    DeviceArray<float> bias;       // [n_local] (non-input layers)
     DeviceArray<float> bias_grad;
     DeviceArray<float> bias_state1, bias_state2;
-    DeviceArray<float> act;    // [batch_capacity, n]: activations (non-input layers)
-    DeviceArray<float> delta;  // [batch_capacity, n]: dL/dA, then dL/dZ
+    // [batch, n_local] row-major (ld n_local) in buffers of batch_capacity * cap floats, so that
+    // a collective may send cap columns per row: activations and dL/dA, then dL/dZ.
+    DeviceArray<float> act;
+    DeviceArray<float> delta;
     bool is_input() const { return config.kind == LayerKind::kInput; }
     bool is_output() const { return config.kind == LayerKind::kOutput; }
 };
@@ -42,6 +70,13 @@ struct Weight {
     int destination = -1;        // layer index
     uint32_t rows = 0;           // source units
     uint32_t cols = 0;           // destination units
+    Split split = Split::kNone;  // owners: how the matrix is split across ranks
+    // Owners: this rank's block W[row_offset .. + local_rows, col_offset .. + local_cols), stored
+    // row-major [local_rows, local_cols] in w, state1/2, grad (the whole matrix with one rank).
+    uint32_t local_rows = 0;
+    uint32_t local_cols = 0;
+    uint32_t row_offset = 0;
+    uint32_t col_offset = 0;
     bool sparse_source = false;  // the source is a sparse input layer (csr ops)
     int owner = -1;              // the edge whose matrix this edge uses (itself if it owns one)
     bool transposed = false;     // uses the owner's matrix transposed: owner is [cols, rows]
@@ -50,18 +85,21 @@ struct Weight {
     // source, which keeps the row-sparse gradient below.
     bool dense_grad = true;
     bool grad_ready = false;  // owners: backward wrote the gradient of the current batch
-    DeviceArray<float> w;     // [rows, cols] (owners)
+    DeviceArray<float> w;     // [local_rows, local_cols] (owners)
     DeviceArray<float> state1, state2;
-    DeviceArray<float> grad;  // dense gradient [rows, cols] (owners with dense_grad)
-    // Row-sparse gradient of this edge (sparse sources): [capacity, cols] + rows + count. For
-    // a shared matrix it is scattered into the owner's dense gradient.
+    DeviceArray<float> grad;  // dense gradient [local_rows, local_cols] (owners with dense_grad)
+    // kByOutput: the source activations of the current batch gathered from every rank,
+    // [batch, rows] (forward fills it; backward's weight gradient reads it).
+    mutable DeviceArray<float> gathered;
+    // Row-sparse gradient of this edge (sparse sources): [capacity, local_cols] + local row ids
+    // + count. For a shared matrix it is scattered into the owner's dense gradient.
     DeviceArray<float> sparse_values;
     DeviceArray<uint32_t> sparse_rows;
     DeviceArray<uint32_t> sparse_count;
     size_t sparse_capacity = 0;
     SparseRowGrad sparse_grad() {
         return {sparse_rows.data(), sparse_count.data(), sparse_values.data(), sparse_capacity,
-                cols};
+                local_cols};
     }
 };
 
@@ -76,6 +114,20 @@ struct Network::Impl {
     NetworkConfig config;
     NetworkOptions options;
     std::unique_ptr<Backend> backend;
+    // The ranks that split every layer (a local communicator with one rank).
+    std::shared_ptr<Communicator> comm;
+    // Model parallelism: this rank and the number of ranks that split every layer (1 when the
+    // network is not split, data parallelism included).
+    int rank = 0;
+    int ranks = 1;
+    // The communicator's rank and size, whatever the mode. Data parallelism: every rank holds the
+    // whole network, trains on its share of each batch and the gradients are summed.
+    int job_rank = 0;
+    int job_ranks = 1;
+    bool data_parallel = false;
+    // Data parallelism: the whole batch's size, which scales the gradients of a rank's share
+    // (0: the rows passed to backward are the whole batch).
+    size_t loss_batch = 0;
     std::vector<engine::Layer> layers;
     std::vector<engine::Weight> weights;
     std::vector<int> order;  // topological order of layer indices
@@ -84,12 +136,64 @@ struct Network::Impl {
     size_t sparse_nnz_capacity = 0;  // per-batch nonzero capacity of the sparse gradients
     OptimizerKind state_kind = OptimizerKind::kSgd;
     uint64_t optimizer_steps = 0;
+    // Split networks only: scratch of the collectives, [batch_capacity * moving_side units]
+    // each (full rows gathered or partial rows to reduce), blocks [ranks * batch_capacity *
+    // moving_side cap], and two [batch_capacity] row statistics. Mutable: the const forward uses
+    // them, which is why a split network's forward is never run concurrently (the Recommender
+    // refuses it).
+    mutable DeviceArray<float> full_gather, full_partial, comm_blocks, comm_local;
+    mutable DeviceArray<float> row_stat;
 
+    bool split() const { return ranks > 1; }
+    // The widest layer whose rows travel in a collective (offset: its units; count: the largest
+    // cap of those layers); the collective scratch is sized by it.
+    engine::Band moving_side() const;
+    // Collectives over layer bands (split networks). gather_columns: every rank's band of `layer`
+    // ([batch, n_local] at local) -> full [batch, n] (ld n). reduce_scatter_columns: the sum over
+    // ranks of full partial rows [batch, n] (ld n) -> this rank's band, out := sum + beta * out.
+    void gather_columns(const engine::Layer& layer, const float* local, size_t batch,
+                        MatrixView full) const;
+    void reduce_scatter_columns(const engine::Layer& layer, ConstMatrixView full, float beta,
+                                MatrixView out) const;
+    // In place over the ranks (backend memory).
+    void all_reduce(float* data, size_t count, CommOp op) const;
+    // SoftMax (with the bias) of a layer whose rows are split across ranks, in place on z.
+    void split_softmax(const engine::Layer& layer, MatrixView z) const;
+    // DeltaNorm of rows split across ranks (normalize_rows with one rank).
+    void clip_delta_rows(float max_norm, MatrixView d) const;
+    // Collective: the whole [rows, cols] matrix of owner edge wi (or the whole bias of layer l)
+    // from every rank's block `local` (host, this rank's [local_rows, local_cols] / [n_local]),
+    // on every rank. With one rank, `local` itself.
+    std::vector<float> assemble_weight(int wi, std::vector<float> local) const;
+    std::vector<float> assemble_bias(int l, std::vector<float> local) const;
+    // This rank's block of a whole matrix / bias (host).
+    std::vector<float> weight_block(int wi, const std::vector<float>& whole) const;
+    std::vector<float> bias_block(int l, const std::vector<float>& whole) const;
+
+    // Layers, edges, order and splits from the config (no parameter memory yet).
     void build(const std::map<std::string, uint32_t>& dataset_widths);
     // Parts of build(): ties shared edges to their owners, links Skip layers (the config
     // checked names and acyclicity; these check widths and what the engine runs).
     void link_shared_weights(const std::string& where);
     void link_skips(const std::string& where);
+    // Bands every layer over `num_ranks` ranks as rank `this_rank` sees them and picks each
+    // matrix's split; refuses what a split network cannot run yet. build() calls it with the
+    // communicator's ranks; describe_model_parallel with any count.
+    void plan_split(const std::string& where, int num_ranks, int this_rank);
+    // Chooses model or data parallelism over the communicator's ranks (options.parallel) and
+    // plans it.
+    void plan_parallel(const std::string& where);
+    // Bytes each rank sends per training step of `batch` rows: split as planned (model), or
+    // all-reducing every gradient (data; ring all-reduce, 2 (P - 1) / P of the gradients).
+    double model_bytes_per_step(double batch) const;
+    double data_bytes_per_step(int num_ranks) const;
+    // Data parallelism: sums every gradient of the step over the ranks (in place), and zeroes
+    // them on a rank whose share of a batch is empty.
+    void all_reduce_gradients();
+    void zero_gradients();
+    static engine::Split split_rule(const engine::Weight& w);
+    // Allocates the weights and biases of this rank's blocks (after build()).
+    void allocate_parameters();
     void initialize_weights(uint64_t seed);
 
     // Grows activation / delta buffers for batches of up to `batch` rows.
@@ -132,13 +236,13 @@ struct Network::Impl {
     // uses it transposed).
     ConstMatrixView matrix_of(const engine::Weight& w) const {
         const engine::Weight& m = weights[w.owner];
-        return {m.w.data(), m.rows, m.cols, m.cols};
+        return {m.w.data(), m.local_rows, m.local_cols, m.local_cols};
     }
     // The layer index of a bias name, or (weights, any edge's name) the owner edge's index.
     int find_parameter(const std::string& name, bool* is_bias) const;
     std::string weight_name(const engine::Weight& w) const;  // "weight:<source>-><destination>"
-    // The owner edge wi's gradient of the last backward, dense [rows, cols] (zeros where backward
-    // wrote none).
+    // The owner edge wi's gradient of the last backward, dense [local_rows, local_cols] (zeros
+    // where backward wrote none): this rank's block.
     std::vector<float> weight_gradient(int wi);
     // WeightNorm after the step of owner edge wi: every edge using its matrix clips the incoming
     // vectors of its destination's units (columns of the matrix, or rows when transposed).

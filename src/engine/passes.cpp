@@ -45,6 +45,7 @@ DropoutMask Network::Impl::dropout_mask(int l, const BatchRows& rows, uint64_t m
     const uint64_t seed = formulas::derive_seed(mask_seed, uint64_t(l), kDropoutStream);
     DropoutMask mask;
     mask.rows = rows;
+    mask.col_offset = layer.offset;  // masks are keyed by global unit, whatever the split
     const formulas::ActivationParams& act = layer.activation;
     if (act.kind == Activation::kExponentialLinear) {
         mask.params = formulas::alpha_dropout(p, seed, -act.alpha);
@@ -84,7 +85,12 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             const engine::Bindings& data, const BatchRows& rows, bool training,
                             uint64_t mask_seed) const {
     const size_t batch = rows.batch;
-    auto view = [&](int l) { return MatrixView{act[l], batch, layers[l].n, layers[l].n}; };
+    auto view = [&](int l) {
+        return MatrixView{act[l], batch, layers[l].n_local, layers[l].n_local};
+    };
+    if (split() && &be != backend.get()) {
+        throw Error(ErrorCategory::kInternal, "a split network runs on its own backend only");
+    }
     for (int l : order) {
         const Layer& layer = layers[l];
         if (layer.is_input()) continue;
@@ -94,48 +100,140 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
             const Layer& source = layers[w.source];
             const float beta = k == 0 ? 0.0f : 1.0f;
             const ConstMatrixView wv = matrix_of(w);
-            if (source.is_input()) {  // never transposed (refused when the network is built)
-                be.csr_matmul(data.layer_data[w.source]->view(rows),
-                              input_noise(source, training, mask_seed), wv, z, beta);
-            } else {
-                be.gemm(false, w.transposed, 1.0f, view(w.source), wv, beta, z);
+            switch (weights[w.owner].split) {
+                case engine::Split::kNone:
+                    if (source.is_input()) {  // never transposed (refused when built)
+                        be.csr_matmul(data.layer_data[w.source]->view(rows),
+                                      input_noise(source, training, mask_seed), wv, z, beta);
+                    } else {
+                        be.gemm(false, w.transposed, 1.0f, view(w.source), wv, beta, z);
+                    }
+                    break;
+                case engine::Split::kByInput: {
+                    // This rank's rows of W give a partial z over every unit; the ranks' sum of
+                    // the partials, band by band, is z.
+                    const MatrixView part{full_partial.data(), batch, layer.n, layer.n};
+                    if (source.is_input()) {
+                        be.csr_matmul(data.layer_data[w.source]->view(rows),
+                                      input_noise(source, training, mask_seed), wv, part, 0.0f);
+                    } else {
+                        be.gemm(false, false, 1.0f, view(w.source), wv, 0.0f, part);
+                    }
+                    reduce_scatter_columns(layer, part, beta, z);
+                    break;
+                }
+                case engine::Split::kByOutput: {
+                    // Every rank's band of the source activations, then this rank's columns.
+                    const MatrixView all{w.gathered.data(), batch, source.n, source.n};
+                    gather_columns(source, act[w.source], batch, all);
+                    be.gemm(false, false, 1.0f, all, wv, beta, z);
+                    break;
+                }
             }
         }
         // Skip: the skipped layers' stored activations join z before the activation (DSSTNE).
         for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
-        be.bias_activation_forward(layer.activation, layer.bias.data(), z);
+        if (split() && layer.activation.kind == Activation::kSoftMax) {
+            split_softmax(layer, z);
+        } else {
+            be.bias_activation_forward(layer.activation, layer.bias.data(), z);
+        }
         if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
             be.dropout(dropout_mask(l, rows, mask_seed), z);
         }
     }
 }
 
+// ---- collectives over layer bands ----
+
+void Network::Impl::gather_columns(const Layer& layer, const float* local, size_t batch,
+                                   MatrixView full) const {
+    const size_t block = batch * layer.cap;  // `local` has room for it (buffers hold cap columns)
+    comm->all_gather(local, comm_blocks.data(), block, CommType::kFloat32);
+    for (int r = 0; r < ranks; ++r) {
+        const engine::Band b = engine::band_of(layer.n, ranks, r);
+        if (b.count == 0) continue;
+        backend->add_matrix(
+            1.0f, ConstMatrixView(comm_blocks.data() + r * block, batch, b.count, b.count), 0.0f,
+            MatrixView{full.data + b.offset, batch, b.count, full.ld});
+    }
+}
+
+void Network::Impl::reduce_scatter_columns(const Layer& layer, ConstMatrixView full, float beta,
+                                           MatrixView out) const {
+    const size_t batch = full.rows;
+    const size_t block = batch * layer.cap;
+    for (int r = 0; r < ranks; ++r) {
+        const engine::Band b = engine::band_of(layer.n, ranks, r);
+        if (b.count == 0) continue;
+        backend->add_matrix(1.0f, ConstMatrixView(full.data + b.offset, batch, b.count, full.ld),
+                            0.0f,
+                            MatrixView{comm_blocks.data() + r * block, batch, b.count, b.count});
+    }
+    // out's buffer holds cap columns per row, room for the received block.
+    float* recv = beta == 0.0f ? out.data : comm_local.data();
+    comm->reduce_scatter(comm_blocks.data(), recv, block, CommType::kFloat32, CommOp::kSum);
+    if (beta != 0.0f) {
+        backend->add_matrix(1.0f, ConstMatrixView(recv, batch, out.cols, out.cols), beta, out);
+    }
+}
+
+void Network::Impl::all_reduce(float* data, size_t count, CommOp op) const {
+    comm->all_reduce(data, count, CommType::kFloat32, op);
+}
+
+void Network::Impl::split_softmax(const Layer& layer, MatrixView z) const {
+    // SoftMax of rows split across ranks: z + bias, the row's global max, exp, global sum.
+    formulas::ActivationParams linear = layer.activation;
+    linear.kind = Activation::kLinear;
+    backend->bias_activation_forward(linear, layer.bias.data(), z);
+    float* row_max = row_stat.data();
+    float* row_sum = row_stat.data() + batch_capacity;
+    backend->row_max(z, row_max);
+    all_reduce(row_max, z.rows, CommOp::kMax);
+    backend->exp_rows(row_max, z, row_sum);
+    all_reduce(row_sum, z.rows, CommOp::kSum);
+    backend->divide_rows(row_sum, z);
+}
+
+void Network::Impl::clip_delta_rows(float max_norm, MatrixView d) const {
+    if (!split()) {
+        backend->normalize_rows(max_norm, d);
+        return;
+    }
+    // DeltaNorm of rows split across ranks: each row's whole norm.
+    float* sq = row_stat.data();
+    backend->row_sum_squares(d, sq);
+    all_reduce(sq, d.rows, CommOp::kSum);
+    backend->clip_rows(max_norm, sq, d);
+}
+
 void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows, bool training,
                              uint64_t mask_seed, double* loss_sum) {
     const size_t batch = rows.batch;
-    const float scale = 1.0f / static_cast<float>(batch);  // gradients of the mean loss
+    // Gradients of the mean loss over the batch (data parallelism: the whole batch, of which
+    // these rows are this rank's share).
+    const float scale = 1.0f / static_cast<float>(loss_batch > 0 ? loss_batch : batch);
     std::vector<bool> has_delta(layers.size(), false);
     for (Weight& w : weights) w.grad_ready = false;
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (!layer.is_output()) continue;
-        MatrixView delta = rows_of(layer.delta, batch, layer.n);
+        MatrixView delta = rows_of(layer.delta, batch, layer.n_local);
         backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                              rows_of(layer.act, batch, layer.n), data.layer_data[l]->view(rows),
-                              scale, delta, loss_sum);
+                              rows_of(layer.act, batch, layer.n_local),
+                              data.layer_data[l]->view(rows), scale, delta, loss_sum);
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
-        if (layer.config.delta_norm > 0.0f) {
-            backend->normalize_rows(layer.config.delta_norm * scale, delta);
-        }
+        if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);
         has_delta[l] = true;
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         const int l = *it;
         Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
-        MatrixView dz = rows_of(layer.delta, batch, layer.n);
+        MatrixView dz = rows_of(layer.delta, batch, layer.n_local);
         if (!layer.is_output()) {  // dL/dA -> dL/dZ
-            const ConstMatrixView act = rows_of(layer.act, batch, layer.n);
+            const ConstMatrixView act = rows_of(layer.act, batch, layer.n_local);
             // The penalty is a function of the stored (post-dropout) activations, as in DSSTNE.
             if (penalized(layer)) {
                 const SparsenessPenalty& sp = layer.config.sparseness_penalty;
@@ -148,10 +246,13 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 backend->activation_backward(layer.activation, act, nullptr, dz);
             }
             if (layer.config.delta_norm > 0.0f) {
-                backend->normalize_rows(layer.config.delta_norm * scale, dz);
+                clip_delta_rows(layer.config.delta_norm * scale, dz);
             }
         }
         backend->column_sum(dz, 1.0f, 0.0f, layer.bias_grad.data());
+        // Matrices split by input rows need the whole dz: gathered once for all of them.
+        const MatrixView dz_all{full_gather.data(), batch, layer.n, layer.n};
+        bool gathered_dz = false;
         for (int wi : layer.in_weights) {
             Weight& w = weights[wi];
             Weight& m = weights[w.owner];  // holds the matrix and its gradient
@@ -159,7 +260,46 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             // A shared matrix sums the gradient of every use: the first use of the batch
             // overwrites, the others add.
             const float grad_beta = m.grad_ready ? 1.0f : 0.0f;
-            MatrixView grad = rows_of(m.grad, m.rows, m.cols);
+            MatrixView grad = rows_of(m.grad, m.local_rows, m.local_cols);
+            if (m.split == engine::Split::kByInput && !gathered_dz) {
+                gather_columns(layer, dz.data, batch, dz_all);
+                gathered_dz = true;
+            }
+            if (m.split == engine::Split::kByInput) {
+                // dW (this rank's rows) = a_band^T . dz_all; the source band's delta is local.
+                if (source.is_input()) {
+                    backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
+                                             input_noise(source, training, mask_seed), dz_all, 1.0f,
+                                             w.sparse_grad());
+                } else {
+                    backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n_local),
+                                  dz_all, grad_beta, grad);
+                    if (source.reaches_output) {
+                        backend->gemm(false, true, 1.0f, dz_all, matrix_of(w),
+                                      has_delta[w.source] ? 1.0f : 0.0f,
+                                      rows_of(source.delta, batch, source.n_local));
+                        has_delta[w.source] = true;
+                    }
+                }
+                m.grad_ready = true;
+                continue;
+            }
+            if (m.split == engine::Split::kByOutput) {
+                // dW (this rank's columns) = a_all^T . dz; the source delta is the ranks' sum
+                // of the partials dz . W_band^T, band by band.
+                backend->gemm(true, false, 1.0f,
+                              ConstMatrixView(m.gathered.data(), batch, source.n, source.n), dz,
+                              grad_beta, grad);
+                m.grad_ready = true;
+                if (source.reaches_output) {
+                    const MatrixView part{full_partial.data(), batch, source.n, source.n};
+                    backend->gemm(false, true, 1.0f, dz, matrix_of(w), 0.0f, part);
+                    reduce_scatter_columns(source, part, has_delta[w.source] ? 1.0f : 0.0f,
+                                           rows_of(source.delta, batch, source.n_local));
+                    has_delta[w.source] = true;
+                }
+                continue;
+            }
             if (source.is_input()) {
                 backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
                                          input_noise(source, training, mask_seed), dz, 1.0f,
@@ -170,24 +310,25 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             }
             // z = a . M: dM = a^T . dz; transposed, z = a . M^T: dM = dz^T . a.
             if (w.transposed) {
-                backend->gemm(true, false, 1.0f, dz, rows_of(source.act, batch, source.n),
+                backend->gemm(true, false, 1.0f, dz, rows_of(source.act, batch, source.n_local),
                               grad_beta, grad);
             } else {
-                backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n), dz,
+                backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n_local), dz,
                               grad_beta, grad);
             }
             m.grad_ready = true;
             if (source.reaches_output) {
                 backend->gemm(false, !w.transposed, 1.0f, dz, matrix_of(w),
                               has_delta[w.source] ? 1.0f : 0.0f,
-                              rows_of(source.delta, batch, source.n));
+                              rows_of(source.delta, batch, source.n_local));
                 has_delta[w.source] = true;
             }
         }
-        // Skip: z gained the skipped layer's activations, so their gradient gains dz.
+        // Skip: z gained the skipped layer's activations, so their gradient gains dz (the same
+        // bands: a skipped layer is as wide as this one).
         for (int s : layer.skips) {
             backend->add_matrix(1.0f, dz, has_delta[s] ? 1.0f : 0.0f,
-                                rows_of(layers[s].delta, batch, layers[s].n));
+                                rows_of(layers[s].delta, batch, layers[s].n_local));
             has_delta[s] = true;
         }
     }
@@ -200,13 +341,13 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
         Layer& layer = layers[l];
         if (layer.is_output()) {
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                                  rows_of(layer.act, batch, layer.n),
+                                  rows_of(layer.act, batch, layer.n_local),
                                   data.layer_data[l]->view(rows), 1.0f,
-                                  rows_of(layer.delta, batch, layer.n), loss_sum);
+                                  rows_of(layer.delta, batch, layer.n_local), loss_sum);
         } else if (penalized(layer)) {
             const SparsenessPenalty& sp = layer.config.sparseness_penalty;
-            backend->sparseness_penalty(sp.p, sp.beta, rows_of(layer.act, batch, layer.n), 0.0f,
-                                        MatrixView{}, loss_sum);
+            backend->sparseness_penalty(sp.p, sp.beta, rows_of(layer.act, batch, layer.n_local),
+                                        0.0f, MatrixView{}, loss_sum);
         }
     }
 }
@@ -231,13 +372,13 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         // One step per matrix, by its owner, once backward wrote its gradient (no use of it
         // reaches an output otherwise).
         if (w.owner != static_cast<int>(wi) || !w.grad_ready) continue;
-        MatrixView wv = rows_of(w.w, w.rows, w.cols);
+        MatrixView wv = rows_of(w.w, w.local_rows, w.local_cols);
         if (!w.dense_grad) {
             backend->optimizer_step_rows(step, wv, w.sparse_grad(), w.state1.data(),
                                          w.state2.data(), optimizer.sparse_update);
         } else {
-            backend->optimizer_step(step, wv, rows_of(w.grad, w.rows, w.cols), w.state1.data(),
-                                    w.state2.data());
+            backend->optimizer_step(step, wv, rows_of(w.grad, w.local_rows, w.local_cols),
+                                    w.state1.data(), w.state2.data());
         }
         apply_weight_norms(static_cast<int>(wi));
     }
@@ -246,15 +387,17 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     bias_step.l1 = 0.0f;
     for (Layer& layer : layers) {
         if (layer.is_input() || !layer.reaches_output) continue;
-        backend->optimizer_step(bias_step, rows_of(layer.bias, 1, layer.n),
-                                rows_of(layer.bias_grad, 1, layer.n), layer.bias_state1.data(),
-                                layer.bias_state2.data());
+        backend->optimizer_step(bias_step, rows_of(layer.bias, 1, layer.n_local),
+                                rows_of(layer.bias_grad, 1, layer.n_local),
+                                layer.bias_state1.data(), layer.bias_state2.data());
     }
 }
 
 void Network::Impl::apply_weight_norms(int wi) {
     Weight& m = weights[wi];
-    MatrixView wv = rows_of(m.w, m.rows, m.cols);
+    // A split matrix is split by output columns here (plan_split refuses WeightNorm on the other
+    // split), so its columns are whole.
+    MatrixView wv = rows_of(m.w, m.local_rows, m.local_cols);
     // Each use clips its destination units' incoming vectors: columns of M, or rows when it
     // uses M transposed. Clipping only shrinks, so every use's bound holds afterwards.
     for (const Weight& w : weights) {

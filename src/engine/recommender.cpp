@@ -127,6 +127,9 @@ struct Recommender::Impl {
         NetworkOptions net_options;
         net_options.device = opts.device;
         net_options.threads = opts.threads_per_call;
+        // One process serves the whole model; its contexts run forward passes concurrently,
+        // which a network split across ranks cannot (its passes are collectives).
+        net_options.comm = "local";
         return Network::load(path, net_options);
     }
 

@@ -46,6 +46,11 @@ struct Trainer::Impl {
         net.ensure_batch_capacity(std::min<uint64_t>(options.batch, data.rows()));
         net.ensure_sparse_capacity(data.max_input_nnz(options.batch));
         net.ensure_optimizer_state(options.optimizer.kind);
+        if (net.data_parallel && options.optimizer.sparse_update == SparseUpdate::kLazy) {
+            throw Error(ErrorCategory::kNotImplemented,
+                        "not implemented yet: lazy sparse updates under data parallelism (the "
+                        "ranks sum whole gradients); use exact updates or --parallel model");
+        }
     }
 
     float decay() const { return options.decay.value_or(net.config.decay); }
@@ -54,8 +59,17 @@ struct Trainer::Impl {
         const double zero = 0.0;
         loss_sum.upload(&zero, 1);
     }
-    double read_loss() {
+    // The summed loss; reduce: of every rank (a split network's ranks each hold their columns'
+    // part; data-parallel ranks their rows').
+    double read_loss(bool reduce) {
         double v = 0.0;
+        if (reduce && net.job_ranks > 1) {
+            DeviceArray<double> total(*net.backend, 1, "loss total");
+            net.backend->copy(total.data(), loss_sum.data(), sizeof(double));
+            net.comm->all_reduce(total.data(), 1, CommType::kFloat64, CommOp::kSum);
+            total.download(&v, 1);
+            return v;
+        }
         loss_sum.download(&v, 1);
         return v;
     }
@@ -111,8 +125,24 @@ EpochStats Trainer::train_epoch() {
         const uint64_t first = done * t.options.batch;
         BatchRows batch{t.permutation.data() + first, 0,
                         static_cast<size_t>(std::min<uint64_t>(t.options.batch, rows - first))};
-        t.net.forward(t.data.bindings(), batch, true, mask_seed);
-        t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
+        if (t.net.data_parallel) {
+            // This rank's share of the batch; the gradients of every share are summed.
+            const size_t P = size_t(t.net.job_ranks), r = size_t(t.net.job_rank);
+            const size_t lo = batch.batch * r / P, hi = batch.batch * (r + 1) / P;
+            const BatchRows share{batch.rows + lo, 0, hi - lo};
+            t.net.loss_batch = batch.batch;
+            if (share.batch > 0) {
+                t.net.forward(t.data.bindings(), share, true, mask_seed);
+                t.net.backward(t.data.bindings(), share, true, mask_seed, t.loss_sum.data());
+            } else {
+                t.net.zero_gradients();
+            }
+            t.net.loss_batch = 0;
+            t.net.all_reduce_gradients();
+        } else {
+            t.net.forward(t.data.bindings(), batch, true, mask_seed);
+            t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
+        }
         t.net.update(t.options.optimizer, t.decay());
         ++done;
         if (t.options.on_batch) {
@@ -121,7 +151,7 @@ EpochStats Trainer::train_epoch() {
             p.batch = done;
             p.batches = batches;
             p.examples = first + batch.batch;
-            p.loss = t.read_loss() / double(p.examples);
+            p.loss = t.read_loss(true) / double(p.examples);
             p.seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             t.options.on_batch(p);
@@ -134,7 +164,7 @@ EpochStats Trainer::train_epoch() {
     stats.batches = done;
     stats.complete = !cancelled;
     stats.examples = std::min<uint64_t>(done * t.options.batch, rows);
-    stats.loss = stats.examples > 0 ? t.read_loss() / double(stats.examples) : 0.0;
+    stats.loss = stats.examples > 0 ? t.read_loss(true) / double(stats.examples) : 0.0;
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     stats.examples_per_second = stats.seconds > 0 ? double(stats.examples) / stats.seconds : 0.0;
     if (!cancelled && t.options.on_epoch) t.options.on_epoch(stats);
@@ -164,7 +194,8 @@ double Trainer::compute_loss(uint64_t first_row, uint32_t count) {
     t.reset_loss();
     t.net.forward(t.data.bindings(), batch, false, 0);
     t.net.add_losses(t.data.bindings(), batch, t.loss_sum.data());
-    return t.read_loss() / double(count);
+    // Every rank computed all of these rows (data parallelism) or its columns of them (model).
+    return t.read_loss(t.net.split()) / double(count);
 }
 
 double Trainer::evaluate_loss() {
@@ -193,13 +224,15 @@ std::map<std::string, std::vector<float>> Trainer::compute_gradients(uint64_t fi
     for (size_t wi = 0; wi < t.net.weights.size(); ++wi) {
         const engine::Weight& w = t.net.weights[wi];
         if (w.owner != static_cast<int>(wi)) continue;  // a shared matrix: one entry, its owner's
-        grads[t.net.weight_name(w)] = t.net.weight_gradient(static_cast<int>(wi));
+        grads[t.net.weight_name(w)] = t.net.assemble_weight(
+            static_cast<int>(wi), t.net.weight_gradient(static_cast<int>(wi)));
     }
-    for (engine::Layer& layer : t.net.layers) {
+    for (size_t l = 0; l < t.net.layers.size(); ++l) {
+        engine::Layer& layer = t.net.layers[l];
         if (layer.is_input()) continue;
-        std::vector<float> g(layer.n, 0.0f);
+        std::vector<float> g(layer.n_local, 0.0f);
         if (layer.reaches_output) layer.bias_grad.download(g.data(), g.size());
-        grads["bias:" + layer.config.name] = std::move(g);
+        grads["bias:" + layer.config.name] = t.net.assemble_bias(static_cast<int>(l), std::move(g));
     }
     return grads;
 }

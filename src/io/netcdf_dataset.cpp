@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/dataset_read.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
@@ -256,124 +257,190 @@ class Reader {
                      (status == NC_EHDFERR ? " (truncated or corrupt file?)" : ""));
     }
 
-    // Reads a whole integer variable as non-negative 64-bit values.
-    std::vector<uint64_t> read_unsigned(const std::string& label, const Var& v) const {
+    void require_integer(const std::string& label, const Var& v) const {
         if (!is_integer_type(v.type)) {
             data_error(label, "variable '" + v.name + "' has type " + type_name(v.type) +
                                   "; expected an integer type (uint or uint64)");
         }
-        std::vector<uint64_t> out(v.length);
-        if (v.length == 0) return out;
-        static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
-        if (is_unsigned_type(v.type)) {
-            check_read(nc_get_var_ulonglong(file_.id(), v.id,
-                                            reinterpret_cast<unsigned long long*>(out.data())),
-                       label, v);
-        } else {
-            auto* signed_data = reinterpret_cast<long long*>(out.data());
-            check_read(nc_get_var_longlong(file_.id(), v.id, signed_data), label, v);
-            for (size_t i = 0; i < v.length; ++i) {
-                if (signed_data[i] < 0) {
-                    data_error(label, "variable '" + v.name + "' element " + std::to_string(i) +
-                                          " is " + std::to_string(signed_data[i]) +
-                                          "; expected a non-negative value");
-                }
-            }
-        }
-        return out;
     }
 
-    // Reads sparseIndex: uint directly; other integer types are converted (negative values
-    // are an error; values above 2^32-1 become 2^32-1, which the width check then reports).
-    std::vector<uint32_t> read_indices(const std::string& label, const Var& v) const {
-        if (v.type == NC_UINT) {
-            std::vector<uint32_t> out(v.length);
-            static_assert(sizeof(unsigned int) == sizeof(uint32_t));
-            if (v.length > 0) {
-                check_read(nc_get_var_uint(file_.id(), v.id, out.data()), label, v);
-            }
-            return out;
-        }
-        const std::vector<uint64_t> wide = read_unsigned(label, v);
-        std::vector<uint32_t> out(wide.size());
-        for (size_t i = 0; i < wide.size(); ++i) {
-            out[i] = static_cast<uint32_t>(
-                std::min<uint64_t>(wide[i], std::numeric_limits<uint32_t>::max()));
-        }
-        return out;
-    }
-
-    std::vector<float> read_values(const std::string& label, const Var& v) const {
+    void require_numeric(const std::string& label, const Var& v) const {
         if (!is_numeric_type(v.type)) {
             data_error(label, "variable '" + v.name + "' has type " + type_name(v.type) +
                                   "; expected a numeric type");
         }
-        std::vector<float> out(v.length);
-        if (v.length == 0) return out;
-        const int status = nc_get_var_float(file_.id(), v.id, out.data());
+    }
+
+    // Elements [start, start + count) of an integer variable (require_integer) as non-negative
+    // 64-bit values; a negative one is an error naming its element.
+    void read_unsigned(const std::string& label, const Var& v, size_t start, size_t count,
+                       uint64_t* out) const {
+        if (count == 0) return;
+        static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
+        if (is_unsigned_type(v.type)) {
+            check_read(nc_get_vara_ulonglong(file_.id(), v.id, &start, &count,
+                                             reinterpret_cast<unsigned long long*>(out)),
+                       label, v);
+            return;
+        }
+        auto* signed_data = reinterpret_cast<long long*>(out);
+        check_read(nc_get_vara_longlong(file_.id(), v.id, &start, &count, signed_data), label, v);
+        for (size_t i = 0; i < count; ++i) {
+            if (signed_data[i] < 0) {
+                data_error(label, "variable '" + v.name + "' element " + std::to_string(start + i) +
+                                      " is " + std::to_string(signed_data[i]) +
+                                      "; expected a non-negative value");
+            }
+        }
+    }
+
+    std::vector<uint64_t> read_unsigned(const std::string& label, const Var& v) const {
+        std::vector<uint64_t> out(v.length);
+        read_unsigned(label, v, 0, v.length, out.data());
+        return out;
+    }
+
+    // Elements of sparseIndex: uint directly; other integer types through `wide` (negative values
+    // are an error; values above 2^32-1 become 2^32-1, which the width check then reports).
+    void read_indices(const std::string& label, const Var& v, size_t start, size_t count,
+                      uint32_t* out, std::vector<uint64_t>& wide) const {
+        if (count == 0) return;
+        if (v.type == NC_UINT) {
+            static_assert(sizeof(unsigned int) == sizeof(uint32_t));
+            check_read(nc_get_vara_uint(file_.id(), v.id, &start, &count, out), label, v);
+            return;
+        }
+        wide.resize(count);
+        read_unsigned(label, v, start, count, wide.data());
+        for (size_t i = 0; i < count; ++i) {
+            out[i] = static_cast<uint32_t>(
+                std::min<uint64_t>(wide[i], std::numeric_limits<uint32_t>::max()));
+        }
+    }
+
+    // Elements [start, start + count) of a numeric variable (require_numeric) as floats.
+    void read_values(const std::string& label, const Var& v, size_t start, size_t count,
+                     float* out) const {
+        if (count == 0) return;
+        const int status = nc_get_vara_float(file_.id(), v.id, &start, &count, out);
         if (status == NC_ERANGE) {
             data_error(label, "variable '" + v.name + "' holds values outside float's range");
         }
         check_read(status, label, v);
+    }
+
+    std::vector<float> read_values(const std::string& label, const Var& v) const {
+        std::vector<float> out(v.length);
+        read_values(label, v, 0, v.length, out.data());
         return out;
     }
 
-    // Reads a whole numeric variable as non-negative whole numbers: integer types as
-    // read_unsigned, float types when every value is whole (DSSTNE stores dense class indices
-    // in the dataset's own type).
-    std::vector<uint64_t> read_whole_numbers(const std::string& label, const Var& v) const {
-        if (is_integer_type(v.type) || !is_numeric_type(v.type)) return read_unsigned(label, v);
-        std::vector<double> raw(v.length);
-        if (v.length > 0) check_read(nc_get_var_double(file_.id(), v.id, raw.data()), label, v);
-        std::vector<uint64_t> out(v.length);
-        for (size_t i = 0; i < v.length; ++i) {
+    // Elements of a numeric variable as non-negative whole numbers: integer types as
+    // read_unsigned, float types (through `raw`) when every value is whole (DSSTNE stores dense
+    // class indices in the dataset's own type).
+    void read_whole_numbers(const std::string& label, const Var& v, size_t start, size_t count,
+                            uint64_t* out, std::vector<double>& raw) const {
+        if (is_integer_type(v.type)) return read_unsigned(label, v, start, count, out);
+        if (count == 0) return;
+        raw.resize(count);
+        check_read(nc_get_vara_double(file_.id(), v.id, &start, &count, raw.data()), label, v);
+        for (size_t i = 0; i < count; ++i) {
             constexpr double kTwoTo64 = 18446744073709551616.0;
             if (!(raw[i] >= 0.0 && raw[i] < kTwoTo64 && raw[i] == std::floor(raw[i]))) {
-                data_error(label, "variable '" + v.name + "' element " + std::to_string(i) +
+                data_error(label, "variable '" + v.name + "' element " + std::to_string(start + i) +
                                       " is " + std::to_string(raw[i]) +
                                       "; expected a non-negative whole number");
             }
             out[i] = static_cast<uint64_t>(raw[i]);
         }
-        return out;
     }
 
-    Dataset read_dataset(size_t n) const;
+    // What the attributes, dimensions and variables of dataset n say, every shape, length and
+    // type checked, before any data is read (inspect).
+    struct Layout {
+        std::string name;
+        std::string label;  // "dataset <name>: ", the prefix of every message
+        uint64_t attributes = 0;
+        uint32_t cols = 0;
+        uint64_t rows = 0;      // stored rows in the file
+        uint64_t examples = 0;  // entries of index<n> when indexed, else rows
+        bool sparse = false;
+        bool categorical = false;  // dense with the Boolean bit: one class index per row
+        bool boolean = false;      // no values in memory
+        bool indexed = false;
+        bool weighted = false;
+        Var start, end, index, values;  // sparse; `values` only when not boolean
+        Var data;                       // dense
+        Var example_rows, weights;      // index<n>, dataWeight<n>
+    };
+
+    // The band of columns kept, [first, last) with last <= cols.
+    struct Band {
+        uint32_t first = 0;
+        uint32_t last = 0;
+    };
+
+    size_t find(const std::string& name) const;
+    Layout inspect(size_t n) const;
+    Dataset read_dataset(size_t n, uint32_t first_col, uint32_t last_col, uint64_t chunk) const;
 
   private:
-    void read_sparse(size_t n, const std::string& label, uint64_t attributes, Dataset& d) const;
-    void read_dense(size_t n, const std::string& label, uint64_t attributes, Dataset& d) const;
-    void read_example_rows(size_t n, const std::string& label, Dataset& d) const;
-    void read_weights(size_t n, const std::string& label, Dataset& d) const;
+    struct SparseBuffers;
+    void inspect_sparse(size_t n, Layout& layout) const;
+    void inspect_dense(size_t n, Layout& layout) const;
+    void read_sparse(const Layout& layout, Band band, uint64_t chunk, Dataset& d) const;
+    void read_rows(const Layout& layout, Band band, uint64_t first_row, uint64_t count,
+                   const uint64_t* starts, const uint64_t* ends, SparseBuffers& buf,
+                   Dataset& d) const;
+    void fetch_rows(const Layout& layout, bool may_load_all, uint64_t count, const uint64_t* starts,
+                    const uint64_t* ends, SparseBuffers& buf, uint32_t* indices,
+                    float* values) const;
+    void read_entries(const Layout& layout, uint64_t start, uint64_t count, uint32_t* indices,
+                      float* values, std::vector<uint64_t>& wide) const;
+    void read_dense(const Layout& layout, Band band, uint64_t chunk, Dataset& d) const;
+    void read_classes(const Layout& layout, Band band, uint64_t chunk, Dataset& d) const;
+    void read_example_rows(const Layout& layout, Dataset& d) const;
+    void read_weights(const Layout& layout, Dataset& d) const;
 
     std::string path_;
     NcFile file_;
 };
 
-// Sorts each row's indices (stably with values) and reports the first row, in row order, that
-// holds an index >= cols or a duplicate column.
-void sort_and_check_rows(const Reader& reader, const std::string& label, Dataset& d) {
-    const int64_t rows = static_cast<int64_t>(d.rows);
+// Sorts each of `count` rows (stored rows first_row, first_row + 1, ...; row i holds
+// indices[local[i] .. local[i+1])) by column, stably with values when there are any, and reports
+// the first row, in row order, that holds an index >= cols or a duplicate column.
+void sort_and_check_rows(const Reader& reader, const std::string& label, uint32_t cols,
+                         uint64_t first_row, uint64_t count, const uint64_t* local,
+                         uint32_t* indices, float* values) {
+    // One pass in row order up to the first row with an index >= cols or two equal neighbours;
+    // rows out of order are noted and sorted after it. Serial: a chunk is small, the read is
+    // bound by decompression, and a parallel region per chunk made reads slower (10-40 % with 2
+    // threads on a loaded 2-core machine, where every barrier waits for a descheduled thread).
+    const int64_t rows = static_cast<int64_t>(count);
     int64_t first_bad = rows;
-    const bool has_values = !d.values.empty();
-#pragma omp parallel for schedule(dynamic, 512) reduction(min : first_bad)
-    for (int64_t r = 0; r < rows; ++r) {
-        uint32_t* idx = d.indices.data() + d.offsets[r];
-        const uint64_t len = d.offsets[r + 1] - d.offsets[r];
+    std::vector<int64_t> unsorted;
+    for (int64_t r = 0; r < rows && first_bad == rows; ++r) {
+        const uint32_t* idx = indices + local[r];
+        const uint64_t len = local[r + 1] - local[r];
         bool sorted = true;
-        bool bad = false;
-        for (uint64_t k = 0; k < len; ++k) {
-            if (idx[k] >= d.cols) bad = true;
-            if (k > 0 && idx[k] <= idx[k - 1]) sorted = false;
+        bool bad = len > 0 && idx[0] >= cols;
+        for (uint64_t k = 1; k < len; ++k) {
+            bad |= idx[k] >= cols || idx[k] == idx[k - 1];
+            sorted &= idx[k] > idx[k - 1];
         }
         if (bad) {
-            first_bad = std::min(first_bad, r);
-            continue;
+            first_bad = r;
+        } else if (!sorted) {
+            unsorted.push_back(r);
         }
-        if (sorted) continue;
-        if (has_values) {
-            float* val = d.values.data() + d.offsets[r];
-            std::vector<std::pair<uint32_t, float>> pairs(len);
+    }
+    std::vector<std::pair<uint32_t, float>> pairs;
+    for (const int64_t r : unsorted) {  // in row order: the first duplicate found is the first
+        uint32_t* idx = indices + local[r];
+        const uint64_t len = local[r + 1] - local[r];
+        if (values != nullptr) {
+            float* val = values + local[r];
+            pairs.resize(len);
             for (uint64_t k = 0; k < len; ++k) pairs[k] = {idx[k], val[k]};
             std::stable_sort(pairs.begin(), pairs.end(),
                              [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -384,35 +451,51 @@ void sort_and_check_rows(const Reader& reader, const std::string& label, Dataset
         } else {
             std::sort(idx, idx + len);
         }
-        for (uint64_t k = 1; k < len; ++k) {
-            if (idx[k] == idx[k - 1]) {
-                first_bad = std::min(first_bad, r);
-                break;
-            }
+        if (std::adjacent_find(idx, idx + len) != idx + len) {
+            first_bad = r;
+            break;
         }
     }
     if (first_bad == rows) return;
     const uint64_t r = static_cast<uint64_t>(first_bad);
-    const std::string row = "row " + std::to_string(r) + ": ";
-    for (uint64_t k = d.offsets[r]; k < d.offsets[r + 1]; ++k) {
-        if (d.indices[k] >= d.cols) {
-            reader.data_error(label, row + "column index " + std::to_string(d.indices[k]) +
-                                         " >= width " + std::to_string(d.cols));
+    const std::string row = "row " + std::to_string(first_row + r) + ": ";
+    for (uint64_t k = local[r]; k < local[r + 1]; ++k) {
+        if (indices[k] >= cols) {
+            reader.data_error(label, row + "column index " + std::to_string(indices[k]) +
+                                         " >= width " + std::to_string(cols));
         }
     }
-    for (uint64_t k = d.offsets[r] + 1; k < d.offsets[r + 1]; ++k) {
-        if (d.indices[k] == d.indices[k - 1]) {
-            reader.data_error(label, row + "duplicate column " + std::to_string(d.indices[k]));
+    for (uint64_t k = local[r] + 1; k < local[r + 1]; ++k) {
+        if (indices[k] == indices[k - 1]) {
+            reader.data_error(label, row + "duplicate column " + std::to_string(indices[k]));
         }
     }
     reader.data_error(label, row + "invalid row");  // not reached
 }
 
-Dataset Reader::read_dataset(size_t n) const {
-    Dataset d;
-    d.name = name_of(n);
-    const std::string label = "dataset " + d.name + ": ";
+// The dataset called `name`, or the first one when `name` is empty.
+size_t Reader::find(const std::string& name) const {
+    const std::vector<std::string> all = names();
+    if (all.empty()) {
+        throw Error(ErrorCategory::kData, path_ + ": the file holds no datasets");
+    }
+    if (name.empty()) return 0;
+    for (size_t n = 0; n < all.size(); ++n) {
+        if (all[n] == name) return n;
+    }
+    std::string present;
+    for (const std::string& s : all) present += (present.empty() ? "" : ", ") + s;
+    throw Error(ErrorCategory::kData,
+                path_ + ": no dataset named '" + name + "'; datasets present: " + present);
+}
+
+Reader::Layout Reader::inspect(size_t n) const {
+    Layout layout;
+    layout.name = name_of(n);
+    layout.label = "dataset " + layout.name + ": ";
+    const std::string& label = layout.label;
     const uint64_t attributes = uint_att(label, indexed("attributes", n), true, 0);
+    layout.attributes = attributes;
 
     // cols = width (x height x length for 2-D/3-D examples, flattened as DSSTNE does).
     const uint64_t dims = uint_att(label, indexed("dimensions", n), false, 1);
@@ -426,24 +509,50 @@ Dataset Reader::read_dataset(size_t n) const {
     if (cols > std::numeric_limits<uint32_t>::max()) {
         data_error(label, "example size " + std::to_string(cols) + " exceeds 2^32-1 columns");
     }
-    d.cols = static_cast<uint32_t>(cols);
-
-    if ((attributes & kAttrSparse) != 0) {
-        read_sparse(n, label, attributes, d);
-        // SparseIgnoreZero concerns sparse targets only; DSSTNE ignores it on dense data.
-        d.sparse_ignore_zero = (attributes & kAttrSparseIgnoreZero) != 0;
+    layout.cols = static_cast<uint32_t>(cols);
+    layout.sparse = (attributes & kAttrSparse) != 0;
+    layout.indexed = (attributes & kAttrIndexed) != 0;
+    layout.weighted = (attributes & kAttrWeighted) != 0;
+    if (layout.sparse) {
+        inspect_sparse(n, layout);
     } else {
-        read_dense(n, label, attributes, d);
+        inspect_dense(n, layout);
     }
-    if ((attributes & kAttrIndexed) != 0) read_example_rows(n, label, d);
-    if ((attributes & kAttrWeighted) != 0) read_weights(n, label, d);
-    return d;
+
+    // index<n>: one stored row per example.
+    layout.examples = layout.rows;
+    if (layout.indexed) {
+        const Var index_var = var(label, indexed("index", n));
+        const std::string examples_dim = indexed("examplesDim", n);
+        const size_t examples = dim_length(label, examples_dim, index_var.length);
+        if (index_var.length != examples) {
+            data_error(label, "variable '" + index_var.name + "' has " +
+                                  std::to_string(index_var.length) + " entries; expected " +
+                                  examples_dim + " = " + std::to_string(examples) +
+                                  " (one per example)");
+        }
+        require_integer(label, index_var);
+        layout.example_rows = index_var;
+        layout.examples = index_var.length;
+    }
+    // dataWeight<n>: one float per example.
+    if (layout.weighted) {
+        const Var weight_var = var(label, indexed("dataWeight", n));
+        if (weight_var.length != layout.examples) {
+            data_error(label, "variable '" + weight_var.name + "' has " +
+                                  std::to_string(weight_var.length) + " entries; expected " +
+                                  std::to_string(layout.examples) + " (one weight per example)");
+        }
+        require_numeric(label, weight_var);
+        layout.weights = weight_var;
+    }
+    return layout;
 }
 
-// The stored rows of a sparse dataset: sparseStart/sparseEnd have one entry per stored row
-// (per example, or per unique example when Indexed).
-void Reader::read_sparse(size_t n, const std::string& label, uint64_t attributes,
-                         Dataset& d) const {
+// Sparse: sparseStart/sparseEnd have one entry per stored row (per example, or per unique
+// example when Indexed).
+void Reader::inspect_sparse(size_t n, Layout& layout) const {
+    const std::string& label = layout.label;
     const Var start_var = var(label, indexed("sparseStart", n));
     const Var end_var = var(label, indexed("sparseEnd", n));
     const Var index_var = var(label, indexed("sparseIndex", n));
@@ -453,160 +562,361 @@ void Reader::read_sparse(size_t n, const std::string& label, uint64_t attributes
                               std::to_string(n) + " has " + std::to_string(end_var.length) +
                               "; expected one of each per stored row");
     }
-    const std::string rows_dim =
-        indexed((attributes & kAttrIndexed) != 0 ? "uniqueExamplesDim" : "examplesDim", n);
+    const std::string rows_dim = indexed(layout.indexed ? "uniqueExamplesDim" : "examplesDim", n);
     const size_t rows = dim_length(label, rows_dim, start_var.length);
     if (rows != start_var.length) {
         data_error(label, "sparseStart" + std::to_string(n) + " has " +
                               std::to_string(start_var.length) + " entries; expected " + rows_dim +
                               " = " + std::to_string(rows));
     }
-    d.rows = rows;
+    layout.rows = rows;
+    require_integer(label, start_var);
+    require_integer(label, end_var);
+    require_integer(label, index_var);
+    layout.start = start_var;
+    layout.end = end_var;
+    layout.index = index_var;
 
-    const bool boolean = (attributes & kAttrBoolean) != 0 || !has_var(indexed("sparseData", n));
-    const std::vector<uint64_t> starts = read_unsigned(label, start_var);
-    const std::vector<uint64_t> ends = read_unsigned(label, end_var);
-    const uint64_t stored = index_var.length;
-    for (uint64_t r = 0; r < d.rows; ++r) {
-        if (ends[r] < starts[r]) {
-            data_error(label, "row " + std::to_string(r) + ": sparseEnd " +
-                                  std::to_string(ends[r]) + " < sparseStart " +
-                                  std::to_string(starts[r]));
-        }
-        if (ends[r] > stored) {
-            data_error(label, "row " + std::to_string(r) + ": sparseEnd " +
-                                  std::to_string(ends[r]) + " is beyond the " +
-                                  std::to_string(stored) + " stored nonzeros (sparseIndex" +
-                                  std::to_string(n) + ")");
-        }
-    }
-
-    std::vector<uint32_t> raw_indices = read_indices(label, index_var);
-    std::vector<float> raw_values;
-    if (!boolean) {
+    layout.boolean = (layout.attributes & kAttrBoolean) != 0 || !has_var(indexed("sparseData", n));
+    if (!layout.boolean) {
         const Var data_var = var(label, indexed("sparseData", n));
-        if (data_var.length != stored) {
+        if (data_var.length != index_var.length) {
             data_error(label, "sparseData" + std::to_string(n) + " has " +
                                   std::to_string(data_var.length) + " entries; expected " +
-                                  std::to_string(stored) + " (one per sparseIndex entry)");
+                                  std::to_string(index_var.length) +
+                                  " (one per sparseIndex entry)");
         }
-        raw_values = read_values(label, data_var);
+        require_numeric(label, data_var);
+        layout.values = data_var;
     }
-
-    // Rows stored back to back from 0 are already CSR; otherwise compact them in row order.
-    bool contiguous = d.rows == 0 || starts[0] == 0;
-    for (uint64_t r = 1; contiguous && r < d.rows; ++r) contiguous = starts[r] == ends[r - 1];
-    d.offsets.assign(d.rows + 1, 0);
-    if (contiguous) {
-        const uint64_t used = d.rows == 0 ? 0 : ends.back();
-        for (uint64_t r = 0; r < d.rows; ++r) d.offsets[r + 1] = ends[r];
-        raw_indices.resize(used);
-        if (!boolean) raw_values.resize(used);
-        d.indices = std::move(raw_indices);
-        d.values = std::move(raw_values);
-    } else {
-        for (uint64_t r = 0; r < d.rows; ++r) {
-            d.offsets[r + 1] = d.offsets[r] + (ends[r] - starts[r]);
-        }
-        d.indices.resize(d.offsets.back());
-        if (!boolean) d.values.resize(d.offsets.back());
-        const int64_t rows = static_cast<int64_t>(d.rows);
-#pragma omp parallel for schedule(dynamic, 1024)
-        for (int64_t r = 0; r < rows; ++r) {
-            std::copy(raw_indices.begin() + starts[r], raw_indices.begin() + ends[r],
-                      d.indices.begin() + d.offsets[r]);
-            if (!boolean) {
-                std::copy(raw_values.begin() + starts[r], raw_values.begin() + ends[r],
-                          d.values.begin() + d.offsets[r]);
-            }
-        }
-    }
-    sort_and_check_rows(*this, label, d);
 }
 
 // Dense data<n>: stored rows x width values, row-major, or with the Boolean attribute one class
-// index per stored row (DSSTNE expands it to one-hot). Kept as CSR of the nonzero entries.
-void Reader::read_dense(size_t n, const std::string& label, uint64_t attributes, Dataset& d) const {
+// index per stored row (DSSTNE expands it to one-hot).
+void Reader::inspect_dense(size_t n, Layout& layout) const {
+    const std::string& label = layout.label;
     // DSSTNE: unique examples from uniqueExamplesDim when present, else examplesDim.
     const std::string examples_dim = indexed("examplesDim", n);
     const std::string unique_dim = indexed("uniqueExamplesDim", n);
-    const bool use_unique = (attributes & kAttrIndexed) != 0 && has_dim(unique_dim);
+    const bool use_unique = layout.indexed && has_dim(unique_dim);
     const std::string rows_dim = use_unique ? unique_dim : examples_dim;
     const uint64_t rows = required_dim(label, rows_dim);
     const Var data_var = var(label, indexed("data", n));
-    const std::string data_name = "data" + std::to_string(n);
-    d.dense = true;
-    d.rows = rows;
-    d.offsets.assign(1, 0);
+    layout.rows = rows;
+    layout.data = data_var;
+    layout.categorical = (layout.attributes & kAttrBoolean) != 0;
+    layout.boolean = layout.categorical;
 
-    if ((attributes & kAttrBoolean) != 0) {
+    if (layout.categorical) {
         if (data_var.length != rows) {
-            data_error(label, "variable '" + data_name + "' has " +
+            data_error(label, "variable '" + data_var.name + "' has " +
                                   std::to_string(data_var.length) +
                                   " entries; expected one class index per row, " + rows_dim +
                                   " = " + std::to_string(rows));
         }
-        const std::vector<uint64_t> classes = read_whole_numbers(label, data_var);
-        d.indices.resize(rows);
-        for (uint64_t r = 0; r < rows; ++r) {
-            if (classes[r] >= d.cols) {
-                data_error(label, "row " + std::to_string(r) + ": class index " +
-                                      std::to_string(classes[r]) + " in '" + data_name +
-                                      "' >= width " + std::to_string(d.cols));
-            }
-            d.indices[r] = static_cast<uint32_t>(classes[r]);
-            d.offsets.push_back(r + 1);
-        }
+        if (!is_numeric_type(data_var.type)) require_integer(label, data_var);
         return;
     }
-
-    if (d.cols > 0 && rows > std::numeric_limits<uint64_t>::max() / d.cols) {
+    if (layout.cols > 0 && rows > std::numeric_limits<uint64_t>::max() / layout.cols) {
         data_error(label, rows_dim + " = " + std::to_string(rows) + " rows x width " +
-                              std::to_string(d.cols) + " overflows");
+                              std::to_string(layout.cols) + " overflows");
     }
-    if (data_var.length != rows * d.cols) {
-        data_error(label, "variable '" + data_name + "' has " + std::to_string(data_var.length) +
-                              " entries; expected rows x width = " + std::to_string(rows) + " x " +
-                              std::to_string(d.cols) + " = " + std::to_string(rows * d.cols) +
-                              " (" + rows_dim + " x width" + std::to_string(n) + ")");
+    if (data_var.length != rows * layout.cols) {
+        data_error(label,
+                   "variable '" + data_var.name + "' has " + std::to_string(data_var.length) +
+                       " entries; expected rows x width = " + std::to_string(rows) + " x " +
+                       std::to_string(layout.cols) + " = " + std::to_string(rows * layout.cols) +
+                       " (" + rows_dim + " x width" + std::to_string(n) + ")");
     }
-    const std::vector<float> dense = read_values(label, data_var);
-    d.offsets.reserve(rows + 1);
-    for (uint64_t r = 0; r < rows; ++r) {
-        const float* row = dense.data() + r * d.cols;
-        for (uint32_t c = 0; c < d.cols; ++c) {
-            if (row[c] != 0.0f) {
-                d.indices.push_back(c);
-                d.values.push_back(row[c]);
+    require_numeric(label, data_var);
+}
+
+// Reads dataset n keeping the entries of columns [first_col, last_col) (clamped to the width),
+// `chunk` entries at a time.
+Dataset Reader::read_dataset(size_t n, uint32_t first_col, uint32_t last_col,
+                             uint64_t chunk) const {
+    const Layout layout = inspect(n);
+    Dataset d;
+    d.name = layout.name;
+    d.cols = layout.cols;
+    d.rows = layout.rows;
+    d.dense = !layout.sparse;
+    // SparseIgnoreZero concerns sparse targets only; DSSTNE ignores it on dense data.
+    d.sparse_ignore_zero = layout.sparse && (layout.attributes & kAttrSparseIgnoreZero) != 0;
+    Band band;
+    band.last = std::min(last_col, layout.cols);
+    band.first = std::min(first_col, band.last);
+    chunk = std::max<uint64_t>(chunk, 1);
+    if (layout.sparse) {
+        read_sparse(layout, band, chunk, d);
+    } else if (layout.categorical) {
+        read_classes(layout, band, chunk, d);
+    } else {
+        read_dense(layout, band, chunk, d);
+    }
+    if (layout.indexed) read_example_rows(layout, d);
+    if (layout.weighted) read_weights(layout, d);
+    return d;
+}
+
+// Buffers reused from chunk to chunk of one sparse read.
+struct Reader::SparseBuffers {
+    std::vector<uint64_t> starts, ends;  // one block of rows
+    std::vector<uint64_t> local;         // chunk-local CSR offsets
+    std::vector<uint32_t> indices;       // the chunk's entries, when only a band is kept
+    std::vector<float> values;
+    std::vector<uint64_t> wide;  // sparseIndex of another type than uint
+    // Rows scattered in the file: the stored segments read, or (whole band) the whole variables.
+    std::vector<uint32_t> stored_indices;
+    std::vector<float> stored_values;
+    bool all_loaded = false;
+};
+
+// Rows are read in blocks of `chunk` (sparseStart/sparseEnd), each block in chunks of
+// consecutive rows holding at most `chunk` entries together (a longer row alone).
+void Reader::read_sparse(const Layout& layout, Band band, uint64_t chunk, Dataset& d) const {
+    const uint64_t stored = layout.index.length;
+    const bool whole = band.first == 0 && band.last == d.cols;
+    d.offsets.assign(d.rows + 1, 0);
+    // The entries kept: all for a whole read, else about the band's share (with a margin); a
+    // reserved page that is never written is not resident.
+    uint64_t expected = stored;
+    if (!whole) {
+        const double share = d.cols == 0 ? 0.0 : double(band.last - band.first) / d.cols;
+        expected = std::min<uint64_t>(stored, static_cast<uint64_t>(1.25 * share * stored) + chunk);
+    }
+    d.indices.reserve(expected);
+    if (!layout.boolean) d.values.reserve(expected);
+
+    SparseBuffers buf;
+    for (uint64_t block = 0; block < d.rows; block += chunk) {
+        const uint64_t count = std::min(chunk, d.rows - block);
+        buf.starts.resize(count);
+        buf.ends.resize(count);
+        read_unsigned(layout.label, layout.start, block, count, buf.starts.data());
+        read_unsigned(layout.label, layout.end, block, count, buf.ends.data());
+        const uint64_t* starts = buf.starts.data();
+        const uint64_t* ends = buf.ends.data();
+        for (uint64_t i = 0; i < count; ++i) {
+            if (ends[i] < starts[i]) {
+                data_error(layout.label, "row " + std::to_string(block + i) + ": sparseEnd " +
+                                             std::to_string(ends[i]) + " < sparseStart " +
+                                             std::to_string(starts[i]));
+            }
+            if (ends[i] > stored) {
+                data_error(layout.label, "row " + std::to_string(block + i) + ": sparseEnd " +
+                                             std::to_string(ends[i]) + " is beyond the " +
+                                             std::to_string(stored) + " stored nonzeros (" +
+                                             layout.index.name + ")");
             }
         }
-        d.offsets.push_back(d.indices.size());
+        for (uint64_t a = 0; a < count;) {
+            uint64_t b = a + 1;
+            uint64_t entries = ends[a] - starts[a];
+            while (b < count && entries + (ends[b] - starts[b]) <= chunk) {
+                entries += ends[b] - starts[b];
+                ++b;
+            }
+            read_rows(layout, band, block + a, b - a, starts + a, ends + a, buf, d);
+            a = b;
+        }
+    }
+}
+
+// Stored rows [first_row, first_row + count), whose entries lie at [starts[i], ends[i]) in the
+// file: reads them, sorts and checks every row, and appends the band's entries and the rows'
+// offsets to d. A whole read puts the entries straight into d.
+void Reader::read_rows(const Layout& layout, Band band, uint64_t first_row, uint64_t count,
+                       const uint64_t* starts, const uint64_t* ends, SparseBuffers& buf,
+                       Dataset& d) const {
+    const bool whole = band.first == 0 && band.last == d.cols;
+    const bool has_values = !layout.boolean;
+    buf.local.resize(count + 1);
+    buf.local[0] = 0;
+    for (uint64_t i = 0; i < count; ++i) buf.local[i + 1] = buf.local[i] + (ends[i] - starts[i]);
+    const uint64_t entries = buf.local[count];
+    const uint64_t base = d.indices.size();
+    uint32_t* indices;
+    float* values = nullptr;
+    if (whole) {
+        d.indices.resize(base + entries);
+        indices = d.indices.data() + base;
+        if (has_values) {
+            d.values.resize(base + entries);
+            values = d.values.data() + base;
+        }
+    } else {
+        buf.indices.resize(entries);
+        indices = buf.indices.data();
+        if (has_values) {
+            buf.values.resize(entries);
+            values = buf.values.data();
+        }
+    }
+    fetch_rows(layout, whole, count, starts, ends, buf, indices, values);
+    sort_and_check_rows(*this, layout.label, d.cols, first_row, count, buf.local.data(), indices,
+                        values);
+    if (whole) {
+        for (uint64_t i = 0; i < count; ++i) d.offsets[first_row + i + 1] = base + buf.local[i + 1];
+        return;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        // Sorted rows: the band is one run of each row.
+        const uint32_t* row_end = indices + buf.local[i + 1];
+        const uint32_t* row = indices + buf.local[i];
+        const uint32_t* lo = std::lower_bound(row, row_end, band.first);
+        const uint32_t* hi = std::lower_bound(lo, row_end, band.last);
+        d.indices.insert(d.indices.end(), lo, hi);
+        if (has_values) {
+            d.values.insert(d.values.end(), values + (lo - indices), values + (hi - indices));
+        }
+        d.offsets[first_row + i + 1] = d.indices.size();
+    }
+}
+
+// Fills indices/values, in the chunk's CSR order (buf.local), with the stored entries of
+// `count` rows. Rows back to back in the file (how DSSTNE and write_datasets store them) take
+// one read. Otherwise a whole read (may_load_all) loads the whole variables once, as a whole
+// read needs that memory anyway, and a band read reads the segments the rows cover, in file order.
+void Reader::fetch_rows(const Layout& layout, bool may_load_all, uint64_t count,
+                        const uint64_t* starts, const uint64_t* ends, SparseBuffers& buf,
+                        uint32_t* indices, float* values) const {
+    if (buf.local[count] == 0) return;
+    if (!buf.all_loaded) {
+        bool contiguous = true;
+        bool any = false;
+        uint64_t first = 0;
+        uint64_t next = 0;
+        for (uint64_t i = 0; i < count && contiguous; ++i) {
+            if (ends[i] == starts[i]) continue;  // an empty row's start does not matter
+            if (!any) first = next = starts[i];
+            any = true;
+            contiguous = starts[i] == next;
+            next = ends[i];
+        }
+        if (contiguous) {
+            read_entries(layout, first, buf.local[count], indices, values, buf.wide);
+            return;
+        }
+        if (may_load_all) {
+            const uint64_t stored = layout.index.length;
+            buf.stored_indices.resize(stored);
+            if (values != nullptr) buf.stored_values.resize(stored);
+            read_entries(layout, 0, stored, buf.stored_indices.data(),
+                         values != nullptr ? buf.stored_values.data() : nullptr, buf.wide);
+            buf.all_loaded = true;
+        }
+    }
+    // Where row i's first entry is in buf.stored_*.
+    std::vector<uint64_t> at(starts, starts + count);
+    if (!buf.all_loaded) {
+        // The union of the rows' ranges, as segments in file order, read back to back.
+        std::vector<uint64_t> order;
+        for (uint64_t i = 0; i < count; ++i) {
+            if (ends[i] > starts[i]) order.push_back(i);
+        }
+        std::sort(order.begin(), order.end(),
+                  [&](uint64_t a, uint64_t b) { return starts[a] < starts[b]; });
+        struct Segment {
+            uint64_t begin, end, at;
+        };
+        std::vector<Segment> segments;
+        uint64_t total = 0;
+        for (const uint64_t i : order) {
+            if (segments.empty() || starts[i] > segments.back().end) {
+                if (!segments.empty()) total += segments.back().end - segments.back().begin;
+                segments.push_back({starts[i], ends[i], total});
+            } else {
+                segments.back().end = std::max(segments.back().end, ends[i]);
+            }
+            at[i] = segments.back().at + (starts[i] - segments.back().begin);
+        }
+        total += segments.back().end - segments.back().begin;
+        buf.stored_indices.resize(total);
+        if (values != nullptr) buf.stored_values.resize(total);
+        for (const Segment& s : segments) {
+            read_entries(layout, s.begin, s.end - s.begin, buf.stored_indices.data() + s.at,
+                         values != nullptr ? buf.stored_values.data() + s.at : nullptr, buf.wide);
+        }
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        const uint64_t len = ends[i] - starts[i];
+        std::copy_n(buf.stored_indices.begin() + at[i], len, indices + buf.local[i]);
+        if (values != nullptr) {
+            std::copy_n(buf.stored_values.begin() + at[i], len, values + buf.local[i]);
+        }
+    }
+}
+
+// Stored entries [start, start + count): sparseIndex, and sparseData when `values` is given.
+void Reader::read_entries(const Layout& layout, uint64_t start, uint64_t count, uint32_t* indices,
+                          float* values, std::vector<uint64_t>& wide) const {
+    read_indices(layout.label, layout.index, start, count, indices, wide);
+    if (values != nullptr) read_values(layout.label, layout.values, start, count, values);
+}
+
+// Dense data<n>, whole rows at a time: kept as CSR of the nonzero entries.
+void Reader::read_dense(const Layout& layout, Band band, uint64_t chunk, Dataset& d) const {
+    d.offsets.assign(d.rows + 1, 0);
+    if (d.rows == 0 || d.cols == 0) return;
+    const uint64_t rows_per_chunk = std::max<uint64_t>(1, chunk / d.cols);
+    std::vector<float> dense(std::min(rows_per_chunk, d.rows) * d.cols);
+    for (uint64_t first = 0; first < d.rows; first += rows_per_chunk) {
+        const uint64_t count = std::min(rows_per_chunk, d.rows - first);
+        read_values(layout.label, layout.data, first * d.cols, count * d.cols, dense.data());
+        for (uint64_t i = 0; i < count; ++i) {
+            const float* row = dense.data() + i * d.cols;
+            for (uint32_t c = band.first; c < band.last; ++c) {
+                if (row[c] != 0.0f) {
+                    d.indices.push_back(c);
+                    d.values.push_back(row[c]);
+                }
+            }
+            d.offsets[first + i + 1] = d.indices.size();
+        }
+    }
+}
+
+// Dense categorical data<n>: one class index per row, a one-hot boolean row in memory.
+void Reader::read_classes(const Layout& layout, Band band, uint64_t chunk, Dataset& d) const {
+    d.offsets.assign(d.rows + 1, 0);
+    if (band.first == 0 && band.last == d.cols) d.indices.reserve(d.rows);
+    std::vector<uint64_t> classes;
+    std::vector<double> raw;
+    for (uint64_t first = 0; first < d.rows; first += chunk) {
+        const uint64_t count = std::min(chunk, d.rows - first);
+        classes.resize(count);
+        read_whole_numbers(layout.label, layout.data, first, count, classes.data(), raw);
+        for (uint64_t i = 0; i < count; ++i) {
+            if (classes[i] >= d.cols) {
+                data_error(layout.label, "row " + std::to_string(first + i) + ": class index " +
+                                             std::to_string(classes[i]) + " in '" +
+                                             layout.data.name + "' >= width " +
+                                             std::to_string(d.cols));
+            }
+            if (classes[i] >= band.first && classes[i] < band.last) {
+                d.indices.push_back(static_cast<uint32_t>(classes[i]));
+            }
+            d.offsets[first + i + 1] = d.indices.size();
+        }
     }
 }
 
 // index<n>: one stored row per example.
-void Reader::read_example_rows(size_t n, const std::string& label, Dataset& d) const {
-    const Var index_var = var(label, indexed("index", n));
-    const std::string examples_dim = indexed("examplesDim", n);
-    const size_t examples = dim_length(label, examples_dim, index_var.length);
-    if (index_var.length != examples) {
-        data_error(label, "variable '" + index_var.name + "' has " +
-                              std::to_string(index_var.length) + " entries; expected " +
-                              examples_dim + " = " + std::to_string(examples) +
-                              " (one per example)");
-    }
-    const std::vector<uint64_t> rows = read_unsigned(label, index_var);
+void Reader::read_example_rows(const Layout& layout, Dataset& d) const {
+    const Var& index_var = layout.example_rows;
+    const std::vector<uint64_t> rows = read_unsigned(layout.label, index_var);
     for (size_t e = 0; e < rows.size(); ++e) {
         if (rows[e] >= d.rows) {
-            data_error(label, "example " + std::to_string(e) + ": variable '" + index_var.name +
-                                  "' holds row " + std::to_string(rows[e]) +
-                                  "; expected a stored row < " + std::to_string(d.rows) +
-                                  " (unique examples)");
+            data_error(layout.label, "example " + std::to_string(e) + ": variable '" +
+                                         index_var.name + "' holds row " + std::to_string(rows[e]) +
+                                         "; expected a stored row < " + std::to_string(d.rows) +
+                                         " (unique examples)");
         }
         if (rows[e] > std::numeric_limits<uint32_t>::max()) {
-            data_error(label, "example " + std::to_string(e) + ": variable '" + index_var.name +
-                                  "' holds row " + std::to_string(rows[e]) +
-                                  "; indexed datasets are limited to 2^32 stored rows");
+            data_error(layout.label, "example " + std::to_string(e) + ": variable '" +
+                                         index_var.name + "' holds row " + std::to_string(rows[e]) +
+                                         "; indexed datasets are limited to 2^32 stored rows");
         }
     }
     d.example_rows.assign(rows.begin(), rows.end());
@@ -621,19 +931,15 @@ void Reader::read_example_rows(size_t n, const std::string& label, Dataset& d) c
 }
 
 // dataWeight<n>: one finite float per example.
-void Reader::read_weights(size_t n, const std::string& label, Dataset& d) const {
-    const Var weight_var = var(label, indexed("dataWeight", n));
-    if (weight_var.length != d.examples()) {
-        data_error(label, "variable '" + weight_var.name + "' has " +
-                              std::to_string(weight_var.length) + " entries; expected " +
-                              std::to_string(d.examples()) + " (one weight per example)");
-    }
-    d.weights = read_values(label, weight_var);
+void Reader::read_weights(const Layout& layout, Dataset& d) const {
+    const Var& weight_var = layout.weights;
+    d.weights = read_values(layout.label, weight_var);
     for (size_t e = 0; e < d.weights.size(); ++e) {
         if (!std::isfinite(d.weights[e])) {
-            data_error(label, "example " + std::to_string(e) + ": variable '" + weight_var.name +
-                                  "' holds " + std::to_string(d.weights[e]) +
-                                  "; expected a finite weight");
+            data_error(layout.label, "example " + std::to_string(e) + ": variable '" +
+                                         weight_var.name + "' holds " +
+                                         std::to_string(d.weights[e]) +
+                                         "; expected a finite weight");
         }
     }
 }
@@ -707,20 +1013,30 @@ int define_var(int nc, const std::string& path, const std::string& name, nc_type
 
 }  // namespace
 
-Dataset Dataset::read(const std::string& path, const std::string& name) {
+namespace io {
+
+Dataset read_columns(const std::string& path, const std::string& name, uint32_t first_col,
+                     uint32_t last_col, uint64_t chunk_entries) {
+    if (first_col > last_col) {
+        throw Error(ErrorCategory::kUsage, path + ": read_columns: first column " +
+                                               std::to_string(first_col) + " > last column " +
+                                               std::to_string(last_col) +
+                                               "; expected a band [first, last)");
+    }
     Reader reader(path);
-    const std::vector<std::string> names = reader.names();
-    if (names.empty()) {
-        throw Error(ErrorCategory::kData, path + ": the file holds no datasets");
-    }
-    if (name.empty()) return reader.read_dataset(0);
-    for (size_t n = 0; n < names.size(); ++n) {
-        if (names[n] == name) return reader.read_dataset(n);
-    }
-    std::string present;
-    for (const std::string& s : names) present += (present.empty() ? "" : ", ") + s;
-    throw Error(ErrorCategory::kData,
-                path + ": no dataset named '" + name + "'; datasets present: " + present);
+    return reader.read_dataset(reader.find(name), first_col, last_col, chunk_entries);
+}
+
+}  // namespace io
+
+Dataset Dataset::read(const std::string& path, const std::string& name) {
+    return io::read_columns(path, name, 0, std::numeric_limits<uint32_t>::max(),
+                            io::kReadChunkEntries);
+}
+
+Dataset Dataset::read_columns(const std::string& path, const std::string& name, uint32_t first_col,
+                              uint32_t last_col) {
+    return io::read_columns(path, name, first_col, last_col, io::kReadChunkEntries);
 }
 
 std::vector<Dataset> read_datasets(const std::string& path) {
@@ -728,8 +1044,35 @@ std::vector<Dataset> read_datasets(const std::string& path) {
     const size_t count = reader.dataset_count();
     std::vector<Dataset> result;
     result.reserve(count);
-    for (size_t n = 0; n < count; ++n) result.push_back(reader.read_dataset(n));
+    for (size_t n = 0; n < count; ++n) {
+        result.push_back(
+            reader.read_dataset(n, 0, std::numeric_limits<uint32_t>::max(), io::kReadChunkEntries));
+    }
     return result;
+}
+
+DatasetShape read_dataset_shape(const std::string& path, const std::string& name) {
+    Reader reader(path);
+    const Reader::Layout layout = reader.inspect(reader.find(name));
+    DatasetShape shape;
+    shape.name = layout.name;
+    shape.cols = layout.cols;
+    shape.indexed = layout.indexed;
+    shape.weighted = layout.weighted;
+    shape.dense = !layout.sparse;
+    shape.boolean = layout.boolean;
+    // read() turns an indexed dataset without examples into an empty one.
+    const bool empty = layout.indexed && layout.examples == 0;
+    shape.rows = empty ? 0 : layout.rows;
+    shape.examples = layout.examples;
+    if (empty) {
+        shape.nnz = 0;
+    } else if (layout.sparse) {
+        shape.nnz = layout.index.length;
+    } else {
+        shape.nnz = layout.categorical ? layout.rows : layout.rows * layout.cols;
+    }
+    return shape;
 }
 
 std::vector<std::string> list_datasets(const std::string& path) {

@@ -5,7 +5,6 @@
 #include <netcdf.h>
 
 #include <cmath>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,36 +16,11 @@
 namespace sparsenet {
 namespace {
 
+using testing::contains;
+using testing::expect_error;
+using testing::expect_same_dataset;
 using testing::RowShape;
 using testing::TempDir;
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
-
-// Runs f, expects an Error of `category`, returns its message ("" if none was thrown).
-std::string expect_error(const std::function<void()>& f, ErrorCategory category) {
-    try {
-        f();
-    } catch (const Error& e) {
-        EXPECT_EQ(e.category(), category) << to_string(e.category()) << ": " << e.what();
-        return e.what();
-    }
-    ADD_FAILURE() << "expected an Error of category " << to_string(category);
-    return "";
-}
-
-void expect_same(const Dataset& a, const Dataset& b) {
-    EXPECT_EQ(a.name, b.name);
-    EXPECT_EQ(a.rows, b.rows);
-    EXPECT_EQ(a.cols, b.cols);
-    EXPECT_EQ(a.offsets, b.offsets);
-    EXPECT_EQ(a.indices, b.indices);
-    EXPECT_EQ(a.values, b.values);
-    EXPECT_EQ(a.weights, b.weights);
-    EXPECT_EQ(a.example_rows, b.example_rows);
-    EXPECT_EQ(a.dense, b.dense);
-}
 
 void nc_ok(int status) {
     ASSERT_EQ(status, NC_NOERR) << nc_strerror(status);
@@ -135,7 +109,7 @@ TEST(DatasetKinds, DenseAnalogRoundTrip) {
     const Dataset d = dense_analog();
     write_datasets(path, {d});
     const Dataset r = Dataset::read(path);
-    expect_same(r, d);
+    expect_same_dataset(r, d);
     EXPECT_TRUE(r.dense);
     EXPECT_FALSE(r.is_boolean());
 
@@ -162,7 +136,7 @@ TEST(DatasetKinds, DenseCategoricalRoundTrip) {
     d.dense = true;
     write_datasets(path, {d});
     const Dataset r = Dataset::read(path);
-    expect_same(r, d);
+    expect_same_dataset(r, d);
     EXPECT_TRUE(r.is_boolean());
 
     FileView f(path);
@@ -202,7 +176,7 @@ TEST(DatasetKinds, IndexedSparseRoundTripAndExpansion) {
     EXPECT_EQ(d.examples(), 7u);
     EXPECT_EQ(d.rows, 4u);
     write_datasets(path, {d});
-    expect_same(Dataset::read(path), d);
+    expect_same_dataset(Dataset::read(path), d);
 
     {
         FileView f(path);
@@ -238,7 +212,7 @@ TEST(DatasetKinds, WeightedSparseRoundTrip) {
     Dataset d = testing::random_dataset(50, 30, RowShape::kPowerLaw, false, 11, "clicks");
     for (uint64_t r = 0; r < d.rows; ++r) d.weights.push_back(0.25f * float(r % 7) - 0.5f);
     write_datasets(path, {d});
-    expect_same(Dataset::read(path), d);
+    expect_same_dataset(Dataset::read(path), d);
 
     FileView f(path);
     EXPECT_EQ(f.att("attributes0"), 1u + 2u + 128u);  // Sparse | Boolean | Weighted
@@ -262,9 +236,9 @@ TEST(DatasetKinds, IndexedWeightedDenseAndCategoricalInOneFile) {
 
     const std::vector<Dataset> all = read_datasets(path);
     ASSERT_EQ(all.size(), 3u);
-    expect_same(all[0], pixels);
-    expect_same(all[1], label);
-    expect_same(all[2], plain);
+    expect_same_dataset(all[0], pixels);
+    expect_same_dataset(all[1], label);
+    expect_same_dataset(all[2], plain);
     FileView f(path);
     EXPECT_EQ(f.att("attributes0"), 64u + 128u);
     EXPECT_EQ(f.att("attributes1"), 2u + 64u + 128u);
@@ -658,7 +632,7 @@ TEST(DatasetKinds, SparseIgnoreZeroRoundTripsAsAttributeBit32) {
     EXPECT_EQ(a1, 1u + 2u);   // Sparse | Boolean
     const std::vector<Dataset> back = read_datasets(path);
     ASSERT_EQ(back.size(), 2u);
-    expect_same(back[0], on);
+    expect_same_dataset(back[0], on);
     EXPECT_TRUE(back[0].sparse_ignore_zero);
     EXPECT_FALSE(back[1].sparse_ignore_zero);
     Dataset indexed = back[0];

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,33 +15,11 @@
 namespace sparsenet {
 namespace {
 
+using testing::contains;
+using testing::expect_error;
+using testing::expect_same_dataset;
 using testing::RowShape;
 using testing::TempDir;
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
-
-// Runs f, expects an Error of `category`, returns its message ("" if none was thrown).
-std::string expect_error(const std::function<void()>& f, ErrorCategory category) {
-    try {
-        f();
-    } catch (const Error& e) {
-        EXPECT_EQ(e.category(), category) << to_string(e.category()) << ": " << e.what();
-        return e.what();
-    }
-    ADD_FAILURE() << "expected an Error of category " << to_string(category);
-    return "";
-}
-
-void expect_same(const Dataset& a, const Dataset& b) {
-    EXPECT_EQ(a.name, b.name);
-    EXPECT_EQ(a.rows, b.rows);
-    EXPECT_EQ(a.cols, b.cols);
-    EXPECT_EQ(a.offsets, b.offsets);
-    EXPECT_EQ(a.indices, b.indices);
-    EXPECT_EQ(a.values, b.values);
-}
 
 void nc_ok(int status) {
     ASSERT_EQ(status, NC_NOERR) << nc_strerror(status);
@@ -136,8 +113,8 @@ TEST(NetcdfDataset, RoundTripBoolean) {
     const std::string path = dir.file("bool.nc");
     const Dataset d = testing::random_dataset(300, 777, RowShape::kPowerLaw, false, 1, "input");
     write_datasets(path, {d});
-    expect_same(Dataset::read(path, "input"), d);
-    expect_same(Dataset::read(path), d);
+    expect_same_dataset(Dataset::read(path, "input"), d);
+    expect_same_dataset(Dataset::read(path), d);
 
     // generateNetCDF's layout, exact width, 64-bit offsets, compression.
     int nc, varid, storage, shuffle, deflate, level;
@@ -192,7 +169,7 @@ TEST(NetcdfDataset, RoundTripAnalog) {
     ASSERT_FALSE(d.is_boolean());
     write_datasets(path, {d});
     const Dataset r = Dataset::read(path);
-    expect_same(r, d);
+    expect_same_dataset(r, d);
     EXPECT_FALSE(r.is_boolean());
 
     int nc, varid;
@@ -220,12 +197,12 @@ TEST(NetcdfDataset, SeveralDatasetsInOneFile) {
     EXPECT_EQ(list_datasets(path), (std::vector<std::string>{"input", "output", "extra"}));
     const std::vector<Dataset> all = read_datasets(path);
     ASSERT_EQ(all.size(), 3u);
-    expect_same(all[0], a);
-    expect_same(all[1], b);
-    expect_same(all[2], c);
-    expect_same(Dataset::read(path, "output"), b);
-    expect_same(Dataset::read(path, "extra"), c);
-    expect_same(Dataset::read(path, ""), a);
+    expect_same_dataset(all[0], a);
+    expect_same_dataset(all[1], b);
+    expect_same_dataset(all[2], c);
+    expect_same_dataset(Dataset::read(path, "output"), b);
+    expect_same_dataset(Dataset::read(path, "extra"), c);
+    expect_same_dataset(Dataset::read(path, ""), a);
 }
 
 TEST(NetcdfDataset, EmptyRows) {
@@ -234,7 +211,7 @@ TEST(NetcdfDataset, EmptyRows) {
     const Dataset d = testing::random_dataset(100, 30, RowShape::kEmptyRows, true, 6);
     ASSERT_EQ(d.row_length(0), 0u);
     write_datasets(path, {d});
-    expect_same(Dataset::read(path), d);
+    expect_same_dataset(Dataset::read(path), d);
 }
 
 TEST(NetcdfDataset, ZeroNonzeroAndZeroRowDatasets) {
@@ -253,11 +230,11 @@ TEST(NetcdfDataset, ZeroNonzeroAndZeroRowDatasets) {
 
     const std::vector<Dataset> all = read_datasets(path);
     ASSERT_EQ(all.size(), 3u);
-    expect_same(all[0], empty_bool);
+    expect_same_dataset(all[0], empty_bool);
     EXPECT_TRUE(all[0].is_boolean());
-    expect_same(all[1], no_rows);
+    expect_same_dataset(all[1], no_rows);
     EXPECT_EQ(all[1].offsets, std::vector<uint64_t>{0});
-    expect_same(all[2], after);
+    expect_same_dataset(all[2], after);
 
     // An empty file (no datasets) writes and lists, but read() has nothing to return.
     const std::string none = dir.file("none.nc");
@@ -278,7 +255,7 @@ TEST(NetcdfDataset, LargeRandomDataset) {
     const auto t1 = std::chrono::steady_clock::now();
     const Dataset r = Dataset::read(path);
     const auto t2 = std::chrono::steady_clock::now();
-    expect_same(r, d);
+    expect_same_dataset(r, d);
     std::printf(
         "large dataset: %llu nnz, write %.3f s, read %.3f s, file %.1f MB\n",
         static_cast<unsigned long long>(d.nnz()), std::chrono::duration<double>(t1 - t0).count(),
@@ -291,7 +268,7 @@ TEST(NetcdfDataset, WriteReplacesExistingFileAndLeavesNoTemporary) {
     testing::write_file(path, "old contents");
     const Dataset d = testing::random_dataset(10, 10, RowShape::kUniform, false, 9);
     write_datasets(path, {d});
-    expect_same(Dataset::read(path), d);
+    expect_same_dataset(Dataset::read(path), d);
     EXPECT_EQ(dir_entries(dir.path()), std::vector<std::string>{"data.nc"});
 }
 

@@ -68,6 +68,35 @@ Dataset random_dataset(uint64_t rows, uint32_t cols, RowShape shape, bool with_v
     return d;
 }
 
+std::string expect_error(const std::function<void()>& f, ErrorCategory category) {
+    try {
+        f();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), category) << to_string(e.category()) << ": " << e.what();
+        return e.what();
+    }
+    ADD_FAILURE() << "expected an Error of category " << to_string(category);
+    return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+void expect_same_dataset(const Dataset& a, const Dataset& b, const std::string& what) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.rows, b.rows);
+    EXPECT_EQ(a.cols, b.cols);
+    EXPECT_EQ(a.offsets, b.offsets);
+    EXPECT_EQ(a.indices, b.indices);
+    EXPECT_EQ(a.values, b.values);
+    EXPECT_EQ(a.weights, b.weights);
+    EXPECT_EQ(a.example_rows, b.example_rows);
+    EXPECT_EQ(a.dense, b.dense);
+    EXPECT_EQ(a.sparse_ignore_zero, b.sparse_ignore_zero);
+}
+
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream ss;

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "sparsenet/dataset.h"
+#include "sparsenet/error.h"
 
 namespace sparsenet {
 class Network;
@@ -42,6 +44,15 @@ Dataset random_dataset(uint64_t rows, uint32_t cols, RowShape shape, bool with_v
 // checked and, in *largest, the largest |numeric| seen (to show a check is not vacuous).
 int check_gradients_numerically(Network& net, Trainer& trainer, uint64_t first_row, uint32_t count,
                                 float h, double* largest = nullptr);
+
+// Runs f and expects an Error of `category` (a test failure otherwise); returns its message, or
+// "" when nothing was thrown.
+std::string expect_error(const std::function<void()>& f, ErrorCategory category);
+
+bool contains(const std::string& text, const std::string& part);
+
+// EXPECTs every field of the two datasets equal (`what` names the comparison in failures).
+void expect_same_dataset(const Dataset& a, const Dataset& b, const std::string& what = "");
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);

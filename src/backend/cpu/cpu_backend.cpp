@@ -24,6 +24,7 @@ cpu::CsrT<float> csr(const CsrBatchView& x) {
     v.indices = x.indices;
     v.values = x.values;
     v.weights = x.weights;
+    v.row_totals = x.row_totals;
     v.rows = x.batch.rows;
     v.first_row = x.batch.first_row;
     v.batch = x.batch.batch;
@@ -163,6 +164,26 @@ void CpuBackend::normalize_rows(float max_norm, MatrixView m) {
 
 void CpuBackend::normalize_columns(float max_norm, MatrixView w) {
     cpu::normalize_columns(max_norm, mat(w), threads_);
+}
+
+void CpuBackend::row_max(ConstMatrixView m, float* out) {
+    cpu::row_max(cmat(m), out, threads_);
+}
+
+void CpuBackend::exp_rows(const float* shift, MatrixView m, float* row_sum) {
+    cpu::exp_rows(shift, mat(m), row_sum, threads_);
+}
+
+void CpuBackend::divide_rows(const float* divisor, MatrixView m) {
+    cpu::divide_rows(divisor, mat(m), threads_);
+}
+
+void CpuBackend::row_sum_squares(ConstMatrixView m, float* out) {
+    cpu::row_sum_squares(cmat(m), out, threads_);
+}
+
+void CpuBackend::clip_rows(float max_norm, const float* sq_norm, MatrixView m) {
+    cpu::clip_rows(max_norm, sq_norm, mat(m), threads_);
 }
 
 void CpuBackend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) {

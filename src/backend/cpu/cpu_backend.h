@@ -50,6 +50,11 @@ class CpuBackend final : public Backend {
                             double* loss_sum) override;
     void normalize_rows(float max_norm, MatrixView m) override;
     void normalize_columns(float max_norm, MatrixView w) override;
+    void row_max(ConstMatrixView m, float* out) override;
+    void exp_rows(const float* shift, MatrixView m, float* row_sum) override;
+    void divide_rows(const float* divisor, MatrixView m) override;
+    void row_sum_squares(ConstMatrixView m, float* out) override;
+    void clip_rows(float max_norm, const float* sq_norm, MatrixView m) override;
     void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
     void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) override;
     void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,

@@ -89,6 +89,7 @@ struct CsrT {
     const uint32_t* indices = nullptr;  // [nnz], local column ids < cols
     const T* values = nullptr;          // [nnz], or nullptr: every stored entry is 1
     const T* weights = nullptr;         // [matrix rows] example weights, or nullptr (all 1)
+    const T* row_totals = nullptr;      // [matrix rows] whole-row target sums, or nullptr
     const uint32_t* rows = nullptr;     // [batch] example ids, or nullptr: first_row + b
     uint64_t first_row = 0;
     size_t batch = 0;

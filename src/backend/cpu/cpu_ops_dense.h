@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cmath>
+#include <limits>
 
 #include "backend/cpu/cpu_ops.h"
 
@@ -406,6 +407,107 @@ void normalize_columns(float max_norm, MatT<T> w, int threads) {
 #pragma omp simd
             for (size_t j = 0; j < cw; ++j) wr[j] *= factor[j];
         }
+    }
+}
+
+// ---- row statistics of a layer split by columns (model parallelism) ----
+// A local partial per row, an all-reduce by the caller, then an apply pass (Backend::row_max
+// and the ops after it). One thread per row, a fixed order within the row: bit-identical for
+// any thread count.
+
+// Max of x[0..n) ignoring NaNs ("v > max ? v : max"); -inf when no entry is a number. Sixteen
+// running maxima so the loop vectorises; max is exact, so the grouping does not change the
+// result (except the sign of a zero maximum when both +0 and -0 occur).
+template <class T>
+inline T row_max_of(const T* __restrict x, size_t n) {
+    constexpr size_t kLanes = 16;
+    const T lowest = -std::numeric_limits<T>::infinity();
+    T lane[kLanes];
+    for (size_t l = 0; l < kLanes; ++l) lane[l] = lowest;
+    size_t j = 0;
+    for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+        for (size_t l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+    }
+    for (; j < n; ++j) lane[0] = x[j] > lane[0] ? x[j] : lane[0];
+    T mx = lowest;
+    for (size_t l = 0; l < kLanes; ++l) mx = lane[l] > mx ? lane[l] : mx;
+    return mx;
+}
+
+// out[r] = max over j of m[r, j], NaNs ignored; -inf for an empty (or all-NaN) row.
+template <class T>
+void row_max(CMatT<T> m, T* out, int threads) {
+    const size_t rows = m.rows, n = m.cols;
+    const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) out[r] = row_max_of(m.row(r), n);
+}
+
+// In place: m[r, j] := exp(m[r, j] - shift[r]); row_sum[r] = the new row's sum (double, stored
+// as T). The same loops as softmax_row, so that shift = the row max gives its exp values.
+template <class T>
+void exp_rows(const T* shift, MatT<T> m, T* row_sum, int threads) {
+    const size_t rows = m.rows, n = m.cols;
+    const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) {
+        T* __restrict z = m.row(r);
+        const T mx = shift[r];
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) z[j] = formulas::sn_exp(z[j] - mx);
+        double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+        for (size_t j = 0; j < n; ++j) sum += double(z[j]);
+        row_sum[r] = T(sum);
+    }
+}
+
+// In place: m[r, j] := m[r, j] / divisor[r].
+template <class T>
+void divide_rows(const T* divisor, MatT<T> m, int threads) {
+    const size_t rows = m.rows, n = m.cols;
+    if (n == 0) return;
+    const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) {
+        T* __restrict z = m.row(r);
+        const T d = divisor[r];
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) z[j] = z[j] / d;
+    }
+}
+
+// out[r] = sum over j of m[r, j]^2, in double (as normalize_rows), stored as T.
+template <class T>
+void row_sum_squares(CMatT<T> m, T* out, int threads) {
+    const size_t rows = m.rows, n = m.cols;
+    const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) {
+        const T* __restrict mr = m.row(r);
+        double norm2 = 0.0;
+#pragma omp simd reduction(+ : norm2)
+        for (size_t j = 0; j < n; ++j) norm2 += double(mr[j]) * double(mr[j]);
+        out[r] = T(norm2);
+    }
+}
+
+// DeltaNorm with the squared row norms given: normalize_rows' factor from sq_norm[r]; rows
+// within the bound are not written.
+template <class T>
+void clip_rows(float max_norm, const T* sq_norm, MatT<T> m, int threads) {
+    const size_t rows = m.rows, n = m.cols;
+    if (n == 0) return;
+    const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) {
+        const double f = formulas::norm_clip_factor(double(sq_norm[r]), double(max_norm));
+        if (f == 1.0) continue;
+        T* __restrict mr = m.row(r);
+        const T ft = T(f);
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) mr[j] *= ft;
     }
 }
 

@@ -241,10 +241,16 @@ inline double output_delta_row(const formulas::LossParams& params,
     if constexpr (A == Activation::kSoftMax) {
         if constexpr (K == ErrorFunction::kCrossEntropy && Multinomial) {
             // delta = a * sum(t) - t. The zero-target loss -0 * log(a) is 0: only stored
-            // entries contribute (so ignore_zero changes nothing here).
-            double tsum = 0.0;
-            for (uint64_t e = t0; e < t1; ++e) tsum += double(target.value(e));
-            const T ts = T(tsum);
+            // entries contribute (so ignore_zero changes nothing here). sum(t) is the whole
+            // row's (target.row_totals) when the targets are a column band of it.
+            T ts;
+            if (target.row_totals != nullptr) {
+                ts = target.row_totals[ex];
+            } else {
+                double tsum = 0.0;
+                for (uint64_t e = t0; e < t1; ++e) tsum += double(target.value(e));
+                ts = T(tsum);
+            }
 #pragma omp simd
             for (size_t j = 0; j < n; ++j)
                 d[j] = scale * formulas::multinomial_delta_element(a[j], T(0), ts);

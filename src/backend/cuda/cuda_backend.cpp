@@ -599,6 +599,31 @@ void CudaBackend::normalize_columns(float max_norm, MatrixView w) {
     cuda::launch_normalize_columns(ctx_, max_norm, w, reduce_scratch_);
 }
 
+void CudaBackend::row_max(ConstMatrixView m, float* out) {
+    activate();
+    cuda::launch_row_max(ctx_, m, out);
+}
+
+void CudaBackend::exp_rows(const float* shift, MatrixView m, float* row_sum) {
+    activate();
+    cuda::launch_exp_rows(ctx_, shift, m, row_sum);
+}
+
+void CudaBackend::divide_rows(const float* divisor, MatrixView m) {
+    activate();
+    cuda::launch_divide_rows(ctx_, divisor, m);
+}
+
+void CudaBackend::row_sum_squares(ConstMatrixView m, float* out) {
+    activate();
+    cuda::launch_row_sum_squares(ctx_, m, out);
+}
+
+void CudaBackend::clip_rows(float max_norm, const float* sq_norm, MatrixView m) {
+    activate();
+    cuda::launch_clip_rows(ctx_, max_norm, sq_norm, m);
+}
+
 void CudaBackend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) {
     check(x.rows == y.rows && x.cols == y.cols, "add_matrix", "shapes of x and y differ");
     activate();

@@ -42,6 +42,9 @@ class CudaBackend final : public Backend {
     std::string name() const override { return "cuda:" + std::to_string(device_); }
     int device() const { return device_; }
     bool tf32() const { return tf32_; }
+    // The stream every op is enqueued on. The NCCL communicator enqueues its collectives there
+    // too, so they run in call order with the ops (src/comm/nccl_communicator.cpp).
+    cudaStream_t compute_stream() const { return ctx_.stream; }
 
     bool supports(Op op, Activation act, ErrorFunction loss, std::string* why) const override;
 
@@ -72,6 +75,11 @@ class CudaBackend final : public Backend {
                             double* loss_sum) override;
     void normalize_rows(float max_norm, MatrixView m) override;
     void normalize_columns(float max_norm, MatrixView w) override;
+    void row_max(ConstMatrixView m, float* out) override;
+    void exp_rows(const float* shift, MatrixView m, float* row_sum) override;
+    void divide_rows(const float* divisor, MatrixView m) override;
+    void row_sum_squares(ConstMatrixView m, float* out) override;
+    void clip_rows(float max_norm, const float* sq_norm, MatrixView m) override;
     void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
     void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) override;
     void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,

@@ -131,6 +131,11 @@ void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMat
                                float scale, MatrixView delta, double* loss_sum, ReduceScratch& s);
 void launch_normalize_rows(const Context& ctx, float max_norm, MatrixView m);
 void launch_normalize_columns(const Context& ctx, float max_norm, MatrixView w, ReduceScratch& s);
+void launch_row_max(const Context& ctx, ConstMatrixView m, float* out);
+void launch_exp_rows(const Context& ctx, const float* shift, MatrixView m, float* row_sum);
+void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m);
+void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out);
+void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m);
 
 // kernels/cuda_csr_matmul.cu
 void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,

@@ -1,0 +1,118 @@
+// describe_model_parallel: the split plan of a network over P ranks, computed, not run.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "engine/network_impl.h"
+#include "formulas/optimizer.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet {
+
+namespace {
+
+std::string bytes_text(double bytes) {
+    char buf[32];
+    if (bytes >= 1e9) {
+        std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+    } else if (bytes >= 1e6) {
+        std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
+    } else if (bytes >= 1e3) {
+        std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
+    } else {
+        std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+    }
+    return buf;
+}
+
+}  // namespace
+
+std::string describe_model_parallel(const NetworkConfig& config,
+                                    const std::map<std::string, uint32_t>& dataset_widths,
+                                    int ranks, uint32_t batch, OptimizerKind optimizer) {
+    if (ranks < 1) throw Error(ErrorCategory::kUsage, "ranks must be >= 1");
+    if (batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
+    Network::Impl net;
+    net.config = config;
+    net.backend = make_backend("cpu", 1);  // only for the capability checks of build()
+    net.build(dataset_widths);
+    // The largest bands are rank 0's or the last rank's; cap is the largest of all.
+    net.plan_split(config.name.empty() ? "network" : config.name, ranks, 0);
+    const double B = batch, P = ranks, f = sizeof(float);
+    const int slots = formulas::optimizer_state_slots(optimizer);
+    std::ostringstream out;
+    out << "model parallelism: " << ranks << (ranks == 1 ? " rank" : " ranks") << ", batch "
+        << batch << ", " << to_string(optimizer) << " (" << slots << " state slot"
+        << (slots == 1 ? "" : "s") << " per weight)\n";
+    out << "layers (units per rank: the largest band):\n";
+    double act_bytes = 0.0;
+    for (const engine::Layer& layer : net.layers) {
+        out << "  " << layer.config.name << " (" << to_string(layer.config.kind) << "): " << layer.n
+            << " units, " << layer.cap << " per rank\n";
+        if (!layer.is_input()) act_bytes += 2.0 * B * layer.cap * f;  // activations + deltas
+    }
+    out << "weights (block = the largest rank's; traffic = bytes each rank sends per step):\n";
+    double param_bytes = 0.0, gathered_bytes = 0.0;
+    for (size_t i = 0; i < net.weights.size(); ++i) {
+        const engine::Weight& w = net.weights[i];
+        if (w.owner != static_cast<int>(i)) continue;
+        const engine::Layer& src = net.layers[w.source];
+        const engine::Layer& dst = net.layers[w.destination];
+        const bool by_output = w.split == engine::Split::kByOutput;
+        const double rows = w.split == engine::Split::kByInput ? src.cap : w.rows;
+        const double cols = by_output ? dst.cap : w.cols;
+        // Parameters, the dense gradient (sparse sources keep a row-sparse one instead), state.
+        const double per_value = f * (1.0 + (w.dense_grad ? 1.0 : 0.0) + slots);
+        param_bytes += rows * cols * per_value;
+        out << "  " << src.config.name << " -> " << dst.config.name << " [" << w.rows << " x "
+            << w.cols << "]: ";
+        if (w.split == engine::Split::kNone) {
+            out << "whole on one rank\n";
+            continue;
+        }
+        // Collectives move blocks of cap columns per rank: each rank sends (P - 1) of them.
+        double step = 0.0;
+        std::string forward, backward;
+        if (by_output) {
+            const double block = B * src.cap * f;
+            forward = "all-gather " + src.config.name + " activations [" + std::to_string(batch) +
+                      " x " + std::to_string(w.rows) + "]";
+            step += (P - 1) * block;
+            gathered_bytes += B * w.rows * f;
+            if (src.reaches_output && !src.is_input()) {
+                backward = "reduce-scatter " + src.config.name + " delta";
+                step += (P - 1) * block;
+            } else {
+                backward = "none";
+            }
+        } else {
+            const double block = B * dst.cap * f;
+            forward = "reduce-scatter partial " + dst.config.name + " [" + std::to_string(batch) +
+                      " x " + std::to_string(w.cols) + "]";
+            backward = "all-gather " + dst.config.name + " delta";
+            step += 2.0 * (P - 1) * block;
+        }
+        out << "split " << engine::to_string(w.split) << ", block [" << rows << " x " << cols
+            << "] (" << bytes_text(rows * cols * f) << "); forward: " << forward
+            << "; backward: " << backward << "; " << bytes_text(step) << " per step\n";
+    }
+    for (const engine::Layer& layer : net.layers) {
+        if (layer.is_input()) continue;
+        param_bytes += double(layer.cap) * f * (2.0 + slots);  // bias, gradient, state
+    }
+    const engine::Band moving = net.moving_side();  // as ensure_batch_capacity sizes scratch
+    const double scratch =
+        ranks > 1 ? (2.0 * B * moving.offset + (P + 1.0) * B * moving.count + 2.0 * B) * f +
+                        gathered_bytes
+                  : 0.0;
+    out << "memory per rank (largest): parameters, gradients and optimizer state "
+        << bytes_text(param_bytes) << "; batch buffers " << bytes_text(act_bytes + scratch)
+        << "; datasets not included (each rank holds its columns of every example)\n";
+    const double model = net.model_bytes_per_step(B), data = net.data_bytes_per_step(ranks);
+    out << "traffic per rank per step: model parallel " << bytes_text(model)
+        << "; data parallel would all-reduce every gradient: " << bytes_text(data)
+        << (ranks > 1 ? (model <= data ? " (auto: model)" : " (auto: data)") : "") << "\n";
+    return out.str();
+}
+
+}  // namespace sparsenet

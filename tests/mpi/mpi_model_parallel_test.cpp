@@ -1,0 +1,352 @@
+// Model parallelism under mpirun (-np 1, 2, 3): a network split over every rank of the job
+// ("mpi" communicator) against the same network on one process ("local", computed on every
+// rank), same seeds. Layer widths are odd so that bands are uneven. Tolerances: the split adds
+// partial sums in another order (reduce-scatter), so results agree to float rounding, not bits
+// (docs/parallelism.md).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "sparsenet/config.h"
+#include "sparsenet/dataset.h"
+#include "sparsenet/error.h"
+#include "sparsenet/network.h"
+#include "sparsenet/predictor.h"
+#include "sparsenet/trainer.h"
+#include "support/test_support.h"
+
+namespace sparsenet {
+namespace {
+
+int world_rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+// Sparse autoencoder as DSSTNE's samples: denoising, dropout, sigmoid output, SMCE.
+const char* kAutoencoder = R"({
+  "Version": 0.9, "Name": "ae", "Kind": "AutoEncoder",
+  "Denoising": {"p": 0.2},
+  "ScaledMarginalCrossEntropy": {"oneTarget": 0.9, "zeroTarget": 0.1, "oneScale": 1, "zeroScale": 1},
+  "ErrorFunction": "ScaledMarginalCrossEntropy",
+  "Layers": [
+    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+    {"Name": "Hidden", "Kind": "Hidden", "N": 37, "Activation": "Tanh", "pDropout": 0.1},
+    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid",
+     "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -4.0}}
+  ]})";
+
+// Mult-DAE shape: SoftMax output with multinomial cross-entropy (the split SoftMax path).
+const char* kSoftmax = R"({
+  "Version": 0.9, "Name": "dae", "Kind": "AutoEncoder",
+  "Denoising": {"p": 0.5},
+  "ErrorFunction": "CrossEntropy",
+  "Layers": [
+    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+    {"Name": "Hidden", "Kind": "Hidden", "N": 41, "Activation": "Tanh"},
+    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "SoftMax"}
+  ]})";
+
+// A deep network with both splits on dense edges (Hidden1 -> Hidden2 by output columns,
+// Hidden3 -> Hidden4 by input rows), a Skip, a sparseness penalty, DeltaNorm on a split row,
+// WeightNorm on a matrix split by output columns, dropout.
+const char* kDeep = R"({
+  "Version": 0.9, "Name": "deep", "Kind": "FeedForward",
+  "ErrorFunction": "CrossEntropy",
+  "Layers": [
+    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+    {"Name": "Hidden1", "Kind": "Hidden", "N": 23, "Activation": "RectifiedLinear"},
+    {"Name": "Hidden2", "Kind": "Hidden", "N": 61, "Activation": "Tanh", "Source": "Hidden1",
+     "WeightNorm": 0.8, "pDropout": 0.2},
+    {"Name": "Hidden3", "Kind": "Hidden", "N": 61, "Activation": "Sigmoid", "Source": "Hidden2",
+     "Skip": ["Hidden2"], "Sparse": true, "SparsenessPenalty": {"p": 0.3, "beta": 0.5}, "DeltaNorm": 0.05},
+    {"Name": "Hidden4", "Kind": "Hidden", "N": 19, "Activation": "Tanh", "Source": "Hidden3"},
+    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid",
+     "Source": "Hidden4"}
+  ]})";
+
+struct Data {
+    Dataset in, out;
+    Data(uint64_t users, uint32_t items, uint64_t nnz) {
+        GenerateOptions g;
+        g.users = users;
+        g.items = items;
+        g.nnz = nnz;
+        g.factors = 6;
+        g.seed = 11;
+        in = generate(g).train;
+        out = in;
+        in.name = "in";
+        out.name = "out";
+    }
+    std::map<std::string, const Dataset*> all() const { return {{"in", &in}, {"out", &out}}; }
+    std::map<std::string, uint32_t> widths() const { return {{"in", in.cols}, {"out", out.cols}}; }
+};
+
+NetworkOptions on(const std::string& comm, const std::string& parallel = "model") {
+    NetworkOptions o;
+    o.device = "cpu";
+    o.threads = 1;
+    o.comm = comm;
+    o.parallel = parallel;
+    return o;
+}
+
+TrainOptions adam(uint32_t epochs, OptimizerKind kind = OptimizerKind::kAdam) {
+    TrainOptions t;
+    t.epochs = epochs;
+    t.batch = 50;
+    t.seed = 7;
+    t.optimizer.kind = kind;
+    t.optimizer.learning_rate = 0.003f;
+    return t;
+}
+
+double relative(double a, double b) {
+    return std::abs(a - b) / std::max(1e-12, std::max(std::abs(a), std::abs(b)));
+}
+
+// Trains the config split ("mpi") and whole ("local"); per-epoch losses, every parameter, the
+// scores and the top-K agree.
+void expect_split_matches_whole(const char* json, const Data& d, uint32_t epochs,
+                                OptimizerKind kind, double param_tol) {
+    const NetworkConfig config = NetworkConfig::from_json(json);
+    Network split = Network::create(config, d.widths(), on("mpi"));
+    Network whole = Network::create(config, d.widths(), on("local"));
+    ASSERT_EQ(split.ranks(), world_size());
+    ASSERT_EQ(whole.ranks(), 1);
+    // The same initial weights whatever the rank count (each rank draws only its block).
+    for (const Parameter& p : whole.parameters()) {
+        ASSERT_EQ(split.get_parameter(p.name), whole.get_parameter(p.name)) << p.name;
+    }
+    Trainer split_trainer(split, d.all(), adam(epochs, kind));
+    Trainer whole_trainer(whole, d.all(), adam(epochs, kind));
+    const auto a = split_trainer.fit();
+    const auto b = whole_trainer.fit();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t e = 0; e < a.size(); ++e) {
+        EXPECT_LT(relative(a[e].loss, b[e].loss), 1e-5)
+            << "epoch " << e + 1 << ": " << a[e].loss << " vs " << b[e].loss;
+    }
+    EXPECT_LT(a.back().loss, a.front().loss);  // it learned
+    for (const Parameter& p : whole.parameters()) {
+        const std::vector<float> x = split.get_parameter(p.name);
+        const std::vector<float> y = whole.get_parameter(p.name);
+        ASSERT_EQ(x.size(), y.size());
+        double worst = 0.0;
+        for (size_t i = 0; i < x.size(); ++i)
+            worst = std::max(worst, double(std::abs(x[i] - y[i])));
+        EXPECT_LT(worst, param_tol) << p.name;
+    }
+    Predictor ps(split, {{"in", &d.in}});
+    Predictor pw(whole, {{"in", &d.in}});
+    const std::vector<float> sa = ps.scores(0, 40);
+    const std::vector<float> sb = pw.scores(0, 40);
+    ASSERT_EQ(sa.size(), sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) EXPECT_NEAR(sa[i], sb[i], 1e-4) << i;
+    PredictOptions po;
+    po.k = 10;
+    const TopK ta = ps.top_k(po, &d.in);
+    const TopK tb = pw.top_k(po, &d.in);
+    ASSERT_EQ(ta.indices.size(), tb.indices.size());
+    size_t same = 0;
+    for (size_t i = 0; i < ta.indices.size(); ++i) {
+        same += ta.indices[i] == tb.indices[i];
+        EXPECT_NEAR(ta.scores[i], tb.scores[i], 1e-4);
+    }
+    // Near-ties may swap places at float rounding; almost every slot agrees.
+    EXPECT_GE(double(same), 0.99 * double(ta.indices.size()));
+}
+
+TEST(ModelParallel, SparseAutoencoderMatchesOneRank) {
+    Data d(300, 101, 4000);
+    expect_split_matches_whole(kAutoencoder, d, 3, OptimizerKind::kAdam, 1e-4);
+}
+
+TEST(ModelParallel, SoftmaxMultinomialMatchesOneRank) {
+    Data d(300, 103, 4000);
+    expect_split_matches_whole(kSoftmax, d, 3, OptimizerKind::kAdamW, 1e-4);
+}
+
+TEST(ModelParallel, DeepNetworkMatchesOneRank) {
+    Data d(240, 97, 3000);
+    expect_split_matches_whole(kDeep, d, 3, OptimizerKind::kAdam, 1e-4);
+}
+
+TEST(ModelParallel, GradientsOfEveryParameterMatchOneRank) {
+    Data d(120, 53, 1200);
+    const NetworkConfig config = NetworkConfig::from_json(kDeep);
+    Network split = Network::create(config, d.widths(), on("mpi"));
+    Network whole = Network::create(config, d.widths(), on("local"));
+    Trainer ts(split, d.all(), adam(1));
+    Trainer tw(whole, d.all(), adam(1));
+    EXPECT_LT(relative(ts.compute_loss(5, 30), tw.compute_loss(5, 30)), 1e-6);
+    const auto gs = ts.compute_gradients(5, 30);
+    const auto gw = tw.compute_gradients(5, 30);
+    ASSERT_EQ(gs.size(), gw.size());
+    for (const auto& kv : gw) {
+        const std::vector<float>& x = gs.at(kv.first);
+        ASSERT_EQ(x.size(), kv.second.size()) << kv.first;
+        float scale = 0.0f;
+        for (float v : kv.second) scale = std::max(scale, std::abs(v));
+        EXPECT_GT(scale, 0.0f) << kv.first << ": no gradient, nothing compared";
+        for (size_t i = 0; i < x.size(); ++i) {
+            EXPECT_NEAR(x[i], kv.second[i], 1e-5f * std::max(1.0f, scale))
+                << kv.first << "[" << i << "]";
+        }
+    }
+}
+
+TEST(ModelParallel, FiniteDifferenceGradientsOfASplitNetwork) {
+    // The split network's own gradients against its own loss (every rank perturbs the same
+    // weight in step: get/set_parameter are collective).
+    Data d(40, 17, 300);
+    const NetworkConfig config = NetworkConfig::from_json(kSoftmax);
+    Network split = Network::create(config, d.widths(), on("mpi"));
+    TrainOptions t = adam(1);
+    Trainer trainer(split, d.all(), t);
+    double largest = 0.0;
+    const int checked = testing::check_gradients_numerically(split, trainer, 3, 8, 1e-2f, &largest);
+    EXPECT_GT(checked, 100);
+    EXPECT_GT(largest, 1e-3);
+}
+
+TEST(ModelParallel, SavedSplitModelLoadsOnOneRankWithTheSameScores) {
+    Data d(200, 89, 2500);
+    const NetworkConfig config = NetworkConfig::from_json(kAutoencoder);
+    Network split = Network::create(config, d.widths(), on("mpi"));
+    Trainer trainer(split, d.all(), adam(2));
+    trainer.fit();
+    // One path for every rank: rank 0's temporary directory.
+    std::unique_ptr<testing::TempDir> dir;
+    char path[4096] = {0};
+    if (world_rank() == 0) {
+        dir = std::make_unique<testing::TempDir>();
+        std::snprintf(path, sizeof path, "%s", dir->file("split.nc").c_str());
+    }
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    split.save(path);
+    // Every rank reads the file rank 0 wrote; loaded whole, it holds the split weights.
+    Network whole = Network::load(path, on("local"));
+    for (const Parameter& p : whole.parameters()) {
+        EXPECT_EQ(whole.get_parameter(p.name), split.get_parameter(p.name)) << p.name;
+    }
+    Network again = Network::load(path, on("mpi"));  // and it loads split again
+    Predictor pw(whole, {{"in", &d.in}});
+    Predictor ps(again, {{"in", &d.in}});
+    const std::vector<float> a = pw.scores(0, 50);
+    const std::vector<float> b = ps.scores(0, 50);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+    MPI_Barrier(MPI_COMM_WORLD);  // nobody reads the file once rank 0 removes it
+}
+
+// Data parallelism: whole weights on every rank, each rank its share of every batch, gradients
+// summed. Same losses and weights as one process, and bit-identical weights on every rank.
+TEST(DataParallel, AutoencoderMatchesOneRankAndRanksStayIdentical) {
+    Data d(300, 101, 4000);
+    const NetworkConfig config = NetworkConfig::from_json(kAutoencoder);
+    Network data = Network::create(config, d.widths(), on("mpi", "data"));
+    Network whole = Network::create(config, d.widths(), on("local"));
+    ASSERT_EQ(data.ranks(), world_size());
+    EXPECT_EQ(data.parallel(), world_size() > 1 ? "data" : "none");
+    TrainOptions t = adam(3);
+    t.batch = 47;  // uneven shares, and a last batch of 18 rows
+    Trainer a(data, d.all(), t);
+    Trainer b(whole, d.all(), t);
+    const auto ea = a.fit();
+    const auto eb = b.fit();
+    ASSERT_EQ(ea.size(), eb.size());
+    for (size_t e = 0; e < ea.size(); ++e) {
+        EXPECT_LT(relative(ea[e].loss, eb[e].loss), 1e-5) << "epoch " << e + 1;
+    }
+    for (const Parameter& p : whole.parameters()) {
+        const std::vector<float> x = data.get_parameter(p.name);
+        const std::vector<float> y = whole.get_parameter(p.name);
+        double worst = 0.0, sum = 0.0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            worst = std::max(worst, double(std::abs(x[i] - y[i])));
+            sum += double(x[i]) * double(i % 7 + 1);
+        }
+        EXPECT_LT(worst, 1e-4) << p.name;
+        double lo = sum, hi = sum;
+        MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT_EQ(lo, hi) << p.name << ": the ranks' weights differ";
+    }
+}
+
+TEST(DataParallel, EmptySharesOfATinyBatch) {
+    // Batches of 2 rows over 3 ranks: a rank with no rows contributes zero gradients.
+    Data d(30, 23, 200);
+    const NetworkConfig config = NetworkConfig::from_json(kSoftmax);
+    Network data = Network::create(config, d.widths(), on("mpi", "data"));
+    Network whole = Network::create(config, d.widths(), on("local"));
+    TrainOptions t = adam(2, OptimizerKind::kAdamW);
+    t.batch = 2;
+    Trainer a(data, d.all(), t);
+    Trainer b(whole, d.all(), t);
+    const auto ea = a.fit();
+    const auto eb = b.fit();
+    for (size_t e = 0; e < ea.size(); ++e) EXPECT_LT(relative(ea[e].loss, eb[e].loss), 1e-5);
+}
+
+TEST(Parallel, AutoPicksTheModeThatMovesFewerBytes) {
+    if (world_size() == 1) GTEST_SKIP() << "one rank: nothing to choose";
+    // Wide items, small hidden: activations are cheap, gradients are not -> model.
+    Data wide(100, 3001, 2000);
+    NetworkOptions o = on("mpi", "auto");
+    o.batch = 64;
+    EXPECT_EQ(Network::create(NetworkConfig::from_json(kAutoencoder), wide.widths(), o).parallel(),
+              "model");
+    // Few items, a wide hidden layer and big batches: the gradients are smaller -> data.
+    Data narrow(100, 20, 400);
+    const char* wide_hidden = R"({
+      "Version": 0.9, "Name": "narrow", "Kind": "AutoEncoder", "ErrorFunction": "CrossEntropy",
+      "Layers": [
+        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": 512, "Activation": "Tanh"},
+        {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid"}
+      ]})";
+    o.batch = 4096;
+    EXPECT_EQ(Network::create(NetworkConfig::from_json(wide_hidden), narrow.widths(), o).parallel(),
+              "data");
+}
+
+TEST(ModelParallel, RefusesWhatASplitNetworkCannotRunYet) {
+    if (world_size() == 1) GTEST_SKIP() << "one rank splits nothing";
+    Data d(20, 13, 100);
+    const char* shared = R"({
+      "Version": 0.9, "Name": "tied", "Kind": "AutoEncoder", "ErrorFunction": "CrossEntropy",
+      "Layers": [
+        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": 8, "Activation": "Tanh"},
+        {"Name": "Hidden2", "Kind": "Hidden", "N": 8, "Activation": "Tanh", "Source": "Hidden"},
+        {"Name": "Hidden3", "Kind": "Hidden", "N": 8, "Activation": "Tanh", "Source": "Hidden2",
+         "SharedWeights": [{"SourceInputLayer": "Hidden", "SourceOutputLayer": "Hidden2",
+                            "InputLayer": "Hidden2", "Transposed": false}]},
+        {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
+         "Activation": "Sigmoid", "Source": "Hidden3"}
+      ]})";
+    try {
+        Network::create(NetworkConfig::from_json(shared), d.widths(), on("mpi"));
+        ADD_FAILURE() << "a split network with SharedWeights was built";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kNotImplemented);
+        EXPECT_NE(std::string(e.what()).find("SharedWeights"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace sparsenet
