@@ -693,6 +693,50 @@ std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> loc
     return whole;
 }
 
+std::vector<float> Network::Impl::gather_weight_to_root(int wi) const {
+    const Weight& w = weights[wi];
+    const bool by_output = w.split == engine::Split::kByOutput;
+    const Layer& banded = layers[by_output ? w.destination : w.source];
+    // Chunks of rows (by output: rows of every block; by input: the i-th rows of every rank's
+    // band) of about 16 M floats at the root, so that no rank but the root ever holds more
+    // than a chunk of the others' blocks.
+    const size_t width = by_output ? banded.cap : w.cols;  // padded floats per row of a block
+    const size_t rows_per_rank = by_output ? w.rows : banded.cap;
+    const size_t chunk = std::max<size_t>(1, (size_t(1) << 24) / (width * size_t(ranks)));
+    std::vector<float> whole;
+    if (rank == 0) whole.resize(size_t(w.rows) * w.cols);
+    DeviceArray<float> send(*backend, chunk * width, "save chunk");
+    DeviceArray<float> recv(*backend, rank == 0 ? chunk * width * ranks : 1, "save chunks");
+    std::vector<float> host(rank == 0 ? chunk * width * ranks : 0);
+    for (size_t first = 0; first < rows_per_rank; first += chunk) {
+        const size_t count = std::min(chunk, rows_per_rank - first);
+        // This rank's rows [first, first + count) of its block (fewer at the end of a band).
+        const size_t mine =
+            std::min<size_t>(count, w.local_rows > first ? w.local_rows - first : 0);
+        if (mine > 0) {
+            backend->copy(send.data(), w.w.data() + first * w.local_cols,
+                          mine * w.local_cols * sizeof(float));
+        }
+        comm->gather(send.data(), recv.data(), count * width, CommType::kFloat32, 0);
+        if (rank != 0) continue;
+        recv.download(host.data(), count * width * ranks);
+        for (int r = 0; r < ranks; ++r) {
+            const engine::Band b = engine::band_of(banded.n, ranks, r);
+            const float* src = host.data() + size_t(r) * count * width;
+            if (by_output) {  // rows first.., columns of band b
+                for (size_t i = 0; i < count; ++i) {
+                    std::copy(src + i * b.count, src + (i + 1) * b.count,
+                              whole.begin() + (first + i) * w.cols + b.offset);
+                }
+            } else if (first < b.count) {  // rows b.offset + first.. of the matrix
+                const size_t n = std::min<size_t>(count, b.count - first);
+                std::copy(src, src + n * w.cols, whole.begin() + (b.offset + first) * w.cols);
+            }
+        }
+    }
+    return whole;
+}
+
 std::vector<float> Network::Impl::assemble_bias(int l, std::vector<float> local) const {
     if (!split()) return local;
     const Layer& layer = layers[l];
@@ -799,10 +843,11 @@ void Network::save(const std::string& path) const {
             mw.transposed = w.transposed;
             mw.source_input_layer = impl_->layers[owner.source].config.name;
             mw.source_output_layer = impl_->layers[owner.destination].config.name;
-        } else {
-            std::vector<float> local(size_t(w.local_rows) * w.local_cols);
-            w.w.download(local.data(), local.size());
-            mw.values = impl_->assemble_weight(static_cast<int>(i), std::move(local));
+        } else if (w.split == engine::Split::kNone) {
+            mw.values.resize(size_t(w.rows) * w.cols);
+            w.w.download(mw.values.data(), mw.values.size());
+        } else {  // only rank 0, which writes the file, holds the whole matrix
+            mw.values = impl_->gather_weight_to_root(static_cast<int>(i));
         }
         model.weights.push_back(std::move(mw));
     }

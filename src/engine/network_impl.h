@@ -166,6 +166,9 @@ struct Network::Impl {
     // on every rank. With one rank, `local` itself.
     std::vector<float> assemble_weight(int wi, std::vector<float> local) const;
     std::vector<float> assemble_bias(int l, std::vector<float> local) const;
+    // Collective: the whole matrix of split owner edge wi on rank 0 (empty elsewhere), gathered
+    // in chunks so that only rank 0 ever holds more than its block (save).
+    std::vector<float> gather_weight_to_root(int wi) const;
     // This rank's block of a whole matrix / bias (host).
     std::vector<float> weight_block(int wi, const std::vector<float>& whole) const;
     std::vector<float> bias_block(int l, const std::vector<float>& whole) const;
