@@ -31,7 +31,7 @@ const char* kConfig = R"({
 // (docs/parallelism.md).
 std::string mpirun(int ranks) {
     return "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 "
-           "--mca btl self,vader -np " +
+           "--mca btl self,vader --mca mpi_yield_when_idle 1 -np " +
            std::to_string(ranks) + " ";
 }
 
