@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
+#include <utility>
 
 #include "sparsenet/error.h"
 
@@ -16,8 +18,11 @@ namespace sparsenet {
 std::vector<std::string> read_index(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw Error(ErrorCategory::kIo, path + ": cannot open index file");
-    std::vector<std::string> labels;
-    std::vector<bool> present;
+    // (index, label) in file order; an index's line in `line_of`. Nothing is sized by an index
+    // itself: one line "a<TAB>4000000000" must be an error, not a 4-billion-entry allocation.
+    std::vector<std::pair<uint32_t, std::string>> entries;
+    std::unordered_map<uint32_t, uint64_t> line_of;
+    uint32_t max_index = 0;
     std::unordered_map<std::string, uint64_t> seen;
     std::string line;
     uint64_t line_no = 0;
@@ -49,24 +54,27 @@ std::vector<std::string> read_index(const std::string& path) {
                                                   "' already appeared on line " +
                                                   std::to_string(it->second));
         }
-        if (index >= labels.size()) {
-            labels.resize(index + 1);
-            present.resize(index + 1, false);
-        }
-        if (present[index]) {
+        if (!line_of.emplace(static_cast<uint32_t>(index), line_no).second) {
             throw Error(ErrorCategory::kData,
                         where + "index " + number + " is given to two labels");
         }
-        labels[index] = label;
-        present[index] = true;
+        max_index = std::max(max_index, static_cast<uint32_t>(index));
+        entries.emplace_back(static_cast<uint32_t>(index), label);
     }
-    for (size_t i = 0; i < present.size(); ++i) {
-        if (!present[i]) {
-            throw Error(ErrorCategory::kData, path + ": index " + std::to_string(i) +
-                                                  " has no label; expected indices 0.." +
-                                                  std::to_string(present.size() - 1));
-        }
+    // The indices are distinct: they are 0..n-1 exactly when the largest is n-1.
+    if (!entries.empty() && max_index != entries.size() - 1) {
+        std::vector<uint32_t> indices;
+        indices.reserve(entries.size());
+        for (const auto& e : entries) indices.push_back(e.first);
+        std::sort(indices.begin(), indices.end());
+        uint32_t missing = 0;
+        while (missing < indices.size() && indices[missing] == missing) ++missing;
+        throw Error(ErrorCategory::kData, path + ": index " + std::to_string(missing) +
+                                              " has no label; expected indices 0.." +
+                                              std::to_string(max_index));
     }
+    std::vector<std::string> labels(entries.size());
+    for (auto& e : entries) labels[e.first] = std::move(e.second);
     return labels;
 }
 

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <new>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -127,8 +129,7 @@ class Reader {
 
     std::vector<std::string> names() const {
         const size_t count = dataset_count();
-        std::vector<std::string> result;
-        result.reserve(count);
+        std::vector<std::string> result;  // not reserved: `count` is the file's word alone
         for (size_t n = 0; n < count; ++n) result.push_back(name_of(n));
         return result;
     }
@@ -1011,6 +1012,22 @@ int define_var(int nc, const std::string& path, const std::string& name, nc_type
     return id;
 }
 
+// A file can declare more rows or entries than memory can hold (a CDF-5 dimension of 2^59, a
+// count attribute of 4 billion datasets): the allocation then fails with std::bad_alloc or
+// std::length_error, reported like every other refusal of a file, as Error(kIo) naming it.
+template <typename F>
+auto refusing_oversize(const std::string& path, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": the file declares more data than memory can hold (out of memory)");
+    } catch (const std::length_error&) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": the file declares more data than memory can hold (too long)");
+    }
+}
+
 }  // namespace
 
 namespace io {
@@ -1023,8 +1040,10 @@ Dataset read_columns(const std::string& path, const std::string& name, uint32_t 
                                                std::to_string(last_col) +
                                                "; expected a band [first, last)");
     }
-    Reader reader(path);
-    return reader.read_dataset(reader.find(name), first_col, last_col, chunk_entries);
+    return refusing_oversize(path, [&] {
+        Reader reader(path);
+        return reader.read_dataset(reader.find(name), first_col, last_col, chunk_entries);
+    });
 }
 
 }  // namespace io
@@ -1040,43 +1059,46 @@ Dataset Dataset::read_columns(const std::string& path, const std::string& name, 
 }
 
 std::vector<Dataset> read_datasets(const std::string& path) {
-    Reader reader(path);
-    const size_t count = reader.dataset_count();
-    std::vector<Dataset> result;
-    result.reserve(count);
-    for (size_t n = 0; n < count; ++n) {
-        result.push_back(
-            reader.read_dataset(n, 0, std::numeric_limits<uint32_t>::max(), io::kReadChunkEntries));
-    }
-    return result;
+    return refusing_oversize(path, [&] {
+        Reader reader(path);
+        const size_t count = reader.dataset_count();
+        std::vector<Dataset> result;  // not reserved: `count` is the file's word alone
+        for (size_t n = 0; n < count; ++n) {
+            result.push_back(reader.read_dataset(n, 0, std::numeric_limits<uint32_t>::max(),
+                                                 io::kReadChunkEntries));
+        }
+        return result;
+    });
 }
 
 DatasetShape read_dataset_shape(const std::string& path, const std::string& name) {
-    Reader reader(path);
-    const Reader::Layout layout = reader.inspect(reader.find(name));
-    DatasetShape shape;
-    shape.name = layout.name;
-    shape.cols = layout.cols;
-    shape.indexed = layout.indexed;
-    shape.weighted = layout.weighted;
-    shape.dense = !layout.sparse;
-    shape.boolean = layout.boolean;
-    // read() turns an indexed dataset without examples into an empty one.
-    const bool empty = layout.indexed && layout.examples == 0;
-    shape.rows = empty ? 0 : layout.rows;
-    shape.examples = layout.examples;
-    if (empty) {
-        shape.nnz = 0;
-    } else if (layout.sparse) {
-        shape.nnz = layout.index.length;
-    } else {
-        shape.nnz = layout.categorical ? layout.rows : layout.rows * layout.cols;
-    }
-    return shape;
+    return refusing_oversize(path, [&] {
+        Reader reader(path);
+        const Reader::Layout layout = reader.inspect(reader.find(name));
+        DatasetShape shape;
+        shape.name = layout.name;
+        shape.cols = layout.cols;
+        shape.indexed = layout.indexed;
+        shape.weighted = layout.weighted;
+        shape.dense = !layout.sparse;
+        shape.boolean = layout.boolean;
+        // read() turns an indexed dataset without examples into an empty one.
+        const bool empty = layout.indexed && layout.examples == 0;
+        shape.rows = empty ? 0 : layout.rows;
+        shape.examples = layout.examples;
+        if (empty) {
+            shape.nnz = 0;
+        } else if (layout.sparse) {
+            shape.nnz = layout.index.length;
+        } else {
+            shape.nnz = layout.categorical ? layout.rows : layout.rows * layout.cols;
+        }
+        return shape;
+    });
 }
 
 std::vector<std::string> list_datasets(const std::string& path) {
-    return Reader(path).names();
+    return refusing_oversize(path, [&] { return Reader(path).names(); });
 }
 
 void write_datasets(const std::string& path, const std::vector<Dataset>& datasets) {
