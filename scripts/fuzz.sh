@@ -114,6 +114,14 @@ for target in "${targets[@]}"; do
         "$( ((status == 0)) && echo ok || echo "CRASH (exit $status)")")")
 done
 
+# Crashed inputs leave their scratch file (tests/fuzz/fuzz_util.h) and libomp's registration
+# file in /dev/shm: remove those of processes that are gone.
+for f in /dev/shm/sparsenet-fuzz-* /dev/shm/__KMP_REGISTERED_LIB_*_0; do
+    [[ -e "$f" ]] || continue
+    pid="$(basename "$f" | sed -E 's/^(sparsenet-fuzz-|__KMP_REGISTERED_LIB_)([0-9]+).*/\2/')"
+    [[ "$pid" =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null && rm -f "$f" || true
+done
+
 echo
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

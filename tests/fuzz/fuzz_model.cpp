@@ -32,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::list<sparsenet::Dataset> inputs;
         std::map<std::string, const sparsenet::Dataset*> by_name;
         for (const sparsenet::LayerConfig& layer : network.config().layers) {
-            if (layer.kind != sparsenet::LayerKind::kInput || by_name.count(layer.dataset)) continue;
+            if (layer.kind != sparsenet::LayerKind::kInput || by_name.count(layer.dataset))
+                continue;
             sparsenet::Dataset& d = inputs.emplace_back();
             d.name = layer.dataset;
             d.rows = 1;

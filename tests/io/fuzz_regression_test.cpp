@@ -32,7 +32,9 @@
 #endif
 #endif
 #ifdef SPARSENET_FUZZ_REGRESSION_ASAN
-extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1:max_allocation_size_mb=1024"; }
+extern "C" const char* __asan_default_options() {
+    return "allocator_may_return_null=1:max_allocation_size_mb=1024";
+}
 #endif
 
 namespace sparsenet {
@@ -99,7 +101,8 @@ TEST(FuzzRegression, DatasetWithAnOversizeIndexVariable) {
     GTEST_SKIP() << "a failed operator new is an AddressSanitizer report";
 #endif
     const std::string path = kRegressions + "fuzz_dataset/oversize-index-variable.netcdf";
-    const std::string message = expect_error([&] { (void)read_datasets(path); }, ErrorCategory::kIo);
+    const std::string message =
+        expect_error([&] { (void)read_datasets(path); }, ErrorCategory::kIo);
     EXPECT_TRUE(contains(message, "declares more data than memory can hold")) << message;
 }
 
@@ -111,9 +114,10 @@ TEST(FuzzRegression, ModelHeaderWithAnImpossibleName) {
     EXPECT_TRUE(contains(message, "netcdf-header-huge-string.netcdf")) << message;
 }
 
-// fuzz_convert (its first byte picks the reader; 7 = index file): "1\xeaF<NUL><TAB>1\n0<TAB>881250949\n..."
-// made read_index size its table by the largest index (881 M labels, 28 GB) at line 2, before
-// reaching the malformed line 3. The index is now checked without a table sized by any index.
+// fuzz_convert (its first byte picks the reader; 7 = index file):
+// "1\xeaF<NUL><TAB>1\n0<TAB>881250949\n..." made read_index size its table by the largest index
+// (881 M labels, 28 GB) at line 2, before reaching the malformed line 3. The index is now checked
+// without a table sized by any index.
 TEST(FuzzRegression, IndexFileWithAHugeIndex) {
     const std::string bytes = read_bytes(kRegressions + "fuzz_convert/index-huge-allocation.bin");
     ASSERT_EQ(bytes.size(), 48u);
