@@ -16,13 +16,13 @@ std::string clock_text(double seconds) {
 
 }  // namespace
 
-Progress::Progress(uint32_t epochs, bool quiet, const std::string& metrics_path)
+Progress::Progress(uint32_t epochs, bool quiet, const std::string& metrics_path, bool append)
     : epochs_(epochs),
       quiet_(quiet),
       tty_(isatty(STDERR_FILENO) != 0),
       metrics_path_(metrics_path) {
     if (!metrics_path.empty()) {
-        metrics_ = std::fopen(metrics_path.c_str(), "w");
+        metrics_ = std::fopen(metrics_path.c_str(), append ? "a" : "w");
         if (metrics_ == nullptr) {
             throw Error(ErrorCategory::kIo, metrics_path + ": cannot open the metrics file");
         }

@@ -10,8 +10,9 @@ namespace sparsenet::cli {
 
 class Progress {
   public:
-    // quiet: only errors. metrics_path: per-epoch JSON lines ("" = none).
-    Progress(uint32_t epochs, bool quiet, const std::string& metrics_path);
+    // quiet: only errors. metrics_path: per-epoch JSON lines ("" = none), appended to an
+    // existing file when append (a resumed run).
+    Progress(uint32_t epochs, bool quiet, const std::string& metrics_path, bool append = false);
     ~Progress();
     void on_batch(const BatchProgress& p);
     // note: printed on its own line after the epoch's line ("" = none). json_fields: more

@@ -1,5 +1,8 @@
 // sparsenet train: JSON network + netCDF datasets -> trained model file.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "args.h"
@@ -14,12 +17,38 @@
 
 namespace sparsenet::cli {
 
+namespace {
+
+// SIGINT / SIGTERM while checkpointing: the trainer stops after the batch in progress, the
+// checkpoint is written and train exits with 128 + the signal. A second signal acts as usual.
+std::atomic<Trainer*> g_trainer{nullptr};
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<Trainer*>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "the signal handler needs lock-free atomics");
+
+extern "C" void stop_training(int sig) {
+    g_signal.store(sig);
+    std::signal(sig, SIG_DFL);
+    if (Trainer* t = g_trainer.load()) t->cancel();  // an atomic store: async-signal-safe
+}
+
+// The validation's best epoch travels in the checkpoint's notes (a resumed --keep-best run
+// replaces the kept model only with a better one).
+constexpr const char* kBestEpoch = "keep_best_epoch";
+constexpr const char* kBestValue = "keep_best_value";
+
+}  // namespace
+
 int train_main(int argc, char** argv) {
     return run_command("train", [&]() {
         std::string config_path, input_path, output_path, model_path, device = "auto", metrics_path;
         std::string comm = "auto", parallel = "auto";
         std::string optimizer, sparse_updates;
         std::string validate_input, validate_target, validate_k = "20", keep_best;
+        std::string checkpoint_path;
+        uint32_t checkpoint_every = 0;
+        double checkpoint_minutes = 0.0;
+        bool resume = false;
         std::vector<std::string> extra;
         // Flag values; each overrides the config's Training section (or Decay) only when given.
         TrainOptions flags;
@@ -85,6 +114,17 @@ int train_main(int argc, char** argv) {
         args.add({"--keep-best"}, &keep_best, "METRIC@K",
                  "write the model of the epoch with the best validation METRIC@K (recall, "
                  "nrecall, precision, ndcg, map, hit_rate, coverage), e.g. recall@20");
+        args.add({"--checkpoint"}, &checkpoint_path, "FILE",
+                 "checkpoint file: model, optimizer state and position, replaced atomically "
+                 "(default: the model file's name + .checkpoint)");
+        args.add({"--checkpoint-every"}, &checkpoint_every, "N",
+                 "write a checkpoint after every N-th epoch");
+        args.add({"--checkpoint-minutes"}, &checkpoint_minutes, "M",
+                 "also write one after the first batch ending M minutes after the last one");
+        args.add_flag({"--resume"}, &resume,
+                      "continue from the checkpoint (its weights, optimizer state, epoch and "
+                      "batch) with the same data and options; -e counts every epoch, the "
+                      "checkpoint's included");
         args.add_flag({"--dry-run"}, &dry_run,
                       "print the model-parallel plan (splits, collectives, bytes per step, "
                       "memory per rank) and stop; writes nothing");
@@ -132,6 +172,21 @@ int train_main(int argc, char** argv) {
         if (!(options.decay.value_or(0.0f) >= 0.0f)) {
             throw Error(ErrorCategory::kUsage, "option --decay: must be >= 0");
         }
+        if (args.given("--checkpoint-minutes") &&
+            !(checkpoint_minutes > 0.0 && checkpoint_minutes < 1e9)) {
+            throw Error(ErrorCategory::kUsage,
+                        "option --checkpoint-minutes: expected a number of minutes > 0");
+        }
+        if (args.given("--checkpoint-every") && checkpoint_every == 0) {
+            throw Error(ErrorCategory::kUsage, "option --checkpoint-every: must be positive");
+        }
+        const bool checkpointing =
+            !checkpoint_path.empty() || checkpoint_every > 0 || checkpoint_minutes > 0.0 || resume;
+        if (checkpointing && checkpoint_path.empty()) checkpoint_path = model_path + ".checkpoint";
+        if (resume && !std::filesystem::exists(checkpoint_path)) {
+            throw Error(ErrorCategory::kUsage,
+                        "option --resume: the checkpoint " + checkpoint_path + " does not exist");
+        }
         set_threads(threads);
         NetworkOptions net_options;
         net_options.device = device;
@@ -159,15 +214,19 @@ int train_main(int argc, char** argv) {
             return 0;
         }
         check_writable(model_path);
+        if (checkpointing) check_writable(checkpoint_path);
 
-        Network network = Network::create(config, widths, net_options);
+        // Resuming: the network (config and weights) is the checkpoint's; the config file must
+        // describe the same network (Trainer::resume compares them).
+        Network network = resume ? Network::load(checkpoint_path, net_options)
+                                 : Network::create(config, widths, net_options);
         if (network.rank() != 0) {  // a split network: rank 0 reports and writes the files
             quiet = true;
             metrics_path.clear();
         }
         std::unique_ptr<Validation> validation;
         if (!vopts.input_path.empty()) validation = std::make_unique<Validation>(network, vopts);
-        Progress progress(options.epochs, quiet, metrics_path);
+        Progress progress(options.epochs, quiet, metrics_path, /*append=*/resume);
         options.on_batch = [&](const BatchProgress& p) { progress.on_batch(p); };
         options.on_epoch = [&](const EpochStats& s) {
             std::string note, json_fields;
@@ -184,8 +243,71 @@ int train_main(int argc, char** argv) {
                         network.config().layers.size(), options.batch, options.epochs,
                         to_string(opt.kind), double(opt.learning_rate));
         }
+        if (checkpointing) {
+            options.checkpoint = checkpoint_path;
+            options.checkpoint_every = checkpoint_every;
+            options.checkpoint_seconds = checkpoint_minutes * 60.0;
+            options.checkpoint_notes = [&]() {
+                std::map<std::string, std::string> notes;
+                if (validation && validation->best_epoch() > 0) {
+                    char value[40];
+                    std::snprintf(value, sizeof value, "%.17g", validation->best_value());
+                    notes[kBestEpoch] = std::to_string(validation->best_epoch());
+                    notes[kBestValue] = value;
+                }
+                return notes;
+            };
+            options.on_checkpoint = [&](const CheckpointInfo& c) {
+                if (quiet) return;
+                std::printf("checkpoint written to %s (%u epochs%s, %.2f s)\n", c.path.c_str(),
+                            c.epochs_complete,
+                            c.batches_done > 0
+                                ? (" and " + std::to_string(c.batches_done) + " batches").c_str()
+                                : "",
+                            c.seconds);
+                std::fflush(stdout);
+            };
+        }
         Trainer trainer(network, pointers(datasets), options);
-        trainer.fit();
+        if (resume) {
+            const auto notes = trainer.resume(checkpoint_path);
+            if (validation && notes.count(kBestEpoch) && notes.count(kBestValue)) {
+                validation->restore_best(uint32_t(std::stoul(notes.at(kBestEpoch))),
+                                         std::stod(notes.at(kBestValue)));
+            }
+            if (!quiet) {
+                const uint32_t whole = trainer.epochs_complete();
+                std::printf("resumed from %s: %u epochs done%s\n", checkpoint_path.c_str(), whole,
+                            trainer.epochs_done() > whole
+                                ? (", epoch " + std::to_string(whole + 1) + " in progress").c_str()
+                                : "");
+            }
+        }
+        if (checkpointing) {
+            g_trainer.store(&trainer);
+            std::signal(SIGINT, stop_training);
+            std::signal(SIGTERM, stop_training);
+        }
+        struct Restore {  // the handlers must not outlive the trainer
+            ~Restore() {
+                g_trainer.store(nullptr);
+                std::signal(SIGINT, SIG_DFL);
+                std::signal(SIGTERM, SIG_DFL);
+            }
+        } restore;
+        const bool owed = trainer.epochs_complete() < options.epochs;
+        const std::vector<EpochStats> epochs = trainer.fit();
+        // Stopped by a signal (on any rank: the ranks agree on stopping, so each gets here).
+        const bool stopped = owed && (epochs.empty() || !epochs.back().complete);
+        if (checkpointing && stopped) {
+            const int sig = g_signal.load() != 0 ? g_signal.load() : SIGTERM;
+            trainer.save_checkpoint(checkpoint_path);
+            std::fprintf(stderr,
+                         "sparsenet train: stopped by signal %d; the checkpoint %s holds the "
+                         "training so far: run the same command with --resume to continue\n",
+                         sig, checkpoint_path.c_str());
+            return 128 + sig;
+        }
         if (validation && validation->best_epoch() > 0) {
             // The best epoch's model is already in model_path (saved when it was reached).
             const MetricSpec& best = *validation->options().keep_best;

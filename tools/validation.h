@@ -40,6 +40,11 @@ class Validation {
     uint32_t best_epoch() const { return best_epoch_; }  // 0: none saved
     double best_value() const { return best_value_; }
     const ValidationOptions& options() const { return options_; }
+    // A resumed run (train --resume): the best epoch so far and its value, from the checkpoint.
+    void restore_best(uint32_t epoch, double value) {
+        best_epoch_ = epoch;
+        best_value_ = value;
+    }
 
   private:
     Network& network_;

@@ -13,6 +13,7 @@ enum class ErrorCategory {
     kIo,              // files: missing, unreadable, corrupt, truncated, not netCDF
     kDevice,          // backend: out of memory, no such device, driver errors
     kCommunication,   // MPI / NCCL
+    kNumeric,         // training diverged: a NaN or an infinity in the loss or the parameters
     kUsage,           // API or command line misuse (bad flag, missing argument)
     kNotImplemented,  // a DSSTNE feature this version does not implement yet
     kInternal,        // a broken invariant: a bug in sparsenet

@@ -36,6 +36,14 @@ struct EpochStats {
     bool complete = true;
 };
 
+// A checkpoint just written (TrainOptions::on_checkpoint).
+struct CheckpointInfo {
+    std::string path;
+    uint32_t epochs_complete = 0;  // whole epochs in it
+    uint64_t batches_done = 0;     // batches of the next epoch in it (0: at an epoch boundary)
+    double seconds = 0.0;          // writing it took
+};
+
 struct TrainOptions {
     uint32_t epochs = 40;
     uint32_t batch = 1024;
@@ -50,6 +58,25 @@ struct TrainOptions {
     // Early stopping: called by fit() after every complete epoch (after on_epoch); true ends
     // fit() there. E.g. stop when a validation metric computed in on_epoch stops improving.
     std::function<bool(const EpochStats&)> early_stop;
+
+    // Checkpoints (docs/reliability.md): the parameters, the optimizer's state and the position
+    // (epoch, batch, the epoch's loss so far) written atomically to `checkpoint`, a model file
+    // with the training state beside it (Network::load and `sparsenet predict` read it as a
+    // model). Written after every checkpoint_every-th complete epoch, and after the first batch
+    // that ends checkpoint_seconds or more after the last checkpoint (or the start). With both 0
+    // only save_checkpoint() writes one. Under several ranks the ranks agree on every decision.
+    std::string checkpoint;
+    uint32_t checkpoint_every = 0;
+    double checkpoint_seconds = 0.0;
+    // Key/values stored with every checkpoint (keys: letters, digits and _), returned by resume().
+    std::function<std::map<std::string, std::string>()> checkpoint_notes;
+    std::function<void(const CheckpointInfo&)> on_checkpoint;  // after each checkpoint written
+    // Numerical guard: after every batch the loss (every rank's part summed) must be finite,
+    // otherwise training stops with Error(kNumeric) naming the epoch, the batch and the first
+    // layer holding a NaN or an infinity; and a checkpoint is written only when every parameter
+    // is finite, so the last one written stays the last good one. Nothing is "recovered"
+    // silently (no learning-rate cuts).
+    bool check_finite = true;
 };
 
 // The options a config describes: its Training section (sparsenet's defaults for absent keys, or
@@ -97,7 +124,24 @@ class Trainer {
     // The mean inference-mode loss over the same rows.
     double compute_loss(uint64_t first_row, uint32_t count);
 
-    uint32_t epochs_done() const;  // epochs started, a cancelled partial one included
+    uint32_t epochs_done() const;      // epochs started, a cancelled partial one included
+    uint32_t epochs_complete() const;  // whole epochs done (a resumed checkpoint's included)
+
+    // Writes a checkpoint to `path` now (collective): the network's parameters and optimizer
+    // state, and the position: after the last complete epoch, or inside an epoch stopped by
+    // cancel() (a later resume() finishes that epoch). Atomic as Network::save. Error(kNumeric)
+    // and nothing written when a parameter is not finite.
+    void save_checkpoint(const std::string& path);
+    // Continues from a checkpoint (collective): sets the network's parameters, the optimizer's
+    // state and the position, so that train_epoch() finishes the checkpoint's epoch (or begins
+    // the next) and fit() trains until options.epochs epochs are done in all. The network must
+    // have the checkpoint's config (Network::load of the checkpoint gives one) and the training
+    // the checkpoint's options: datasets of the same rows, batch size, seed, shuffling,
+    // optimizer and its options and decay (Error(kUsage) naming the first that differs; the
+    // epochs may differ). On the same device, threads and ranks, a run resumed from a checkpoint
+    // ends with the weights an uninterrupted run ends with, bit for bit (CPU backend). Returns
+    // the checkpoint's notes.
+    std::map<std::string, std::string> resume(const std::string& path);
 
   private:
     struct Impl;

@@ -14,6 +14,8 @@ const char* to_string(ErrorCategory category) {
             return "device";
         case ErrorCategory::kCommunication:
             return "communication";
+        case ErrorCategory::kNumeric:
+            return "numeric";
         case ErrorCategory::kUsage:
             return "usage";
         case ErrorCategory::kNotImplemented:

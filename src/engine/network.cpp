@@ -693,7 +693,8 @@ std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> loc
     return whole;
 }
 
-std::vector<float> Network::Impl::gather_weight_to_root(int wi) const {
+std::vector<float> Network::Impl::gather_weight_to_root(int wi,
+                                                        const DeviceArray<float>& block) const {
     const Weight& w = weights[wi];
     const bool by_output = w.split == engine::Split::kByOutput;
     const Layer& banded = layers[by_output ? w.destination : w.source];
@@ -714,7 +715,7 @@ std::vector<float> Network::Impl::gather_weight_to_root(int wi) const {
         const size_t mine =
             std::min<size_t>(count, w.local_rows > first ? w.local_rows - first : 0);
         if (mine > 0) {
-            backend->copy(send.data(), w.w.data() + first * w.local_cols,
+            backend->copy(send.data(), block.data() + first * w.local_cols,
                           mine * w.local_cols * sizeof(float));
         }
         comm->gather(send.data(), recv.data(), count * width, CommType::kFloat32, 0);
@@ -795,96 +796,158 @@ Network Network::load(const std::string& path, const NetworkOptions& options) {
         if (layer.kind != LayerKind::kHidden) widths[layer.dataset] = layer.n;
     }
     Network net = create(model.config, widths, options);
-    Impl& impl = *net.impl_;
-    if (model.weights.size() != impl.weights.size()) {
-        throw Error(ErrorCategory::kIo, path + ": the model file holds " +
-                                            std::to_string(model.weights.size()) +
-                                            " weight matrices; its config needs " +
-                                            std::to_string(impl.weights.size()));
+    net.impl_->restore(model, path, /*with_state=*/false);
+    return net;
+}
+
+void Network::Impl::restore(const io::ModelFile& model, const std::string& path, bool with_state) {
+    if (model.weights.size() != weights.size()) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": the model file holds " + std::to_string(model.weights.size()) +
+                        " weight matrices; its config needs " + std::to_string(weights.size()));
     }
+    // Whole host values -> this rank's block of a device array.
+    auto put = [&](DeviceArray<float>& dst, const std::vector<float>& whole, bool bias, int i,
+                   const std::string& what) {
+        const size_t expected =
+            bias ? size_t(layers[i].n) : size_t(weights[i].rows) * weights[i].cols;
+        if (whole.size() != expected) {
+            throw Error(ErrorCategory::kIo, path + ": " + what + " has " +
+                                                std::to_string(whole.size()) +
+                                                " values; expected " + std::to_string(expected));
+        }
+        if (!split()) {
+            dst.upload(whole.data(), whole.size());
+            return;
+        }
+        const std::vector<float> block = bias ? bias_block(i, whole) : weight_block(i, whole);
+        dst.upload(block.data(), block.size());
+    };
     // The config restores the ties; the file's bShared entries must agree with it, and only
     // the matrices that own their values carry them.
     for (size_t i = 0; i < model.weights.size(); ++i) {
         const io::ModelWeight& mw = model.weights[i];
-        const Weight& w = impl.weights[i];
+        Weight& w = weights[i];
         const std::string name = "weight:" + mw.input_layer + "->" + mw.output_layer;
-        const Weight& owner = impl.weights[w.owner];
+        const Weight& owner = weights[w.owner];
         const bool shared = w.owner != static_cast<int>(i);
         const bool agrees =
-            impl.weight_name(w) == name && mw.shared == shared &&
+            weight_name(w) == name && mw.shared == shared &&
             (!shared || (mw.transposed == w.transposed &&
-                         mw.source_input_layer == impl.layers[owner.source].config.name &&
-                         mw.source_output_layer == impl.layers[owner.destination].config.name));
+                         mw.source_input_layer == layers[owner.source].config.name &&
+                         mw.source_output_layer == layers[owner.destination].config.name));
         if (!agrees) {
             throw Error(ErrorCategory::kIo, path + ": weight" + std::to_string(i) + " (" +
                                                 mw.input_layer + " -> " + mw.output_layer +
                                                 ") does not match the edge or the weight sharing "
                                                 "of the model's config");
         }
-        if (!shared) net.set_parameter(name, mw.values);
+        if (shared) continue;
+        put(w.w, mw.values, false, int(i), name);
+        if (with_state) {
+            if (w.state1.size() > 0) put(w.state1, mw.state1, false, int(i), name + " state1");
+            if (w.state2.size() > 0) put(w.state2, mw.state2, false, int(i), name + " state2");
+        }
     }
-    for (io::ModelBias& b : model.biases) net.set_parameter("bias:" + b.layer, b.values);
-    return net;
+    for (const io::ModelBias& b : model.biases) {
+        bool is_bias = false;
+        const int l = find_parameter("bias:" + b.layer, &is_bias);
+        Layer& layer = layers[l];
+        put(layer.bias, b.values, true, l, "bias:" + b.layer);
+        if (with_state) {
+            if (layer.bias_state1.size() > 0)
+                put(layer.bias_state1, b.state1, true, l, "bias:" + b.layer + " state1");
+            if (layer.bias_state2.size() > 0)
+                put(layer.bias_state2, b.state2, true, l, "bias:" + b.layer + " state2");
+        }
+    }
 }
 
-void Network::save(const std::string& path) const {
+io::ModelFile Network::Impl::snapshot(bool with_state) const {
     io::ModelFile model;
-    model.config = impl_->config;
-    for (size_t i = 0; i < impl_->weights.size(); ++i) {
-        const Weight& w = impl_->weights[i];
+    model.config = config;
+    // This rank's block of a device array, whole: gathered to rank 0 for a split matrix (only the
+    // root, which writes the file, ever holds it whole).
+    auto whole_weight = [&](int i, const DeviceArray<float>& block) {
+        const Weight& w = weights[i];
+        if (w.split != engine::Split::kNone) return gather_weight_to_root(i, block);
+        std::vector<float> values(size_t(w.rows) * w.cols);
+        block.download(values.data(), values.size());
+        return values;
+    };
+    auto whole_bias = [&](int l, const DeviceArray<float>& block) {
+        std::vector<float> local(layers[l].n_local);
+        block.download(local.data(), local.size());
+        return assemble_bias(l, std::move(local));
+    };
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const Weight& w = weights[i];
         io::ModelWeight mw;
-        mw.input_layer = impl_->layers[w.source].config.name;
-        mw.output_layer = impl_->layers[w.destination].config.name;
+        mw.input_layer = layers[w.source].config.name;
+        mw.output_layer = layers[w.destination].config.name;
         mw.rows = w.rows;
         mw.cols = w.cols;
         if (w.owner != static_cast<int>(i)) {  // stored once, with its owner
-            const Weight& owner = impl_->weights[w.owner];
+            const Weight& owner = weights[w.owner];
             mw.shared = true;
             mw.transposed = w.transposed;
-            mw.source_input_layer = impl_->layers[owner.source].config.name;
-            mw.source_output_layer = impl_->layers[owner.destination].config.name;
-        } else if (w.split == engine::Split::kNone) {
-            mw.values.resize(size_t(w.rows) * w.cols);
-            w.w.download(mw.values.data(), mw.values.size());
-        } else {  // only rank 0, which writes the file, holds the whole matrix
-            mw.values = impl_->gather_weight_to_root(static_cast<int>(i));
+            mw.source_input_layer = layers[owner.source].config.name;
+            mw.source_output_layer = layers[owner.destination].config.name;
+        } else {
+            mw.values = whole_weight(int(i), w.w);
+            if (with_state && w.state1.size() > 0) mw.state1 = whole_weight(int(i), w.state1);
+            if (with_state && w.state2.size() > 0) mw.state2 = whole_weight(int(i), w.state2);
         }
         model.weights.push_back(std::move(mw));
     }
-    for (size_t l = 0; l < impl_->layers.size(); ++l) {
-        const Layer& layer = impl_->layers[l];
+    for (size_t l = 0; l < layers.size(); ++l) {
+        const Layer& layer = layers[l];
         if (layer.is_input()) continue;
         io::ModelBias b;
         b.layer = layer.config.name;
-        std::vector<float> local(layer.n_local);
-        layer.bias.download(local.data(), local.size());
-        b.values = impl_->assemble_bias(static_cast<int>(l), std::move(local));
+        b.values = whole_bias(int(l), layer.bias);
+        if (with_state && layer.bias_state1.size() > 0)
+            b.state1 = whole_bias(int(l), layer.bias_state1);
+        if (with_state && layer.bias_state2.size() > 0)
+            b.state2 = whole_bias(int(l), layer.bias_state2);
         model.biases.push_back(std::move(b));
     }
-    // Several ranks: every rank assembled the model (or holds it whole); rank 0 writes it, and
-    // the others learn whether that worked.
-    if (impl_->job_ranks == 1) {
+    return model;
+}
+
+void Network::Impl::write_file(const std::string& path, const io::ModelFile& model,
+                               const std::function<void()>& check) const {
+    // Several ranks: every rank assembled the model (or holds it whole); rank 0 checks and writes
+    // it, and the others learn whether that worked.
+    if (job_ranks == 1) {
+        if (check) check();
         io::write_model(path, model);
         return;
     }
     uint32_t failed = 0;
     std::string message;
-    if (impl_->job_rank == 0) {
+    ErrorCategory category = ErrorCategory::kIo;
+    if (job_rank == 0) {
         try {
+            if (check) check();
             io::write_model(path, model);
         } catch (const Error& e) {
-            failed = 1;
+            failed = 1 + static_cast<uint32_t>(e.category());
             message = e.what();
         }
     }
-    DeviceArray<uint32_t> flag(*impl_->backend, 1, "save status");
+    DeviceArray<uint32_t> flag(*backend, 1, "save status");
     flag.upload(&failed, 1);
-    impl_->comm->broadcast(flag.data(), 1, CommType::kUint32, 0);
+    comm->broadcast(flag.data(), 1, CommType::kUint32, 0);
     flag.download(&failed, 1);
     if (failed) {
-        throw Error(ErrorCategory::kIo,
-                    impl_->job_rank == 0 ? message : path + ": rank 0 failed to write the model");
+        category = static_cast<ErrorCategory>(failed - 1);
+        throw Error(category, job_rank == 0 ? message : path + ": rank 0 failed to write it");
     }
+}
+
+void Network::save(const std::string& path) const {
+    impl_->write_file(path, impl_->snapshot(/*with_state=*/false), nullptr);
 }
 
 const NetworkConfig& Network::config() const {

@@ -2,6 +2,7 @@
 // Backend-agnostic: every computation is a named op of backend.h.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "backend/backend.h"
 #include "comm/communicator.h"
 #include "engine/device_dataset.h"
+#include "io/model_file.h"
 #include "sparsenet/network.h"
 
 namespace sparsenet {
@@ -168,7 +170,17 @@ struct Network::Impl {
     std::vector<float> assemble_bias(int l, std::vector<float> local) const;
     // Collective: the whole matrix of split owner edge wi on rank 0 (empty elsewhere), gathered
     // in chunks so that only rank 0 ever holds more than its block (save).
-    std::vector<float> gather_weight_to_root(int wi) const;
+    std::vector<float> gather_weight_to_root(int wi, const DeviceArray<float>& block) const;
+    // Collective: the model as a file holds it, whole matrices (a split matrix on rank 0 only,
+    // empty elsewhere); with_state: the optimizer's state slots too (checkpoints).
+    io::ModelFile snapshot(bool with_state) const;
+    // Collective: rank 0 runs `check` (nullable; it may throw Error) and writes `model` to path
+    // (io::write_model: atomic); every rank throws the same category when that failed.
+    void write_file(const std::string& path, const io::ModelFile& model,
+                    const std::function<void()>& check) const;
+    // Sets every parameter (with_state: and the allocated optimizer slots) from a model file's
+    // whole values; errors name `path`.
+    void restore(const io::ModelFile& model, const std::string& path, bool with_state);
     // This rank's block of a whole matrix / bias (host).
     std::vector<float> weight_block(int wi, const std::vector<float>& whole) const;
     std::vector<float> bias_block(int l, const std::vector<float>& whole) const;

@@ -1,11 +1,16 @@
 // Trainer: epochs, shuffling, minibatches, progress; the passes live in passes.cpp.
 #include "sparsenet/trainer.h"
 
+#include <json/json.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
+#include <sstream>
+#include <tuple>
 
 #include "engine/bindings.h"
 #include "engine/host_rng.h"
@@ -17,6 +22,32 @@ namespace sparsenet {
 namespace {
 constexpr uint64_t kShuffleStream = 0x5AFF;
 constexpr uint64_t kMaskStream = 0xD809;
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Exact text of a float (round-trips).
+std::string exact(double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
+
+size_t count_nonfinite(const DeviceArray<float>& a, size_t n) {
+    if (n == 0) return 0;
+    std::vector<float> host(n);
+    a.download(host.data(), n);
+    return size_t(
+        std::count_if(host.begin(), host.end(), [](float v) { return !std::isfinite(v); }));
+}
+
+size_t count_nonfinite(const std::vector<float>& v) {
+    return size_t(std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); }));
+}
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -28,6 +59,18 @@ struct Trainer::Impl {
     uint32_t epochs_done = 0;
     // Set by cancel() from any thread; read between batches, cleared by the epoch it stops.
     std::atomic<bool> cancel{false};
+    // Where the last epoch stands (checkpoints): batches done of epoch epochs_done, all of them
+    // when it is complete.
+    uint64_t position = 0;
+    bool position_complete = true;
+    // resume(): the next train_epoch() continues epoch epochs_done from batch resume_batches
+    // (> 0) with the epoch's summed loss resume_loss; fit() owes options.epochs - resumed_epochs.
+    uint64_t resume_batches = 0;
+    double resume_loss = 0.0;
+    uint32_t resumed_epochs = 0;
+    DeviceArray<float> guard;  // [layers]: squared norms of the bias gradients (check_finite)
+    Clock::time_point last_checkpoint = Clock::now();
+    std::string last_checkpoint_text;  // "<path> (epoch E, batch B)" of the last one written
 
     Impl(Network& network, const std::map<std::string, const Dataset*>& datasets, TrainOptions opts)
         : net(network.impl()),
@@ -74,6 +117,126 @@ struct Trainer::Impl {
         return v;
     }
 
+    // Whether this rank's bias gradients of the batch hold a NaN or an infinity: a non-finite
+    // parameter or activation reaches them through the deltas (a loss may stay finite, its
+    // formulas clamp probabilities). One float per layer travels to the host.
+    bool local_gradients_nonfinite() {
+        if (guard.size() < net.layers.size()) {
+            guard = DeviceArray<float>(*net.backend, net.layers.size(), "finite check");
+        }
+        size_t k = 0;
+        for (engine::Layer& layer : net.layers) {
+            if (layer.is_input() || !layer.reaches_output || layer.n_local == 0) continue;
+            net.backend->row_sum_squares({layer.bias_grad.data(), 1, layer.n_local, layer.n_local},
+                                         guard.data() + k++);
+        }
+        std::vector<float> norms(k);
+        if (k > 0) guard.download(norms.data(), k);
+        return std::any_of(norms.begin(), norms.end(), [](float v) { return !std::isfinite(v); });
+    }
+
+    // The summed loss of every rank and whether any rank's gradients are non-finite, in one
+    // collective (nothing with one rank).
+    std::pair<double, bool> loss_and_guard(bool check) {
+        const double bad = check && local_gradients_nonfinite() ? 1.0 : 0.0;
+        if (net.job_ranks == 1) return {read_loss(false), bad > 0};
+        DeviceArray<double> both(*net.backend, 2, "loss and finite check");
+        net.backend->copy(both.data(), loss_sum.data(), sizeof(double));
+        net.backend->upload(both.data() + 1, &bad, sizeof(double));
+        net.comm->all_reduce(both.data(), 2, CommType::kFloat64, CommOp::kSum);
+        double host[2];
+        both.download(host, 2);
+        return {host[0], host[1] > 0};
+    }
+
+    // Collective over every rank of the job: whether any rank's flag is set, for each flag
+    // (one small all-reduce; nothing with one rank). Every decision that changes which
+    // collectives run next (stop, checkpoint) goes through it, so the ranks never diverge.
+    std::vector<bool> agree(const std::vector<bool>& flags) {
+        if (net.job_ranks == 1) return flags;
+        std::vector<uint32_t> v(flags.begin(), flags.end());
+        DeviceArray<uint32_t> buf(*net.backend, v.size(), "decision flags");
+        buf.upload(v.data(), v.size());
+        net.comm->all_reduce(buf.data(), v.size(), CommType::kUint32, CommOp::kMax);
+        buf.download(v.data(), v.size());
+        return std::vector<bool>(v.begin(), v.end());
+    }
+
+    // The training options a resumed run must share with the checkpoint, as text by name.
+    std::vector<std::pair<std::string, std::string>> fingerprint() const {
+        const OptimizerOptions& o = options.optimizer;
+        return {
+            {"rows", std::to_string(data.rows())},
+            {"batch", std::to_string(options.batch)},
+            {"seed", std::to_string(options.seed)},
+            {"shuffle", options.shuffle.value_or(net.config.shuffle_indices) ? "true" : "false"},
+            {"optimizer", to_string(o.kind)},
+            {"learning_rate", exact(o.learning_rate)},
+            {"mu", exact(o.mu)},
+            {"mu1", exact(o.mu1)},
+            {"epsilon", exact(o.epsilon.value_or(default_epsilon(o.kind)))},
+            {"l2", exact(o.l2)},
+            {"l1", exact(o.l1)},
+            {"sparse_update", to_string(o.sparse_update)},
+            {"decay", exact(decay())}};
+    }
+    std::string fingerprint_json() const {
+        Json::Value v(Json::objectValue);
+        for (const auto& [key, value] : fingerprint()) v[key] = value;
+        Json::StreamWriterBuilder w;
+        w["indentation"] = "";
+        return Json::writeString(w, v);
+    }
+
+    // Collective, after a non-finite loss: the first layer in forward order whose incoming
+    // weights, bias or activations of the last `batch` rows hold a NaN or an infinity.
+    std::string locate_nonfinite(size_t batch) const {
+        const uint32_t none = UINT32_MAX;
+        uint32_t code = none;  // order position * 3 + (0 weights, 1 bias, 2 activations)
+        std::string detail;
+        for (size_t k = 0; k < net.order.size() && code == none; ++k) {
+            const engine::Layer& layer = net.layers[net.order[k]];
+            if (layer.is_input()) continue;
+            for (int wi : layer.in_weights) {
+                const engine::Weight& w = net.weights[net.weights[wi].owner];
+                const size_t bad = count_nonfinite(w.w, w.w.size());
+                if (bad > 0 && code == none) {
+                    code = uint32_t(k * 3);
+                    detail = std::to_string(bad) + " of this rank's " + std::to_string(w.w.size()) +
+                             " values of " + net.weight_name(w);
+                }
+            }
+            if (code != none) break;
+            if (const size_t bad = count_nonfinite(layer.bias, layer.n_local); bad > 0) {
+                code = uint32_t(k * 3 + 1);
+                detail = std::to_string(bad) + " of this rank's " + std::to_string(layer.n_local) +
+                         " values";
+            } else if (const size_t n = std::min(layer.act.size(), batch * layer.n_local);
+                       count_nonfinite(layer.act, n) > 0) {
+                code = uint32_t(k * 3 + 2);
+                detail = std::to_string(count_nonfinite(layer.act, n)) + " of this rank's " +
+                         std::to_string(n);
+            }
+        }
+        uint32_t first = code;
+        if (net.job_ranks > 1) {
+            DeviceArray<uint32_t> buf(*net.backend, 1, "non-finite search");
+            buf.upload(&code, 1);
+            net.comm->all_reduce(buf.data(), 1, CommType::kUint32, CommOp::kMin);
+            buf.download(&first, 1);
+        }
+        if (first == none) {
+            return "no parameter or activation is non-finite (the loss or the gradients "
+                   "overflowed)";
+        }
+        const engine::Layer& layer = net.layers[net.order[first / 3]];
+        const char* what[] = {"the weights into", "the bias of", "the activations of"};
+        std::string text = std::string("the first non-finite values are in ") + what[first % 3] +
+                           " layer '" + layer.config.name + "'";
+        if (first == code) text += " (" + detail + ")";
+        return text;
+    }
+
     void make_permutation(uint32_t epoch) {
         std::vector<uint32_t> perm(data.rows());
         std::iota(perm.begin(), perm.end(), 0u);
@@ -95,6 +258,10 @@ uint32_t Trainer::epochs_done() const {
     return impl_->epochs_done;
 }
 
+uint32_t Trainer::epochs_complete() const {
+    return impl_->position_complete ? impl_->epochs_done : impl_->epochs_done - 1;
+}
+
 void Trainer::cancel() noexcept {
     impl_->cancel.store(true);
 }
@@ -106,22 +273,34 @@ bool Trainer::cancel_requested() const noexcept {
 EpochStats Trainer::train_epoch() {
     Impl& t = *impl_;
     EpochStats stats;
-    if (t.cancel.exchange(false)) {  // cancelled before this epoch began: nothing runs
+    const bool resuming = t.resume_batches > 0;
+    if (!resuming && t.agree({t.cancel.exchange(false)})[0]) {
+        // cancelled before this epoch began: nothing runs
         stats.epoch = t.epochs_done;
         stats.complete = false;
         return stats;
     }
-    const uint32_t epoch = ++t.epochs_done;
-    const auto start = std::chrono::steady_clock::now();
+    const uint32_t epoch = resuming ? t.epochs_done : ++t.epochs_done;
+    const auto start = Clock::now();
     t.make_permutation(epoch);
     t.reset_loss();
     const uint64_t mask_seed = formulas::derive_seed(t.options.seed, epoch, kMaskStream);
     const uint64_t rows = t.data.rows();
     const uint64_t batches = (rows + t.options.batch - 1) / t.options.batch;
     uint64_t done = 0;
-    // Checked before each batch, never inside one: a batch always finishes its forward, backward
-    // and optimizer step, so a cancelled network holds the weights after `done` whole steps.
-    while (done < batches && !t.cancel.load()) {
+    if (resuming) {  // the checkpoint's batches are done, its loss so far summed
+        done = t.resume_batches;
+        t.loss_sum.upload(&t.resume_loss, 1);
+        t.resume_batches = 0;
+    }
+    const uint64_t resumed_at = done;
+    t.position = done;
+    t.position_complete = false;
+    bool cancelled = false, checkpoint_at_end = false;
+    // A batch always finishes its forward, backward and optimizer step: a cancelled network
+    // holds the weights after `done` whole steps. The ranks agree after every batch on stopping
+    // and on writing a time-based checkpoint.
+    while (done < batches && !cancelled) {
         const uint64_t first = done * t.options.batch;
         BatchRows batch{t.permutation.data() + first, 0,
                         static_cast<size_t>(std::min<uint64_t>(t.options.batch, rows - first))};
@@ -143,37 +322,208 @@ EpochStats Trainer::train_epoch() {
             t.net.forward(t.data.bindings(), batch, true, mask_seed);
             t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
         }
+        double loss = 0.0;
+        bool nonfinite = false;
+        if (t.options.check_finite || t.options.on_batch) {
+            std::tie(loss, nonfinite) = t.loss_and_guard(t.options.check_finite);
+        }
+        if (t.options.check_finite && (nonfinite || !std::isfinite(loss))) {
+            // Before the update: the parameters are still those of the last good step.
+            const size_t share =
+                t.net.data_parallel
+                    ? batch.batch * size_t(t.net.job_rank + 1) / size_t(t.net.job_ranks) -
+                          batch.batch * size_t(t.net.job_rank) / size_t(t.net.job_ranks)
+                    : batch.batch;
+            std::string text = "training diverged at epoch " + std::to_string(epoch) + ", batch " +
+                               std::to_string(done + 1) + " of " + std::to_string(batches) + ": " +
+                               (std::isfinite(loss) ? std::string("the gradients are not finite")
+                                : std::isnan(loss)  ? std::string("the loss is NaN")
+                                                    : std::string("the loss is infinite")) +
+                               "; " + t.locate_nonfinite(share) + ". ";
+            text += t.last_checkpoint_text.empty()
+                        ? "No checkpoint was written in this run."
+                        : "The last good checkpoint is " + t.last_checkpoint_text + ".";
+            text += " Lower the learning rate, or check the data for extreme values.";
+            throw Error(ErrorCategory::kNumeric, text);
+        }
         t.net.update(t.options.optimizer, t.decay());
         ++done;
+        t.position = done;
         if (t.options.on_batch) {
             BatchProgress p;
             p.epoch = epoch;
             p.batch = done;
             p.batches = batches;
             p.examples = first + batch.batch;
-            p.loss = t.read_loss(true) / double(p.examples);
-            p.seconds =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            p.loss = loss / double(p.examples);
+            p.seconds = seconds_since(start);
             t.options.on_batch(p);
         }
+        const bool timed = !t.options.checkpoint.empty() && t.options.checkpoint_seconds > 0 &&
+                           seconds_since(t.last_checkpoint) >= t.options.checkpoint_seconds;
+        const std::vector<bool> agreed = t.agree({t.cancel.load(), timed});
+        if (agreed[1]) {
+            if (done < batches) {
+                save_checkpoint(t.options.checkpoint);
+            } else {
+                checkpoint_at_end = true;
+            }
+        }
+        cancelled = agreed[0] && done < batches;
     }
-    const bool cancelled = done < batches;
     if (cancelled) t.cancel.store(false);  // this epoch consumed the request
+    t.position_complete = !cancelled;
     t.net.backend->synchronize();
     stats.epoch = epoch;
     stats.batches = done;
     stats.complete = !cancelled;
     stats.examples = std::min<uint64_t>(done * t.options.batch, rows);
     stats.loss = stats.examples > 0 ? t.read_loss(true) / double(stats.examples) : 0.0;
-    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    stats.examples_per_second = stats.seconds > 0 ? double(stats.examples) / stats.seconds : 0.0;
-    if (!cancelled && t.options.on_epoch) t.options.on_epoch(stats);
+    stats.seconds = seconds_since(start);
+    // The rate of the batches this call ran (a resumed epoch's earlier ones excluded).
+    const double ran =
+        double(stats.examples - std::min(stats.examples, resumed_at * t.options.batch));
+    stats.examples_per_second = stats.seconds > 0 ? ran / stats.seconds : 0.0;
+    if (!cancelled) {
+        if (t.options.check_finite && !std::isfinite(stats.loss)) {
+            throw Error(ErrorCategory::kNumeric, "training diverged in epoch " +
+                                                     std::to_string(epoch) +
+                                                     ": the epoch's loss is not finite");
+        }
+        if (t.options.on_epoch) t.options.on_epoch(stats);
+        const bool every =
+            t.options.checkpoint_every > 0 && epoch % t.options.checkpoint_every == 0;
+        if (!t.options.checkpoint.empty() && (every || checkpoint_at_end)) {
+            save_checkpoint(t.options.checkpoint);
+        }
+    }
     return stats;
+}
+
+void Trainer::save_checkpoint(const std::string& path) {
+    Impl& t = *impl_;
+    const auto start = Clock::now();
+    io::ModelFile model = t.net.snapshot(/*with_state=*/true);
+    io::ModelTrainingState state;
+    state.optimizer = to_string(t.net.state_kind);
+    state.optimizer_steps = t.net.optimizer_steps;
+    // A complete epoch is a boundary; a partial one (cancelled, or a timed checkpoint inside
+    // it) resumes at its next batch.
+    state.epochs_complete = epochs_complete();
+    state.batches_done = t.position_complete ? 0 : t.position;
+    state.loss_sum = state.batches_done > 0 ? t.read_loss(true) : 0.0;
+    state.options = t.fingerprint_json();
+    if (t.options.checkpoint_notes) state.notes = t.options.checkpoint_notes();
+    for (const auto& [key, value] : state.notes) {
+        const bool valid = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+        if (!valid) {
+            throw Error(ErrorCategory::kUsage, "checkpoint note key '" + key +
+                                                   "' is invalid; expected letters, digits and _");
+        }
+    }
+    model.training = state;
+    // Only finite parameters are written: the previous checkpoint stays the last good one.
+    auto check = [&]() {
+        if (!t.options.check_finite) return;
+        for (const io::ModelWeight& w : model.weights) {
+            if (const size_t bad = count_nonfinite(w.values); bad > 0) {
+                throw Error(ErrorCategory::kNumeric,
+                            "not writing the checkpoint " + path + ": " + std::to_string(bad) +
+                                " values of weight:" + w.input_layer + "->" + w.output_layer +
+                                " are NaN or infinite");
+            }
+        }
+        for (const io::ModelBias& b : model.biases) {
+            if (const size_t bad = count_nonfinite(b.values); bad > 0) {
+                throw Error(ErrorCategory::kNumeric,
+                            "not writing the checkpoint " + path + ": " + std::to_string(bad) +
+                                " values of bias:" + b.layer + " are NaN or infinite");
+            }
+        }
+    };
+    t.net.write_file(path, model, check);
+    t.last_checkpoint = Clock::now();
+    t.last_checkpoint_text = path + " (" + std::to_string(state.epochs_complete) + " epochs and " +
+                             std::to_string(state.batches_done) + " batches)";
+    if (t.options.on_checkpoint) {
+        CheckpointInfo info;
+        info.path = path;
+        info.epochs_complete = state.epochs_complete;
+        info.batches_done = state.batches_done;
+        info.seconds = seconds_since(start);
+        t.options.on_checkpoint(info);
+    }
+}
+
+std::map<std::string, std::string> Trainer::resume(const std::string& path) {
+    Impl& t = *impl_;
+    const io::ModelFile model = io::read_model(path, /*training_state=*/true);
+    const io::ModelTrainingState& state = *model.training;
+    if (model.config.to_json() != t.net.config.to_json()) {
+        throw Error(ErrorCategory::kUsage,
+                    path +
+                        ": the checkpoint's network config differs from this network's; "
+                        "resume with the network loaded from the checkpoint");
+    }
+    // The options it was written with, compared by name.
+    Json::Value saved;
+    Json::CharReaderBuilder reader;
+    std::string errors;
+    std::istringstream in(state.options);
+    if (!Json::parseFromStream(reader, in, &saved, &errors) || !saved.isObject()) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": checkpoint_options is not a JSON object: " + errors);
+    }
+    for (const auto& [key, value] : t.fingerprint()) {
+        const std::string was = saved.isMember(key) && saved[key].isString()
+                                    ? saved[key].asString()
+                                    : std::string("(missing)");
+        if (was != value) {
+            throw Error(ErrorCategory::kUsage,
+                        path + ": the checkpoint was written with " + key + " = " + was +
+                            "; this run has " + key + " = " + value +
+                            " (a resumed run needs the checkpoint's data rows and training "
+                            "options)");
+        }
+    }
+    const uint64_t batches = (t.data.rows() + t.options.batch - 1) / t.options.batch;
+    if (state.batches_done >= batches) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": checkpoint position batch " + std::to_string(state.batches_done) +
+                        " is past the epoch's " + std::to_string(batches) + " batches");
+    }
+    // state.optimizer equals options.optimizer.kind (the fingerprint checked it).
+    t.net.ensure_optimizer_state(t.options.optimizer.kind);
+    t.net.restore(model, path, /*with_state=*/true);
+    t.net.optimizer_steps = state.optimizer_steps;
+    t.resumed_epochs = state.epochs_complete;
+    if (state.batches_done > 0) {
+        t.epochs_done = state.epochs_complete + 1;
+        t.resume_batches = state.batches_done;
+        t.resume_loss = state.loss_sum;
+        t.position = state.batches_done;
+        t.position_complete = false;
+    } else {
+        t.epochs_done = state.epochs_complete;
+        t.resume_batches = 0;
+        t.position_complete = true;
+    }
+    t.last_checkpoint = Clock::now();
+    t.last_checkpoint_text = path + " (" + std::to_string(state.epochs_complete) + " epochs and " +
+                             std::to_string(state.batches_done) + " batches)";
+    return state.notes;
 }
 
 std::vector<EpochStats> Trainer::fit() {
     std::vector<EpochStats> all;
-    for (uint32_t e = 0; e < impl_->options.epochs; ++e) {
+    // After resume(): the epochs the checkpoint holds count towards options.epochs.
+    const uint32_t owed = impl_->options.epochs > impl_->resumed_epochs
+                              ? impl_->options.epochs - impl_->resumed_epochs
+                              : 0;
+    impl_->resumed_epochs = 0;
+    for (uint32_t e = 0; e < owed; ++e) {
         EpochStats stats = train_epoch();
         if (!stats.complete && stats.batches == 0) break;  // cancelled before it began
         all.push_back(stats);

@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
 
 #include "io/netcdf_util.h"
 #include "sparsenet/error.h"
@@ -55,6 +58,50 @@ int get_int(int nc, const std::string& path, const std::string& name) {
     nc_check(status, path, "reading attribute " + name);
     return v;
 }
+
+void put_int64(int nc, const std::string& path, const std::string& name, uint64_t v) {
+    const long long value = static_cast<long long>(v);
+    nc_check(nc_put_att_longlong(nc, NC_GLOBAL, name.c_str(), NC_INT64, 1, &value), path,
+             "writing attribute " + name);
+}
+
+void put_double(int nc, const std::string& path, const std::string& name, double v) {
+    nc_check(nc_put_att_double(nc, NC_GLOBAL, name.c_str(), NC_DOUBLE, 1, &v), path,
+             "writing attribute " + name);
+}
+
+// One numeric global attribute of one value (checkpoints).
+template <typename T>
+T get_number(int nc, const std::string& path, const std::string& name) {
+    nc_type type;
+    size_t len = 0;
+    const int status = nc_inq_att(nc, NC_GLOBAL, name.c_str(), &type, &len);
+    if (status == NC_ENOTATT) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": not a sparsenet checkpoint: attribute '" + name + "' is missing");
+    }
+    nc_check(status, path, "reading attribute " + name);
+    if (len != 1 || type == NC_CHAR || type == NC_STRING) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": checkpoint attribute '" + name + "' is not one number");
+    }
+    if constexpr (std::is_same_v<T, double>) {
+        double v = 0;
+        nc_check(nc_get_att_double(nc, NC_GLOBAL, name.c_str(), &v), path, "reading " + name);
+        return v;
+    } else {
+        long long v = 0;
+        nc_check(nc_get_att_longlong(nc, NC_GLOBAL, name.c_str(), &v), path, "reading " + name);
+        if (v < 0) {
+            throw Error(ErrorCategory::kIo, path + ": checkpoint attribute '" + name +
+                                                "' is negative: " + std::to_string(v));
+        }
+        return static_cast<T>(v);
+    }
+}
+
+constexpr int kCheckpointVersion = 1;
+constexpr const char* kNotePrefix = "checkpoint_note_";
 
 void define_vector(int nc, const std::string& path, const std::string& var, size_t len,
                    int* varid) {
@@ -128,6 +175,29 @@ void write_model(const std::string& path, const ModelFile& model) {
         }
         put_int(nc, tmp, "weights", static_cast<int>(model.weights.size()));
         std::vector<int> weight_vars(model.weights.size()), bias_vars(model.biases.size());
+        std::vector<std::array<int, 2>> state_vars(model.weights.size(), {-1, -1});
+        std::vector<std::array<int, 2>> bias_state_vars(model.biases.size(), {-1, -1});
+        if (model.training) {
+            const ModelTrainingState& t = *model.training;
+            put_int(nc, tmp, "sparsenet_checkpoint_format", kCheckpointVersion);
+            put_text(nc, tmp, "checkpoint_optimizer", t.optimizer);
+            put_int64(nc, tmp, "checkpoint_optimizer_steps", t.optimizer_steps);
+            put_int64(nc, tmp, "checkpoint_epochs_complete", t.epochs_complete);
+            put_int64(nc, tmp, "checkpoint_batches_done", t.batches_done);
+            put_double(nc, tmp, "checkpoint_loss_sum", t.loss_sum);
+            put_text(nc, tmp, "checkpoint_options", t.options);
+            int slots = 0;
+            for (const ModelWeight& w : model.weights) {
+                if (!w.state1.empty()) slots = std::max(slots, 1);
+                if (!w.state2.empty()) slots = 2;
+            }
+            for (const ModelBias& b : model.biases) {
+                if (!b.state1.empty()) slots = std::max(slots, 1);
+                if (!b.state2.empty()) slots = 2;
+            }
+            put_int(nc, tmp, "checkpoint_state_slots", slots);
+            for (const auto& [key, value] : t.notes) put_text(nc, tmp, kNotePrefix + key, value);
+        }
         for (size_t i = 0; i < model.weights.size(); ++i) {
             const ModelWeight& w = model.weights[i];
             const std::string prefix = "weight" + std::to_string(i);
@@ -148,22 +218,50 @@ void write_model(const std::string& path, const ModelFile& model) {
             const std::string var = prefix + "_weights";
             nc_check(nc_def_var(nc, var.c_str(), NC_FLOAT, 2, dims, &weight_vars[i]), tmp,
                      "defining " + var);
+            for (int s = 0; s < 2; ++s) {
+                if ((s == 0 ? w.state1 : w.state2).empty()) continue;
+                const std::string state = prefix + "_state" + std::to_string(s + 1);
+                nc_check(nc_def_var(nc, state.c_str(), NC_FLOAT, 2, dims, &state_vars[i][s]), tmp,
+                         "defining " + state);
+            }
         }
         for (size_t i = 0; i < model.biases.size(); ++i) {
             const std::string var = "bias" + std::to_string(i);
             put_text(nc, tmp, var + "_layer", model.biases[i].layer);
             define_vector(nc, tmp, var, model.biases[i].values.size(), &bias_vars[i]);
+            int dim = 0;
+            nc_check(nc_inq_vardimid(nc, bias_vars[i], &dim), tmp, "defining " + var);
+            for (int s = 0; s < 2; ++s) {
+                if ((s == 0 ? model.biases[i].state1 : model.biases[i].state2).empty()) continue;
+                const std::string state = var + "_state" + std::to_string(s + 1);
+                nc_check(nc_def_var(nc, state.c_str(), NC_FLOAT, 1, &dim, &bias_state_vars[i][s]),
+                         tmp, "defining " + state);
+            }
         }
         nc_check(nc_enddef(nc), tmp, "finishing the header");
         for (size_t i = 0; i < model.weights.size(); ++i) {
             if (model.weights[i].shared || model.weights[i].values.empty()) continue;
             nc_check(nc_put_var_float(nc, weight_vars[i], model.weights[i].values.data()), tmp,
                      "writing weight" + std::to_string(i));
+            for (int s = 0; s < 2; ++s) {
+                const std::vector<float>& state =
+                    s == 0 ? model.weights[i].state1 : model.weights[i].state2;
+                if (state.empty()) continue;
+                nc_check(nc_put_var_float(nc, state_vars[i][s], state.data()), tmp,
+                         "writing the optimizer state of weight" + std::to_string(i));
+            }
         }
         for (size_t i = 0; i < model.biases.size(); ++i) {
             if (model.biases[i].values.empty()) continue;
             nc_check(nc_put_var_float(nc, bias_vars[i], model.biases[i].values.data()), tmp,
                      "writing bias" + std::to_string(i));
+            for (int s = 0; s < 2; ++s) {
+                const std::vector<float>& state =
+                    s == 0 ? model.biases[i].state1 : model.biases[i].state2;
+                if (state.empty()) continue;
+                nc_check(nc_put_var_float(nc, bias_state_vars[i][s], state.data()), tmp,
+                         "writing the optimizer state of bias" + std::to_string(i));
+            }
         }
         nc_check(file.close(), tmp, "closing");
         if (!sync_path(tmp, false)) {
@@ -206,7 +304,7 @@ bool is_model_file(const std::string& path) {
     return nc_inq_att(file.id(), NC_GLOBAL, "sparsenet_model_format", &type, &len) == NC_NOERR;
 }
 
-ModelFile read_model(const std::string& path) {
+ModelFile read_model(const std::string& path, bool training_state) {
     if (!std::filesystem::exists(path)) {
         throw Error(ErrorCategory::kIo, path + ": model file not found");
     }
@@ -221,6 +319,49 @@ ModelFile read_model(const std::string& path) {
     }
     ModelFile model;
     model.config = NetworkConfig::from_json(get_text(nc, path, "config"), path + " (config)");
+    int slots = 0;  // optimizer state slots to read (checkpoints)
+    if (training_state) {
+        nc_type type;
+        size_t len = 0;
+        if (nc_inq_att(nc, NC_GLOBAL, "sparsenet_checkpoint_format", &type, &len) != NC_NOERR) {
+            throw Error(ErrorCategory::kIo,
+                        path +
+                            ": not a checkpoint (a model file without training state: "
+                            "attribute 'sparsenet_checkpoint_format' is missing)");
+        }
+        const int version = get_int(nc, path, "sparsenet_checkpoint_format");
+        if (version != kCheckpointVersion) {
+            throw Error(ErrorCategory::kIo,
+                        path + ": checkpoint format " + std::to_string(version) +
+                            " is not supported; expected " + std::to_string(kCheckpointVersion));
+        }
+        ModelTrainingState t;
+        t.optimizer = get_text(nc, path, "checkpoint_optimizer");
+        t.optimizer_steps = get_number<uint64_t>(nc, path, "checkpoint_optimizer_steps");
+        t.epochs_complete = static_cast<uint32_t>(std::min<uint64_t>(
+            get_number<uint64_t>(nc, path, "checkpoint_epochs_complete"), UINT32_MAX));
+        t.batches_done = get_number<uint64_t>(nc, path, "checkpoint_batches_done");
+        t.loss_sum = get_number<double>(nc, path, "checkpoint_loss_sum");
+        t.options = get_text(nc, path, "checkpoint_options");
+        int natts = 0;
+        nc_check(nc_inq_natts(nc, &natts), path, "listing attributes");
+        const std::string prefix = kNotePrefix;
+        for (int a = 0; a < natts; ++a) {
+            char name[NC_MAX_NAME + 1] = {};
+            nc_check(nc_inq_attname(nc, NC_GLOBAL, a, name), path, "listing attributes");
+            const std::string n = name;
+            if (n.compare(0, prefix.size(), prefix) == 0) {
+                t.notes[n.substr(prefix.size())] = get_text(nc, path, n);
+            }
+        }
+        const int declared = get_int(nc, path, "checkpoint_state_slots");
+        if (declared < 0 || declared > 2) {
+            throw Error(ErrorCategory::kIo, path + ": checkpoint_state_slots = " +
+                                                std::to_string(declared) + "; expected 0, 1 or 2");
+        }
+        slots = declared;
+        model.training = std::move(t);
+    }
     const int weights = get_int(nc, path, "weights");
     for (int i = 0; i < weights; ++i) {
         const std::string prefix = "weight" + std::to_string(i);
@@ -247,6 +388,8 @@ ModelFile read_model(const std::string& path) {
             w.transposed = get_int(nc, path, prefix + "_bTransposed") != 0;
         } else {
             w.values = read_vector(nc, path, prefix + "_weights", w.rows * w.cols);
+            if (slots >= 1) w.state1 = read_vector(nc, path, prefix + "_state1", w.rows * w.cols);
+            if (slots >= 2) w.state2 = read_vector(nc, path, prefix + "_state2", w.rows * w.cols);
         }
         model.weights.push_back(std::move(w));
     }
@@ -263,6 +406,8 @@ ModelFile read_model(const std::string& path) {
                         path + ": " + var + " belongs to unknown layer '" + b.layer + "'");
         }
         b.values = read_vector(nc, path, var, layer->n);
+        if (slots >= 1) b.state1 = read_vector(nc, path, var + "_state1", layer->n);
+        if (slots >= 2) b.state2 = read_vector(nc, path, var + "_state2", layer->n);
         model.biases.push_back(std::move(b));
     }
     return model;

@@ -252,6 +252,77 @@ TEST(ModelParallel, SavedSplitModelLoadsOnOneRankWithTheSameScores) {
     MPI_Barrier(MPI_COMM_WORLD);  // nobody reads the file once rank 0 removes it
 }
 
+// Checkpoints of a split (or data-parallel) network: a cancel on rank 0 alone stops every rank
+// at the same batch (the ranks agree after each batch), the checkpoint written there resumes
+// on the same ranks to the uninterrupted run's weights bit for bit, and on one process to
+// within the split's tolerance. Timed checkpoints after every batch keep the ranks in step.
+void expect_checkpoint_resumes(const std::string& parallel) {
+    Data d(200, 89, 2500);
+    const NetworkConfig config = NetworkConfig::from_json(kAutoencoder);
+    std::unique_ptr<testing::TempDir> dir;
+    char path[4096] = {0};
+    if (world_rank() == 0) {
+        dir = std::make_unique<testing::TempDir>();
+        std::snprintf(path, sizeof path, "%s", dir->file("ck").c_str());
+    }
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+
+    Network straight = Network::create(config, d.widths(), on("mpi", parallel));
+    Trainer(straight, d.all(), adam(3)).fit();
+
+    Network first = Network::create(config, d.widths(), on("mpi", parallel));
+    TrainOptions t = adam(3);
+    Trainer* self = nullptr;
+    t.on_batch = [&](const BatchProgress& p) {
+        if (world_rank() == 0 && p.epoch == 2 && p.batch == 2) self->cancel();
+    };
+    Trainer a(first, d.all(), t);
+    self = &a;
+    const auto ran = a.fit();
+    ASSERT_EQ(ran.size(), 2u);
+    EXPECT_FALSE(ran.back().complete);
+    EXPECT_EQ(ran.back().batches, 2u) << "rank " << world_rank();
+    a.save_checkpoint(path);
+
+    Network resumed = Network::load(path, on("mpi", parallel));
+    Trainer b(resumed, d.all(), adam(3));
+    b.resume(path);
+    b.fit();
+    for (const Parameter& p : straight.parameters()) {
+        EXPECT_EQ(resumed.get_parameter(p.name), straight.get_parameter(p.name)) << p.name;
+    }
+    Network alone = Network::load(path, on("local"));
+    Trainer c(alone, d.all(), adam(3));
+    c.resume(path);
+    c.fit();
+    for (const Parameter& p : straight.parameters()) {
+        const std::vector<float> x = alone.get_parameter(p.name);
+        const std::vector<float> y = straight.get_parameter(p.name);
+        double worst = 0.0;
+        for (size_t i = 0; i < x.size(); ++i)
+            worst = std::max(worst, double(std::abs(x[i] - y[i])));
+        EXPECT_LT(worst, 1e-4) << p.name;
+    }
+
+    Network timed = Network::create(config, d.widths(), on("mpi", parallel));
+    TrainOptions tt = adam(1);
+    tt.checkpoint = path;
+    tt.checkpoint_seconds = 1e-9;
+    int written = 0;
+    tt.on_checkpoint = [&](const CheckpointInfo&) { ++written; };
+    Trainer(timed, d.all(), tt).fit();
+    EXPECT_EQ(written, 4);        // 200 rows, batches of 50
+    MPI_Barrier(MPI_COMM_WORLD);  // nobody reads the file once rank 0 removes it
+}
+
+TEST(ModelParallel, CheckpointResumesExactly) {
+    expect_checkpoint_resumes("model");
+}
+
+TEST(DataParallel, CheckpointResumesExactly) {
+    expect_checkpoint_resumes("data");
+}
+
 // Data parallelism: whole weights on every rank, each rank its share of every batch, gradients
 // summed. Same losses and weights as one process, and bit-identical weights on every rank.
 TEST(DataParallel, AutoencoderMatchesOneRankAndRanksStayIdentical) {
