@@ -1,7 +1,12 @@
 // sparsenet train: JSON network + netCDF datasets -> trained model file.
+#include <signal.h>
+#include <sys/types.h>
+
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -30,6 +35,28 @@ extern "C" void stop_training(int sig) {
     g_signal.store(sig);
     std::signal(sig, SIG_DFL);
     if (Trainer* t = g_trainer.load()) t->cancel();  // an atomic store: async-signal-safe
+}
+
+// A process killed while writing `path` leaves its temporary file `<path>.tmp.<pid>.<n>`
+// (io::write_model), never read. Removes those whose process is gone from this machine.
+void remove_stale_temporaries(const std::string& path, bool quiet) {
+    namespace fs = std::filesystem;
+    const fs::path p(path);
+    const std::string prefix = p.filename().string() + ".tmp.";
+    std::error_code ec;
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.compare(0, prefix.size(), prefix) != 0) continue;
+        char* end = nullptr;
+        const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+        if (pid <= 0 || end == nullptr || *end != '.') continue;
+        if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+        if (fs::remove(entry.path(), ec) && !quiet) {
+            std::printf("removed %s (left by a process that was killed while writing)\n",
+                        entry.path().c_str());
+        }
+    }
 }
 
 // The validation's best epoch travels in the checkpoint's notes (a resumed --keep-best run
@@ -215,6 +242,10 @@ int train_main(int argc, char** argv) {
         }
         check_writable(model_path);
         if (checkpointing) check_writable(checkpoint_path);
+        if (job_rank() == 0) {  // rank 0 writes both files
+            remove_stale_temporaries(model_path, quiet);
+            if (checkpointing) remove_stale_temporaries(checkpoint_path, quiet);
+        }
 
         // Resuming: the network (config and weights) is the checkpoint's; the config file must
         // describe the same network (Trainer::resume compares them).
