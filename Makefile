@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-asan test-tsan demo bench fuzz clean format docs
+.PHONY: all deps configure build test test-asan test-asan-full test-tsan demo bench fuzz clean format docs
 
 all: build
 
@@ -30,6 +30,13 @@ test-asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+
+# Every CPU test (all labels but cuda) under AddressSanitizer + UBSan, in build-asan. Not part of
+# `make test` (which runs the readers', CLI and MPI labels above): about 25 minutes on 2 cores.
+test-asan-full: deps
+	cmake --preset asan
+	cmake --build --preset asan-full -j $(JOBS)
+	ctest --preset asan-full -j $(JOBS)
 
 # The Recommender's concurrency test under ThreadSanitizer, in build-tsan (CMakePresets.json
 # "tsan": the library and that one test). About 2 minutes from scratch on 2 cores.

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,20 @@ Json::Value model_info(const io::ModelFile& model) {
         parameters += b.values.size();
     }
     v["parameters"] = Json::UInt64(parameters);
+    if (model.training) {  // a checkpoint (train --checkpoint): where training stands
+        const io::ModelTrainingState& t = *model.training;
+        Json::Value c;
+        c["epochs_complete"] = t.epochs_complete;
+        c["batches_done"] = Json::UInt64(t.batches_done);
+        c["optimizer"] = t.optimizer;
+        c["optimizer_steps"] = Json::UInt64(t.optimizer_steps);
+        Json::Value options;
+        Json::CharReaderBuilder reader;
+        std::string errors;
+        std::istringstream in(t.options);
+        if (Json::parseFromStream(reader, in, &options, &errors)) c["options"] = options;
+        v["checkpoint"] = c;
+    }
     return v;
 }
 
@@ -211,6 +226,21 @@ void print_model(const Json::Value& file) {
     const uint64_t total = m["parameters"].asUInt64();
     std::printf("parameters %llu (weights %llu, biases %llu)\n", (unsigned long long)total,
                 (unsigned long long)weights, (unsigned long long)(total - weights));
+    if (m.isMember("checkpoint")) {
+        const Json::Value& c = m["checkpoint"];
+        std::printf("checkpoint: %u epochs done", c["epochs_complete"].asUInt());
+        if (c["batches_done"].asUInt64() > 0) {
+            std::printf(" and %s batches of epoch %u", u64(c["batches_done"]).c_str(),
+                        c["epochs_complete"].asUInt() + 1);
+        }
+        std::printf("; %s, %s steps", c["optimizer"].asCString(),
+                    u64(c["optimizer_steps"]).c_str());
+        if (c["options"].isMember("batch")) {
+            std::printf("; batch %s, seed %s", c["options"]["batch"].asCString(),
+                        c["options"]["seed"].asCString());
+        }
+        std::printf("\n");
+    }
 }
 
 }  // namespace

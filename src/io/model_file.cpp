@@ -320,10 +320,12 @@ ModelFile read_model(const std::string& path, bool training_state) {
     ModelFile model;
     model.config = NetworkConfig::from_json(get_text(nc, path, "config"), path + " (config)");
     int slots = 0;  // optimizer state slots to read (checkpoints)
-    if (training_state) {
-        nc_type type;
-        size_t len = 0;
-        if (nc_inq_att(nc, NC_GLOBAL, "sparsenet_checkpoint_format", &type, &len) != NC_NOERR) {
+    nc_type checkpoint_type;
+    size_t checkpoint_len = 0;
+    const bool checkpoint = nc_inq_att(nc, NC_GLOBAL, "sparsenet_checkpoint_format",
+                                       &checkpoint_type, &checkpoint_len) == NC_NOERR;
+    if (training_state || checkpoint) {  // the position always; the slots when asked
+        if (!checkpoint) {
             throw Error(ErrorCategory::kIo,
                         path +
                             ": not a checkpoint (a model file without training state: "
@@ -359,7 +361,7 @@ ModelFile read_model(const std::string& path, bool training_state) {
             throw Error(ErrorCategory::kIo, path + ": checkpoint_state_slots = " +
                                                 std::to_string(declared) + "; expected 0, 1 or 2");
         }
-        slots = declared;
+        slots = training_state ? declared : 0;
         model.training = std::move(t);
     }
     const int weights = get_int(nc, path, "weights");

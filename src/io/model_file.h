@@ -73,8 +73,8 @@ struct ModelFile {
 // fsyncs the directory: `path` holds the old model or the new one, never a partial file.
 void write_model(const std::string& path, const ModelFile& model);
 // Throws Error(kIo) for unreadable / non-model files, naming the path and what is missing.
-// training_state: also the checkpoint's training state and optimizer slots (Error(kIo) when the
-// file is not a checkpoint); otherwise they are not read.
+// A checkpoint's training state (position, options, notes) is read whenever the file has one;
+// training_state: also its optimizer slots (Error(kIo) when the file is not a checkpoint).
 ModelFile read_model(const std::string& path, bool training_state = false);
 // Whether `path` is a model file (has the global attribute sparsenet_model_format) rather than,
 // say, a dataset file. Throws Error(kIo) naming the path when it is not a readable netCDF file.

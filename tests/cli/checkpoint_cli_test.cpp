@@ -316,6 +316,11 @@ TEST_F(CheckpointCli, FlagErrorsAreNamed) {
     EXPECT_EQ(run(base + "--resume -b 7"), 2);
     EXPECT_NE(out_.find("written with batch = 1024; this run has batch = 7"), std::string::npos)
         << out_;
+    // info says where a checkpoint stands.
+    ASSERT_EQ(run("info " + dir_.file("m.nc.checkpoint")), 0) << out_;
+    EXPECT_NE(out_.find("checkpoint: 1 epochs done; sgd, 1 steps; batch 1024, seed 12134"),
+              std::string::npos)
+        << out_;
     // A checkpoint is a model: predict reads it.
     EXPECT_EQ(run("predict -n " + dir_.file("m.nc.checkpoint") + " --input " + data_ + " -k 3 -s " +
                   dir_.file("recs.txt")),
