@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,10 +9,23 @@
 #include <filesystem>
 #include <new>
 
+#include "backend/out_of_memory.h"
 #include "comm/communicator.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::cli {
+
+std::string host_out_of_memory_message() {
+    std::string m =
+        "out of host memory: a host allocation failed (std::bad_alloc: reading datasets, "
+        "building or loading the network, or staging parameters and results on the host)";
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+        m += "; this process's address space is limited to " + format_bytes(limit.rlim_cur) +
+             " (ulimit -v)";
+    }
+    return m + "; " + kOutOfMemoryAdvice;
+}
 
 int run_command(const std::string& command, const std::function<int()>& body) {
     int code = 0;
@@ -22,8 +36,11 @@ int run_command(const std::string& command, const std::function<int()>& body) {
                      job_rank_label().c_str(), e.what());
         code = e.category() == ErrorCategory::kUsage ? 2 : 1;
     } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "sparsenet %s: error%s: out of host memory\n", command.c_str(),
-                     job_rank_label().c_str());
+        // A host-side std::vector or new (datasets, host copies of the parameters, model files,
+        // op scratch) failed; by now the stack is unwound and its memory freed. Exit code 1, as
+        // the backend's out-of-memory Error(kDevice).
+        std::fprintf(stderr, "sparsenet %s: error%s: %s\n", command.c_str(),
+                     job_rank_label().c_str(), host_out_of_memory_message().c_str());
         code = 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "sparsenet %s: internal error%s: %s\n", command.c_str(),

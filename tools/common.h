@@ -12,8 +12,14 @@
 namespace sparsenet::cli {
 
 // Runs body; maps sparsenet::Error to "sparsenet <command>: error: ..." on stderr and an exit
-// code (2 for usage errors, 1 for everything else). Returns the exit code.
+// code (2 for usage errors, 1 for everything else); std::bad_alloc to exit code 1 and
+// host_out_of_memory_message(); any other exception to "internal error" and 3. Returns the exit
+// code.
 int run_command(const std::string& command, const std::function<int()>& body);
+
+// What the CLI says for a std::bad_alloc: out of host memory, the address-space limit when one is
+// set, and what to change (--batch, the network's size, more ranks).
+std::string host_out_of_memory_message();
 
 // Reads every dataset of each file (a file named twice is read once). The same dataset name in
 // two different files is an error.

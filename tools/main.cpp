@@ -1,12 +1,15 @@
 // sparsenet: the command-line tool. One thin file per subcommand; the work is in the library.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "comm/communicator.h"
+#include "common.h"
 
 namespace sparsenet::cli {
 int train_main(int argc, char** argv);
@@ -51,9 +54,9 @@ void select_openblas_kernels(char** argv) {
 #endif
 }
 
-int main(int argc, char** argv) {
+// The command line after the OpenBLAS re-exec: one subcommand.
+static int dispatch(int argc, char** argv) {
     using namespace sparsenet::cli;
-    select_openblas_kernels(argv);
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
         !std::strcmp(argv[1], "help")) {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);
@@ -81,4 +84,31 @@ int main(int argc, char** argv) {
     if (command == "split") return split_main(argc - 2, argv + 2);
     std::fprintf(stderr, "sparsenet: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
+}
+
+// HDF5 (under netCDF-4) closes the files still open in an exit handler. A file whose nc_close
+// failed (a write that hit a full disk or the file size limit) stays open inside HDF5, and HDF5
+// 1.10's handler then crashes on it (SIGSEGV in H5F__close_cb, measured with `ulimit -f`): the
+// CLI exited 139 after reporting the error. Every file the CLI writes is closed explicitly and
+// checked, so the handler has nothing to do: it is turned off before the first netCDF call.
+// H5dont_atexit is looked up at run time (the CLI does not link HDF5; netCDF built without HDF5
+// has no such symbol and nothing to turn off).
+void disable_hdf5_exit_handler() {
+    using DontAtexit = int (*)();
+    auto fn = reinterpret_cast<DontAtexit>(dlsym(RTLD_DEFAULT, "H5dont_atexit"));
+    if (fn != nullptr) fn();
+}
+
+int main(int argc, char** argv) {
+    select_openblas_kernels(argv);
+    disable_hdf5_exit_handler();
+    // Every command reports its own errors (run_command); this catches what escapes before one
+    // runs (the command name, the mpirun check).
+    try {
+        return dispatch(argc, argv);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "sparsenet: error: %s\n",
+                     sparsenet::cli::host_out_of_memory_message().c_str());
+        return 1;
+    }
 }

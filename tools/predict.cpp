@@ -1,11 +1,16 @@
 // sparsenet predict: model + input dataset -> top-K recommendations in DSSTNE's recs format.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "args.h"
 #include "common.h"
+#include "common/resources.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
 #include "sparsenet/network.h"
@@ -164,11 +169,27 @@ int predict_main(int argc, char** argv) {
 
         const TopK top = predictor.top_k(options, exclude);
         if (network.rank() != 0) return 0;  // a split model: every rank merged; rank 0 writes
+        // -s FILE: atomic replacement, as write_model: a temporary file flushed to the device and
+        // renamed over FILE; a failed write (a full disk, the file size limit) leaves a previous
+        // FILE as it was and no temporary file.
         FILE* out = stdout;
-        const std::string tmp = out_path + ".tmp";
+        const std::string tmp = out_path + ".tmp." + std::to_string(getpid());
+        auto fail = [&](const std::string& what) {
+            const std::string reason = std::strerror(errno);
+            const std::string hint = io::storage_hint(out_path);
+            if (out != nullptr) std::fclose(out);
+            std::remove(tmp.c_str());
+            throw Error(ErrorCategory::kIo, out_path +
+                                                ": not written (a previous file of that name is "
+                                                "left as it was): " +
+                                                what + ": " + reason + hint);
+        };
         if (!out_path.empty()) {
             out = std::fopen(tmp.c_str(), "w");
-            if (out == nullptr) throw Error(ErrorCategory::kIo, out_path + ": cannot write");
+            if (out == nullptr) {
+                throw Error(ErrorCategory::kIo,
+                            out_path + ": cannot write " + tmp + ": " + std::strerror(errno));
+            }
         }
         for (uint64_t r = 0; r < top.rows; ++r) {
             std::string line = label(sample_names, r);
@@ -184,14 +205,20 @@ int predict_main(int argc, char** argv) {
                 first = false;
             }
             line += '\n';
-            std::fputs(line.c_str(), out);
+            if (std::fputs(line.c_str(), out) == EOF && !out_path.empty()) fail("writing " + tmp);
         }
         if (!out_path.empty()) {
-            const bool ok = std::fflush(out) == 0 && std::ferror(out) == 0;
-            std::fclose(out);
-            if (!ok || std::rename(tmp.c_str(), out_path.c_str()) != 0) {
-                std::remove(tmp.c_str());
-                throw Error(ErrorCategory::kIo, out_path + ": write failed");
+            if (std::fflush(out) != 0 || std::ferror(out) != 0) fail("writing " + tmp);
+            if (::fsync(fileno(out)) != 0) fail("flushing " + tmp + " to disk (fsync)");
+            const int closed = std::fclose(out);
+            out = nullptr;
+            if (closed != 0) fail("closing " + tmp);
+            if (std::rename(tmp.c_str(), out_path.c_str()) != 0) fail("renaming " + tmp + " to it");
+            if (!io::sync_parent_directory(out_path)) {
+                throw Error(ErrorCategory::kIo, out_path +
+                                                    ": written, but its directory could not be "
+                                                    "flushed to disk (fsync): " +
+                                                    std::strerror(errno));
             }
         }
         return 0;

@@ -1,6 +1,8 @@
 // The backend registry and the op names.
 #include "backend/backend.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -60,6 +62,30 @@ const char* to_string(Op op) {
             return "clip_rows";
     }
     return "unknown";
+}
+
+const char* const kOutOfMemoryAdvice =
+    "to fit, use a smaller --batch (activations, deltas and the sparse gradients grow with "
+    "it), a smaller network (fewer units in the widest layers), or split the network over more "
+    "ranks (mpirun -np N, see docs/parallelism.md)";
+
+std::string address_space_hint() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+        return "; this process's address space is limited to " + format_bytes(limit.rlim_cur) +
+               " (ulimit -v)";
+    }
+    return "";
+}
+
+Error out_of_memory_error(const std::string& memory, size_t bytes, const char* what, size_t held,
+                          size_t buffers, const std::string& detail) {
+    std::string m = "out of " + memory + " allocating " + std::to_string(bytes) + " bytes (" +
+                    format_bytes(bytes) + ") for " + (what != nullptr ? what : "(unnamed)");
+    if (!detail.empty()) m += " (" + detail + ")";
+    m += "; this backend already holds " + format_bytes(held) + " in " + std::to_string(buffers) +
+         (buffers == 1 ? " buffer" : " buffers") + "; " + kOutOfMemoryAdvice;
+    return Error(ErrorCategory::kDevice, m);
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/out_of_memory.h"
 #include "formulas/activation.h"
 #include "formulas/dropout.h"
 #include "formulas/loss.h"

@@ -21,6 +21,7 @@
 #include <numeric>
 #include <utility>
 
+#include "common/resources.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
 
@@ -271,11 +272,24 @@ std::vector<std::string> expand_input_paths(const std::string& path) {
     return files;
 }
 
+// Atomic replacement, as write_model: a temporary file flushed to the device and renamed over
+// `path`; a failed write (a full disk, the file size limit) leaves a previous file as it was and
+// no temporary file.
 void write_text(const std::string& path, const Dataset& d, TextFormat format) {
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (f == nullptr)
         throw Error(ErrorCategory::kIo, path + ": cannot write: " + std::strerror(errno));
+    auto fail = [&](const std::string& what) {
+        const std::string reason = std::strerror(errno);
+        const std::string hint = io::storage_hint(path);
+        if (f != nullptr) std::fclose(f);
+        std::remove(tmp.c_str());
+        throw Error(ErrorCategory::kIo, path +
+                                            ": not written (a previous file of that name is "
+                                            "left as it was): " +
+                                            what + ": " + reason + hint);
+    };
     std::string buf;
     buf.reserve(size_t{1} << 22);
     char num[32];
@@ -294,11 +308,7 @@ void write_text(const std::string& path, const Dataset& d, TextFormat format) {
     };
     auto flush = [&](bool force) {
         if (buf.size() < (size_t{1} << 22) && !force) return;
-        if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size()) {
-            std::fclose(f);
-            std::remove(tmp.c_str());
-            throw Error(ErrorCategory::kIo, path + ": write failed (disk full?)");
-        }
+        if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size()) fail("writing " + tmp);
         buf.clear();
     };
     const char* sep = format == TextFormat::kTsv ? "\t" : format == TextFormat::kDat ? "::" : ",";
@@ -332,9 +342,17 @@ void write_text(const std::string& path, const Dataset& d, TextFormat format) {
         flush(false);
     }
     flush(true);
-    if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(ErrorCategory::kIo, path + ": write failed: " + std::strerror(errno));
+    if (std::fflush(f) != 0) fail("writing " + tmp);
+    if (::fsync(fileno(f)) != 0) fail("flushing " + tmp + " to disk (fsync)");
+    const int closed = std::fclose(f);
+    f = nullptr;
+    if (closed != 0) fail("closing " + tmp);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming " + tmp + " to it");
+    if (!io::sync_parent_directory(path)) {
+        throw Error(ErrorCategory::kIo, path +
+                                            ": written, but its directory could not be flushed to "
+                                            "disk (fsync): " +
+                                            std::strerror(errno));
     }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "backend/out_of_memory.h"
 #include "engine/host_rng.h"
 #include "engine/network_impl.h"
 #include "io/model_file.h"
@@ -778,26 +779,30 @@ Network::~Network() = default;
 Network Network::create(const NetworkConfig& config,
                         const std::map<std::string, uint32_t>& dataset_widths,
                         const NetworkOptions& options) {
-    auto impl = std::make_unique<Impl>();
-    impl->config = config;
-    impl->options = options;
-    impl->backend = make_backend(options.device, options.threads);
-    impl->comm = make_communicator(options.comm, *impl->backend);
-    impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
-    impl->allocate_parameters();
-    impl->initialize_weights(options.seed);
-    return Network(std::move(impl));
+    return host_memory_guard("creating a network", [&] {
+        auto impl = std::make_unique<Impl>();
+        impl->config = config;
+        impl->options = options;
+        impl->backend = make_backend(options.device, options.threads);
+        impl->comm = make_communicator(options.comm, *impl->backend);
+        impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
+        impl->allocate_parameters();
+        impl->initialize_weights(options.seed);
+        return Network(std::move(impl));
+    });
 }
 
 Network Network::load(const std::string& path, const NetworkOptions& options) {
-    io::ModelFile model = io::read_model(path);
-    std::map<std::string, uint32_t> widths;
-    for (const LayerConfig& layer : model.config.layers) {
-        if (layer.kind != LayerKind::kHidden) widths[layer.dataset] = layer.n;
-    }
-    Network net = create(model.config, widths, options);
-    net.impl_->restore(model, path, /*with_state=*/false);
-    return net;
+    return host_memory_guard("loading a model", [&] {
+        io::ModelFile model = io::read_model(path);
+        std::map<std::string, uint32_t> widths;
+        for (const LayerConfig& layer : model.config.layers) {
+            if (layer.kind != LayerKind::kHidden) widths[layer.dataset] = layer.n;
+        }
+        Network net = create(model.config, widths, options);
+        net.impl_->restore(model, path, /*with_state=*/false);
+        return net;
+    });
 }
 
 void Network::Impl::restore(const io::ModelFile& model, const std::string& path, bool with_state) {
@@ -947,7 +952,9 @@ void Network::Impl::write_file(const std::string& path, const io::ModelFile& mod
 }
 
 void Network::save(const std::string& path) const {
-    impl_->write_file(path, impl_->snapshot(/*with_state=*/false), nullptr);
+    host_memory_guard("saving a model", [&] {
+        impl_->write_file(path, impl_->snapshot(/*with_state=*/false), nullptr);
+    });
 }
 
 const NetworkConfig& Network::config() const {

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "backend/out_of_memory.h"
 #include "engine/bindings.h"
 #include "engine/host_rng.h"
 #include "engine/network_impl.h"
@@ -250,7 +251,9 @@ struct Trainer::Impl {
 
 Trainer::Trainer(Network& network, const std::map<std::string, const Dataset*>& datasets,
                  TrainOptions options)
-    : impl_(std::make_unique<Impl>(network, datasets, std::move(options))) {}
+    : impl_(host_memory_guard("uploading the training data", [&] {
+          return std::make_unique<Impl>(network, datasets, std::move(options));
+      })) {}
 
 Trainer::~Trainer() = default;
 
@@ -401,60 +404,63 @@ EpochStats Trainer::train_epoch() {
 }
 
 void Trainer::save_checkpoint(const std::string& path) {
-    Impl& t = *impl_;
-    const auto start = Clock::now();
-    io::ModelFile model = t.net.snapshot(/*with_state=*/true);
-    io::ModelTrainingState state;
-    state.optimizer = to_string(t.net.state_kind);
-    state.optimizer_steps = t.net.optimizer_steps;
-    // A complete epoch is a boundary; a partial one (cancelled, or a timed checkpoint inside
-    // it) resumes at its next batch.
-    state.epochs_complete = epochs_complete();
-    state.batches_done = t.position_complete ? 0 : t.position;
-    state.loss_sum = state.batches_done > 0 ? t.read_loss(true) : 0.0;
-    state.options = t.fingerprint_json();
-    if (t.options.checkpoint_notes) state.notes = t.options.checkpoint_notes();
-    for (const auto& [key, value] : state.notes) {
-        const bool valid = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-        });
-        if (!valid) {
-            throw Error(ErrorCategory::kUsage, "checkpoint note key '" + key +
-                                                   "' is invalid; expected letters, digits and _");
-        }
-    }
-    model.training = state;
-    // Only finite parameters are written: the previous checkpoint stays the last good one.
-    auto check = [&]() {
-        if (!t.options.check_finite) return;
-        for (const io::ModelWeight& w : model.weights) {
-            if (const size_t bad = count_nonfinite(w.values); bad > 0) {
-                throw Error(ErrorCategory::kNumeric,
-                            "not writing the checkpoint " + path + ": " + std::to_string(bad) +
-                                " values of weight:" + w.input_layer + "->" + w.output_layer +
-                                " are NaN or infinite");
+    host_memory_guard("writing a checkpoint", [&] {
+        Impl& t = *impl_;
+        const auto start = Clock::now();
+        io::ModelFile model = t.net.snapshot(/*with_state=*/true);
+        io::ModelTrainingState state;
+        state.optimizer = to_string(t.net.state_kind);
+        state.optimizer_steps = t.net.optimizer_steps;
+        // A complete epoch is a boundary; a partial one (cancelled, or a timed checkpoint inside
+        // it) resumes at its next batch.
+        state.epochs_complete = epochs_complete();
+        state.batches_done = t.position_complete ? 0 : t.position;
+        state.loss_sum = state.batches_done > 0 ? t.read_loss(true) : 0.0;
+        state.options = t.fingerprint_json();
+        if (t.options.checkpoint_notes) state.notes = t.options.checkpoint_notes();
+        for (const auto& [key, value] : state.notes) {
+            const bool valid = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+            });
+            if (!valid) {
+                throw Error(
+                    ErrorCategory::kUsage,
+                    "checkpoint note key '" + key + "' is invalid; expected letters, digits and _");
             }
         }
-        for (const io::ModelBias& b : model.biases) {
-            if (const size_t bad = count_nonfinite(b.values); bad > 0) {
-                throw Error(ErrorCategory::kNumeric,
-                            "not writing the checkpoint " + path + ": " + std::to_string(bad) +
-                                " values of bias:" + b.layer + " are NaN or infinite");
+        model.training = state;
+        // Only finite parameters are written: the previous checkpoint stays the last good one.
+        auto check = [&]() {
+            if (!t.options.check_finite) return;
+            for (const io::ModelWeight& w : model.weights) {
+                if (const size_t bad = count_nonfinite(w.values); bad > 0) {
+                    throw Error(ErrorCategory::kNumeric,
+                                "not writing the checkpoint " + path + ": " + std::to_string(bad) +
+                                    " values of weight:" + w.input_layer + "->" + w.output_layer +
+                                    " are NaN or infinite");
+                }
             }
+            for (const io::ModelBias& b : model.biases) {
+                if (const size_t bad = count_nonfinite(b.values); bad > 0) {
+                    throw Error(ErrorCategory::kNumeric,
+                                "not writing the checkpoint " + path + ": " + std::to_string(bad) +
+                                    " values of bias:" + b.layer + " are NaN or infinite");
+                }
+            }
+        };
+        t.net.write_file(path, model, check);
+        t.last_checkpoint = Clock::now();
+        t.last_checkpoint_text = path + " (" + std::to_string(state.epochs_complete) +
+                                 " epochs and " + std::to_string(state.batches_done) + " batches)";
+        if (t.options.on_checkpoint) {
+            CheckpointInfo info;
+            info.path = path;
+            info.epochs_complete = state.epochs_complete;
+            info.batches_done = state.batches_done;
+            info.seconds = seconds_since(start);
+            t.options.on_checkpoint(info);
         }
-    };
-    t.net.write_file(path, model, check);
-    t.last_checkpoint = Clock::now();
-    t.last_checkpoint_text = path + " (" + std::to_string(state.epochs_complete) + " epochs and " +
-                             std::to_string(state.batches_done) + " batches)";
-    if (t.options.on_checkpoint) {
-        CheckpointInfo info;
-        info.path = path;
-        info.epochs_complete = state.epochs_complete;
-        info.batches_done = state.batches_done;
-        info.seconds = seconds_since(start);
-        t.options.on_checkpoint(info);
-    }
+    });
 }
 
 std::map<std::string, std::string> Trainer::resume(const std::string& path) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <type_traits>
 
+#include "common/resources.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/error.h"
 
@@ -140,17 +141,6 @@ std::vector<float> read_vector(int nc, const std::string& path, const std::strin
     return v;
 }
 
-// Flushes a file (or a directory's entries) to the device. false with errno on failure.
-bool sync_path(const std::string& path, bool directory) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
-    if (fd < 0) return false;
-    const bool ok = ::fsync(fd) == 0;
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    return ok;
-}
-
 }  // namespace
 
 // Atomic replacement: the model goes to a uniquely named temporary file in the directory of
@@ -270,7 +260,10 @@ void write_model(const std::string& path, const ModelFile& model) {
         }
     } catch (const Error& e) {
         std::remove(tmp.c_str());
-        throw Error(e.category(), "cannot save the model to " + path + ": " + e.what());
+        // The previous file is untouched; a full disk or a file size limit is the usual cause.
+        throw Error(e.category(), "cannot save the model to " + path +
+                                      " (a previous file of that name is left as it was): " +
+                                      e.what() + storage_hint(path));
     } catch (...) {
         std::remove(tmp.c_str());
         throw;

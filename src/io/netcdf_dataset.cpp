@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/resources.h"
 #include "io/dataset_read.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/dataset.h"
@@ -1122,8 +1123,11 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
         throw Error(ErrorCategory::kIo,
                     path + ": cannot write: directory " + parent.string() + " does not exist");
     }
+    // Atomic replacement, as write_model: a temporary file in the same directory, flushed to the
+    // device, renamed over `path`, then the directory flushed. A failure at any step (a full disk,
+    // the file size limit) leaves a previous file of that name as it was and no temporary file.
     TempFile temp(path + ".tmp." + std::to_string(static_cast<long>(getpid())));
-    {
+    try {
         NcFile file;  // closed before `temp` is removed on failure
         nc_check(nc_create(temp.path().c_str(), NC_NETCDF4 | NC_CLOBBER, file.out()), path,
                  "cannot create " + temp.path());
@@ -1230,12 +1234,29 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
             }
         }
         nc_check(file.close(), path, "closing " + temp.path());
-    }
-    if (std::rename(temp.path().c_str(), path.c_str()) != 0) {
-        throw Error(ErrorCategory::kIo,
-                    path + ": cannot rename " + temp.path() + " to it: " + std::strerror(errno));
+        if (!io::sync_path(temp.path(), false)) {
+            throw Error(ErrorCategory::kIo, path + ": cannot flush " + temp.path() +
+                                                " to disk (fsync): " + std::strerror(errno));
+        }
+        if (std::rename(temp.path().c_str(), path.c_str()) != 0) {
+            throw Error(ErrorCategory::kIo, path + ": cannot rename " + temp.path() +
+                                                " to it: " + std::strerror(errno));
+        }
+    } catch (const Error& e) {
+        std::string why = e.what();
+        if (why.compare(0, path.size() + 2, path + ": ") == 0) why.erase(0, path.size() + 2);
+        throw Error(e.category(), path +
+                                      ": not written (a previous file of that name is left as "
+                                      "it was): " +
+                                      why + io::storage_hint(path));
     }
     temp.commit();
+    if (!io::sync_parent_directory(path)) {
+        throw Error(ErrorCategory::kIo, path +
+                                            ": written, but its directory could not be flushed to "
+                                            "disk (fsync): " +
+                                            std::strerror(errno));
+    }
 }
 
 }  // namespace sparsenet

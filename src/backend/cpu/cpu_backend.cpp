@@ -1,9 +1,11 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <malloc.h>
 #include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "sparsenet/error.h"
 
@@ -80,15 +82,31 @@ void* CpuBackend::allocate(size_t bytes, const char* what) {
     const size_t rounded = bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
     void* p = rounded >= bytes ? std::aligned_alloc(kAlign, rounded) : nullptr;
     if (p == nullptr) {
-        throw Error(ErrorCategory::kDevice, "out of host memory allocating " +
-                                                std::to_string(bytes) + " bytes for " +
-                                                (what != nullptr ? what : "(unnamed)"));
+        throw out_of_memory_error("host memory", bytes, what, held_bytes(), held_buffers());
     }
+    held_bytes_ += malloc_usable_size(p);
+    ++held_buffers_;
     return p;
 }
 
 void CpuBackend::deallocate(void* p) {
+    if (p == nullptr) return;
+    held_bytes_ -= malloc_usable_size(p);
+    --held_buffers_;
     std::free(p);
+}
+
+template <class F>
+void CpuBackend::with_scratch(Op op, F&& run) {
+    try {
+        run();
+    } catch (const std::bad_alloc&) {
+        throw Error(ErrorCategory::kDevice,
+                    std::string("out of host memory growing the scratch buffers of the ") +
+                        to_string(op) + " op; this backend already holds " +
+                        format_bytes(held_bytes()) + " in " + std::to_string(held_buffers()) +
+                        " buffers; " + kOutOfMemoryAdvice);
+    }
 }
 
 void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
@@ -118,13 +136,17 @@ void CpuBackend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatri
 
 void CpuBackend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
                                  float alpha, const SparseRowGrad& grad) {
-    cpu::csr_weight_grad(csr(x), noise, cmat(dz), alpha, row_grad(grad), weight_grad_scratch_,
-                         threads_);
+    with_scratch(Op::kCsrWeightGrad, [&] {
+        cpu::csr_weight_grad(csr(x), noise, cmat(dz), alpha, row_grad(grad), weight_grad_scratch_,
+                             threads_);
+    });
 }
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
                       float beta, MatrixView c) {
-    cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
+    with_scratch(Op::kGemm, [&] {
+        cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
+    });
 }
 
 void CpuBackend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
@@ -149,13 +171,18 @@ void CpuBackend::output_delta(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, ConstMatrixView a,
                               const CsrBatchView& target, float scale, MatrixView delta,
                               double* loss_sum) {
-    cpu::output_delta(loss, act, cmat(a), csr(target), scale, mat(delta), loss_sum, row_loss_,
-                      threads_);
+    with_scratch(Op::kOutputDelta, [&] {
+        cpu::output_delta(loss, act, cmat(a), csr(target), scale, mat(delta), loss_sum, row_loss_,
+                          threads_);
+    });
 }
 
 void CpuBackend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
                                     MatrixView delta, double* loss_sum) {
-    cpu::sparseness_penalty(p, beta, cmat(a), scale, mat(delta), loss_sum, column_kl_, threads_);
+    with_scratch(Op::kSparsenessPenalty, [&] {
+        cpu::sparseness_penalty(p, beta, cmat(a), scale, mat(delta), loss_sum, column_kl_,
+                                threads_);
+    });
 }
 
 void CpuBackend::normalize_rows(float max_norm, MatrixView m) {
@@ -202,19 +229,23 @@ void CpuBackend::optimizer_step(const formulas::OptimizerStep& step, MatrixView 
 void CpuBackend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
                                      const SparseRowGrad& grad, float* state1, float* state2,
                                      SparseUpdate mode) {
-    cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, mode, rows_step_scratch_,
-                             threads_);
+    with_scratch(Op::kOptimizerStepRows, [&] {
+        cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, mode,
+                                 rows_step_scratch_, threads_);
+    });
 }
 
 void CpuBackend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
                        float* out_scores, uint32_t* out_indices) {
-    if (exclude != nullptr) {
-        const cpu::CsrT<float> ex = csr(*exclude);
-        cpu::top_k(cmat(scores), &ex, k, out_scores, out_indices, top_k_scratch_, threads_);
-    } else {
-        cpu::top_k(cmat(scores), static_cast<const cpu::CsrT<float>*>(nullptr), k, out_scores,
-                   out_indices, top_k_scratch_, threads_);
-    }
+    with_scratch(Op::kTopK, [&] {
+        if (exclude != nullptr) {
+            const cpu::CsrT<float> ex = csr(*exclude);
+            cpu::top_k(cmat(scores), &ex, k, out_scores, out_indices, top_k_scratch_, threads_);
+        } else {
+            cpu::top_k(cmat(scores), static_cast<const cpu::CsrT<float>*>(nullptr), k, out_scores,
+                       out_indices, top_k_scratch_, threads_);
+        }
+    });
 }
 
 }  // namespace sparsenet

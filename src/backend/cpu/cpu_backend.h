@@ -4,6 +4,7 @@
 // shared between concurrent callers).
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,19 @@ class CpuBackend final : public Backend {
     void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k, float* out_scores,
                uint32_t* out_indices) override;
 
+    // What allocate() handed out and deallocate() has not taken back (out-of-memory messages).
+    size_t held_bytes() const { return held_bytes_.load(std::memory_order_relaxed); }
+    size_t held_buffers() const { return held_buffers_.load(std::memory_order_relaxed); }
+
   private:
+    // Runs an op that grows host scratch (std::vector): std::bad_alloc from it becomes the
+    // out-of-memory Error naming the op.
+    template <class F>
+    void with_scratch(Op op, F&& run);
+
     int threads_;
+    std::atomic<size_t> held_bytes_{0};
+    std::atomic<size_t> held_buffers_{0};
     cpu::WeightGradScratch<float> weight_grad_scratch_;
     cpu::RowsStepScratch<float> rows_step_scratch_;
     std::vector<double> row_loss_;

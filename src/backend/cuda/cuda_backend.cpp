@@ -107,12 +107,17 @@ void* device_alloc(const Context& ctx, size_t bytes, const char* what) {
         ctx.use_pool ? cudaMallocAsync(&p, bytes, ctx.stream) : cudaMalloc(&p, bytes);
     if (err != cudaSuccess || p == nullptr) {
         (void)cudaGetLastError();
-        throw Error(ErrorCategory::kDevice, "out of device memory allocating " +
-                                                std::to_string(bytes) + " bytes for " +
-                                                (what != nullptr ? what : "(unnamed)") +
-                                                " on cuda:" + std::to_string(ctx.device) + " (" +
-                                                (ctx.use_pool ? "cudaMallocAsync" : "cudaMalloc") +
-                                                ": " + error_text(err) + ")");
+        const std::string device = "cuda:" + std::to_string(ctx.device);
+        std::string detail =
+            std::string(ctx.use_pool ? "cudaMallocAsync" : "cudaMalloc") + ": " + error_text(err);
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+            detail += "; " + device + " has " + format_bytes(free_bytes) + " free of " +
+                      format_bytes(total_bytes);
+        }
+        (void)cudaGetLastError();
+        throw out_of_memory_error("device memory on " + device, bytes, what, ctx.held_bytes,
+                                  ctx.held_buffers, detail);
     }
     return p;
 }
@@ -375,11 +380,27 @@ bool CudaBackend::supports(Op, Activation, ErrorFunction, std::string* why) cons
 
 void* CudaBackend::allocate(size_t bytes, const char* what) {
     activate();
-    return cuda::device_alloc(ctx_, bytes == 0 ? 256 : bytes, what);
+    const size_t size = bytes == 0 ? 256 : bytes;
+    void* p = cuda::device_alloc(ctx_, size, what);
+    try {
+        sizes_.emplace(p, size);
+    } catch (...) {
+        cuda::device_free(ctx_, p);
+        throw;
+    }
+    ctx_.held_bytes += size;
+    ++ctx_.held_buffers;
+    return p;
 }
 
 void CudaBackend::deallocate(void* p) {
     if (p == nullptr) return;
+    const auto it = sizes_.find(p);
+    if (it != sizes_.end()) {
+        ctx_.held_bytes -= it->second;
+        --ctx_.held_buffers;
+        sizes_.erase(it);
+    }
     (void)cudaSetDevice(device_);
     cuda::device_free(ctx_, p);
 }

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <unordered_map>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -116,6 +117,7 @@ class CudaBackend final : public Backend {
     cuda::ScratchBuffer row_loss_scratch_;
     cuda::ScratchBuffer row_map_scratch_;
     cuda::TopKScratch top_k_scratch_;
+    std::unordered_map<void*, size_t> sizes_;  // allocate()'s buffers (ctx_.held_bytes)
 };
 
 }  // namespace sparsenet

@@ -46,10 +46,15 @@ struct Context {
     bool use_pool = true;            // cudaMallocAsync / cudaFreeAsync (else cudaMalloc / cudaFree)
     int sm_count = 1;
     int device = 0;
+    // What CudaBackend::allocate handed out and deallocate has not taken back (op scratch not
+    // counted): out-of-memory messages report it.
+    size_t held_bytes = 0;
+    size_t held_buffers = 0;
 };
 
-// Device memory in stream order (pool) or plain cudaMalloc; throws Error(kDevice) naming `what`
-// and the size. device_free never throws.
+// Device memory in stream order (pool) or plain cudaMalloc; throws out_of_memory_error
+// (backend.h) naming `what`, the size, the CUDA error, the device's free and total memory and what
+// the backend holds. device_free never throws.
 void* device_alloc(const Context& ctx, size_t bytes, const char* what);
 void device_free(const Context& ctx, void* p) noexcept;
 
