@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "common/resources.h"
+#include "io/netcdf_header_check.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/error.h"
 
@@ -287,6 +288,7 @@ void write_model(const std::string& path, const ModelFile& model) {
 
 bool is_model_file(const std::string& path) {
     NcFile file;
+    check_netcdf_header(path);
     const int status = nc_open(path.c_str(), NC_NOWRITE, file.out());
     nc_check(status, path,
              status == NC_ENOTNC || status == NC_EHDFERR
@@ -302,6 +304,7 @@ ModelFile read_model(const std::string& path, bool training_state) {
         throw Error(ErrorCategory::kIo, path + ": model file not found");
     }
     NcFile file;
+    check_netcdf_header(path);
     nc_check(nc_open(path.c_str(), NC_NOWRITE, file.out()), path, "opening the model file");
     const int nc = file.id();
     const int format = get_int(nc, path, "sparsenet_model_format");

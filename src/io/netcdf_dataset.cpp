@@ -20,6 +20,7 @@
 
 #include "common/resources.h"
 #include "io/dataset_read.h"
+#include "io/netcdf_header_check.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
@@ -106,6 +107,7 @@ const char* type_name(nc_type t) {
 class Reader {
   public:
     explicit Reader(const std::string& path) : path_(path) {
+        io::check_netcdf_header(path);
         const int status = nc_open(path.c_str(), NC_NOWRITE, file_.out());
         nc_check(status, path,
                  status == NC_ENOTNC || status == NC_EHDFERR
