@@ -72,37 +72,6 @@ bool is_numeric_type(nc_type t) {
     return is_integer_type(t) || t == NC_FLOAT || t == NC_DOUBLE;
 }
 
-const char* type_name(nc_type t) {
-    switch (t) {
-        case NC_BYTE:
-            return "byte";
-        case NC_CHAR:
-            return "char";
-        case NC_SHORT:
-            return "short";
-        case NC_INT:
-            return "int";
-        case NC_FLOAT:
-            return "float";
-        case NC_DOUBLE:
-            return "double";
-        case NC_UBYTE:
-            return "ubyte";
-        case NC_USHORT:
-            return "ushort";
-        case NC_UINT:
-            return "uint";
-        case NC_INT64:
-            return "int64";
-        case NC_UINT64:
-            return "uint64";
-        case NC_STRING:
-            return "string";
-        default:
-            return "user-defined type";
-    }
-}
-
 // One open dataset file being read. `label` names the dataset in messages.
 class Reader {
   public:
@@ -151,7 +120,7 @@ class Reader {
         }
         nc_check(status, path_, label + "reading attribute '" + att + "'");
         if (!is_integer_type(type) || len != 1) {
-            data_error(label, "attribute '" + att + "' is " + type_name(type) + "[" +
+            data_error(label, "attribute '" + att + "' is " + io::nc_type_name(type) + "[" +
                                   std::to_string(len) + "]; expected one unsigned integer");
         }
         if (type == NC_UINT64) {
@@ -190,7 +159,7 @@ class Reader {
             value = s != nullptr ? s : "";
             nc_free_string(1, &s);
         } else {
-            data_error(label, "attribute '" + att + "' is " + type_name(type) + "[" +
+            data_error(label, "attribute '" + att + "' is " + io::nc_type_name(type) + "[" +
                                   std::to_string(len) + "]; expected text");
         }
         while (!value.empty() && value.back() == '\0') value.pop_back();
@@ -263,14 +232,14 @@ class Reader {
 
     void require_integer(const std::string& label, const Var& v) const {
         if (!is_integer_type(v.type)) {
-            data_error(label, "variable '" + v.name + "' has type " + type_name(v.type) +
+            data_error(label, "variable '" + v.name + "' has type " + io::nc_type_name(v.type) +
                                   "; expected an integer type (uint or uint64)");
         }
     }
 
     void require_numeric(const std::string& label, const Var& v) const {
         if (!is_numeric_type(v.type)) {
-            data_error(label, "variable '" + v.name + "' has type " + type_name(v.type) +
+            data_error(label, "variable '" + v.name + "' has type " + io::nc_type_name(v.type) +
                                   "; expected a numeric type");
         }
     }

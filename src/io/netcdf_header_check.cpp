@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "io/netcdf_util.h"
 #include "sparsenet/error.h"
 
 // The format: "The NetCDF Classic Format Specification" (netCDF-C's
@@ -82,35 +83,6 @@ uint64_t type_size(uint32_t type, int version) {
             return 8;
         default:
             return 0;
-    }
-}
-
-std::string type_name(uint32_t type) {
-    switch (type) {
-        case NC_BYTE:
-            return "byte";
-        case NC_CHAR:
-            return "char";
-        case NC_SHORT:
-            return "short";
-        case NC_INT:
-            return "int";
-        case NC_FLOAT:
-            return "float";
-        case NC_DOUBLE:
-            return "double";
-        case NC_UBYTE:
-            return "ubyte";
-        case NC_USHORT:
-            return "ushort";
-        case NC_UINT:
-            return "uint";
-        case NC_INT64:
-            return "int64";
-        case NC_UINT64:
-            return "uint64";
-        default:
-            return "type " + std::to_string(type);
     }
 }
 
@@ -352,7 +324,7 @@ class HeaderCheck {
 
     std::string bad_type(uint32_t type) const {
         if (type_size(type, 5) != 0) {
-            return "type " + type_name(type) + " (" + std::to_string(type) +
+            return "type " + nc_type_name(int(type)) + " (" + std::to_string(type) +
                    ") exists only in CDF-5 files; this is CDF-" + std::to_string(version_);
         }
         return "type " + std::to_string(type) + " is not a classic-format netCDF type";
