@@ -70,6 +70,9 @@ struct Trainer::Impl {
     double resume_loss = 0.0;
     uint32_t resumed_epochs = 0;
     DeviceArray<float> guard;  // [layers]: squared norms of the bias gradients (check_finite)
+    // Several ranks: the buffers of the per-batch all-reduces (loss and guard, decisions).
+    DeviceArray<double> loss_and_flag;
+    DeviceArray<uint32_t> decisions;
     Clock::time_point last_checkpoint = Clock::now();
     std::string last_checkpoint_text;  // "<path> (epoch E, batch B)" of the last one written
 
@@ -141,7 +144,10 @@ struct Trainer::Impl {
     std::pair<double, bool> loss_and_guard(bool check) {
         const double bad = check && local_gradients_nonfinite() ? 1.0 : 0.0;
         if (net.job_ranks == 1) return {read_loss(false), bad > 0};
-        DeviceArray<double> both(*net.backend, 2, "loss and finite check");
+        if (loss_and_flag.size() < 2) {
+            loss_and_flag = DeviceArray<double>(*net.backend, 2, "loss and finite check");
+        }
+        DeviceArray<double>& both = loss_and_flag;
         net.backend->copy(both.data(), loss_sum.data(), sizeof(double));
         net.backend->upload(both.data() + 1, &bad, sizeof(double));
         net.comm->all_reduce(both.data(), 2, CommType::kFloat64, CommOp::kSum);
@@ -156,7 +162,10 @@ struct Trainer::Impl {
     std::vector<bool> agree(const std::vector<bool>& flags) {
         if (net.job_ranks == 1) return flags;
         std::vector<uint32_t> v(flags.begin(), flags.end());
-        DeviceArray<uint32_t> buf(*net.backend, v.size(), "decision flags");
+        if (decisions.size() < v.size()) {
+            decisions = DeviceArray<uint32_t>(*net.backend, v.size(), "decision flags");
+        }
+        DeviceArray<uint32_t>& buf = decisions;
         buf.upload(v.data(), v.size());
         net.comm->all_reduce(buf.data(), v.size(), CommType::kUint32, CommOp::kMax);
         buf.download(v.data(), v.size());
