@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "common/resources.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::cli {
@@ -146,12 +147,16 @@ void write_text_file(const std::string& path, const std::string& text) {
     FILE* out = std::fopen(tmp.c_str(), "w");
     if (out == nullptr) throw Error(ErrorCategory::kIo, path + ": cannot write");
     const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size() &&
-                    std::fflush(out) == 0 && std::ferror(out) == 0;
+                    std::fflush(out) == 0 && std::ferror(out) == 0 && ::fsync(fileno(out)) == 0;
     std::fclose(out);
     if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
         std::remove(tmp.c_str());
-        throw Error(ErrorCategory::kIo, path + ": write failed");
+        throw Error(ErrorCategory::kIo, path +
+                                            ": write failed (a previous file of that name is "
+                                            "left as it was)" +
+                                            io::storage_hint(path));
     }
+    io::sync_parent_directory(path);  // best effort: the file itself is whole either way
 }
 
 }  // namespace sparsenet::cli

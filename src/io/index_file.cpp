@@ -6,11 +6,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
 #include <utility>
 
+#include "common/resources.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet {
@@ -87,14 +89,30 @@ void write_index(const std::string& path, const std::vector<std::string>& labels
         out.flush();
         if (!out) {
             std::remove(tmp.c_str());
-            throw Error(ErrorCategory::kIo, path + ": write failed (disk full?)");
+            throw Error(ErrorCategory::kIo, path +
+                                                ": write failed (a previous file of that name "
+                                                "is left as it was)" +
+                                                io::storage_hint(path));
         }
+    }
+    // On the device before the rename, and the rename itself after it: a crash leaves the old
+    // index or the new one, never an empty file under the name.
+    if (!io::sync_path(tmp, false)) {
+        const std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        throw Error(ErrorCategory::kIo, path + ": cannot flush to disk (fsync): " + why);
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) {
         std::remove(tmp.c_str());
         throw Error(ErrorCategory::kIo, path + ": " + ec.message());
+    }
+    if (!io::sync_parent_directory(path)) {
+        throw Error(ErrorCategory::kIo, path +
+                                            ": written, but its directory could not be "
+                                            "flushed to disk (fsync): " +
+                                            std::strerror(errno));
     }
 }
 
