@@ -8,7 +8,8 @@
 //
 // Per benchmark: p50_ms and p99_ms of single calls (each measured alone, averaged over the
 // service threads), and items_per_second = queries per second over all threads.
-//   Recommend/threads_per_call:T/threads:N   N service threads calling recommend() at once
+//   Recommend/threads_per_call:T/fp16_screening:S/threads:N
+//                                            N service threads calling recommend() at once
 //   RecommendBatch/batch:B                   one thread, recommend_batch() of B queries
 //                                            (p50/p99 per call; items = queries)
 #include <benchmark/benchmark.h>
@@ -55,20 +56,29 @@ const std::string& model_path() {
     return path;
 }
 
-// One Recommender per threads_per_call (1 or 2), built by the first thread that asks (static
-// locals: the service threads of a run may all ask at once).
-const Recommender& recommender(int threads_per_call) {
-    auto make = [](int t) {
+// One Recommender per (threads_per_call 1 or 2, fp16_screening off or on), built by the first
+// thread that asks (static locals: the service threads of a run may all ask at once).
+const Recommender& recommender(int threads_per_call, bool screening = false) {
+    auto make = [](int t, bool s) {
         RecommenderOptions o;
         o.threads_per_call = t;
         o.max_batch = 256;
+        o.fp16_screening = s;
         return Recommender(model_path(), o);
     };
     if (threads_per_call == 1) {
-        static const Recommender one = make(1);
+        if (screening) {
+            static const Recommender one_screened = make(1, true);
+            return one_screened;
+        }
+        static const Recommender one = make(1, false);
         return one;
     }
-    static const Recommender two = make(2);
+    if (screening) {
+        static const Recommender two_screened = make(2, true);
+        return two_screened;
+    }
+    static const Recommender two = make(2, false);
     return two;
 }
 
@@ -106,7 +116,7 @@ void report(benchmark::State& state, std::vector<double>& ms, double queries_per
 void Recommend(benchmark::State& state) {
     const int threads_per_call = int(state.range(0));
     // Loaded before the timed loop, which every thread enters together.
-    const Recommender& r = recommender(threads_per_call);
+    const Recommender& r = recommender(threads_per_call, state.range(1) != 0);
     const auto& qs = queries();
     RecommendOptions o;
     o.k = 10;
@@ -123,14 +133,22 @@ void Recommend(benchmark::State& state) {
     report(state, ms, 1.0);
 }
 // Threads(N) is N service threads; the single setup in thread 0 happens before any timing.
+// fp16_screening: 0 = the full product, 1 = RecommenderOptions::fp16_screening.
 BENCHMARK(Recommend)
-    ->ArgName("threads_per_call")
-    ->Arg(1)
+    ->ArgNames({"threads_per_call", "fp16_screening"})
+    ->Args({1, 0})
+    ->Args({1, 1})
     ->Threads(1)
     ->Threads(2)
     ->UseRealTime()
     ->MinTime(3.0);
-BENCHMARK(Recommend)->ArgName("threads_per_call")->Arg(2)->Threads(1)->UseRealTime()->MinTime(3.0);
+BENCHMARK(Recommend)
+    ->ArgNames({"threads_per_call", "fp16_screening"})
+    ->Args({2, 0})
+    ->Args({2, 1})
+    ->Threads(1)
+    ->UseRealTime()
+    ->MinTime(3.0);
 
 void RecommendBatch(benchmark::State& state) {
     const size_t batch = size_t(state.range(0));

@@ -91,6 +91,14 @@ struct RecommenderOptions {
     int max_concurrent_calls = 0;
     // recommend_batch runs forward passes of up to this many queries.
     uint32_t max_batch = 256;
+    // CPU: rank a single query (recommend, or recommend_batch of one) by scanning an fp16 copy
+    // of the output layer's weights, half the bytes of the memory-bound product, and recomputing
+    // in fp32 only the items whose error bound reaches the k-th best: the same results as
+    // without it (ids, scores and tie order). Costs 1.5x the output matrix in memory (an fp16
+    // and a transposed fp32 copy). Needs an output layer with one dense source and an
+    // element-wise activation (not SoftMax): Error(kUsage) naming the reason otherwise. A GPU
+    // backend ignores it. docs/library.md, "fp16 screening".
+    bool fp16_screening = false;
 };
 
 // Thread-safe: every const member may be called from any number of threads at once. Each call
@@ -125,6 +133,8 @@ class Recommender {
     uint32_t id_of(const std::string& name) const;
     // The name of an id; empty without a features index or past its end.
     std::string name_of(uint32_t id) const;
+    // Whether single queries are screened (fp16_screening asked for, on a CPU backend).
+    bool screening() const;
 
   private:
     struct Impl;

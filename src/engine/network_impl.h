@@ -225,8 +225,11 @@ struct Network::Impl {
     // layers[l].n] (ld = n) for every non-input layer l. It reads the network and writes only
     // act and be's scratch, so several threads may run it at once on one network, each with its
     // own buffers and backend (the Recommender does), while nothing modifies the network.
+    // skip_layer: a layer no other reads, left uncomputed (the Recommender's fp16 screening
+    // computes its output layer itself).
     void forward(Backend& be, const std::vector<float*>& act, const engine::Bindings& data,
-                 const BatchRows& rows, bool training, uint64_t mask_seed) const;
+                 const BatchRows& rows, bool training, uint64_t mask_seed,
+                 int skip_layer = -1) const;
     // Output deltas and backward pass: fills every needed weight/bias gradient.
     // loss_sum (nullable) accumulates the summed loss of the batch.
     void backward(const engine::Bindings& data, const BatchRows& rows, bool training,

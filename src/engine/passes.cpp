@@ -83,7 +83,7 @@ void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows,
 
 void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             const engine::Bindings& data, const BatchRows& rows, bool training,
-                            uint64_t mask_seed) const {
+                            uint64_t mask_seed, int skip_layer) const {
     const size_t batch = rows.batch;
     auto view = [&](int l) {
         return MatrixView{act[l], batch, layers[l].n_local, layers[l].n_local};
@@ -93,7 +93,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
     }
     for (int l : order) {
         const Layer& layer = layers[l];
-        if (layer.is_input()) continue;
+        if (layer.is_input() || l == skip_layer) continue;
         const MatrixView z = view(l);
         for (size_t k = 0; k < layer.in_weights.size(); ++k) {
             const Weight& w = weights[layer.in_weights[k]];

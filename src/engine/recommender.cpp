@@ -12,6 +12,7 @@
 
 #include "engine/device_dataset.h"
 #include "engine/network_impl.h"
+#include "engine/output_screen.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
 #include "sparsenet/network.h"
@@ -30,6 +31,7 @@ struct Context {
     DeviceArray<float> top_scores;
     DeviceArray<uint32_t> top_ids;
     size_t top_slots = 0;
+    engine::ScreenScratch screen;
 };
 
 // A query checked against the model: sorted unique input columns with their values, sorted
@@ -74,6 +76,7 @@ struct Recommender::Impl {
     std::vector<std::unique_ptr<Context>> idle;
     int contexts = 0;  // created, idle or in use
     int max_contexts = 1;
+    std::unique_ptr<engine::OutputScreen> screen;  // fp16_screening on the CPU
 
     Impl(const std::string& path, const RecommenderOptions& opts)
         : model_path(path), options(opts), network(load(path, opts)) {
@@ -93,6 +96,19 @@ struct Recommender::Impl {
         output_layer = find_output(net, opts.output_layer);
         input_n = net.layers[input_layer].n;
         output_n = net.layers[output_layer].n;
+        if (opts.fp16_screening) {
+            const std::string why = engine::OutputScreen::unsupported(network, output_layer);
+            if (!why.empty()) {
+                throw Error(ErrorCategory::kUsage, path + ": fp16_screening: " + why +
+                                                       " (expected an output layer with one "
+                                                       "dense source and an element-wise "
+                                                       "activation)");
+            }
+            if (network.device() == "cpu") {
+                screen = std::make_unique<engine::OutputScreen>(network, output_layer,
+                                                                opts.threads_per_call);
+            }
+        }
         if (!opts.features_index.empty()) {
             index_path = opts.features_index;
             names = read_index(index_path);
@@ -357,14 +373,24 @@ struct Recommender::Impl {
         bindings.layer_data.assign(net.layers.size(), nullptr);
         bindings.layer_data[input_layer] = &input_data;
         const BatchRows rows{nullptr, 0, count};
-        net.forward(*c.backend, c.act_ptrs, bindings, rows, false, 0);
-        const CsrBatchView ex = excluded.view(rows);
-        c.backend->top_k(ConstMatrixView(c.act[output_layer].data(), count, output_n, output_n),
-                         &ex, k, c.top_scores.data(), c.top_ids.data());
         std::vector<float> scores(count * k);
         std::vector<uint32_t> top(count * k);
-        c.top_scores.download(scores.data(), scores.size());
-        c.top_ids.download(top.data(), top.size());
+        bool ranked = false;
+        if (count == 1 && screen) {
+            net.forward(*c.backend, c.act_ptrs, bindings, rows, false, 0, output_layer);
+            ranked = screen
+                         ->rank(*c.backend, c.act[screen->source()].data(), queries[first].excluded,
+                                k, c.screen, scores.data(), top.data())
+                         .ranked;
+        }
+        if (!ranked) {  // the full product (too many candidates for the screen: rare)
+            net.forward(*c.backend, c.act_ptrs, bindings, rows, false, 0);
+            const CsrBatchView ex = excluded.view(rows);
+            c.backend->top_k(ConstMatrixView(c.act[output_layer].data(), count, output_n, output_n),
+                             &ex, k, c.top_scores.data(), c.top_ids.data());
+            c.top_scores.download(scores.data(), scores.size());
+            c.top_ids.download(top.data(), top.size());
+        }
         for (size_t r = 0; r < count; ++r) {
             const Resolved& q = queries[first + r];
             Recommendations& result = out[first + r];
@@ -437,6 +463,10 @@ uint32_t Recommender::id_of(const std::string& name) const {
 
 std::string Recommender::name_of(uint32_t id) const {
     return impl_->name(id);
+}
+
+bool Recommender::screening() const {
+    return impl_->screen != nullptr;
 }
 
 }  // namespace sparsenet

@@ -55,7 +55,8 @@ std::vector<Query> make_queries(uint32_t count) {
     return queries;
 }
 
-TEST(RecommenderConcurrency, ThreadsGetTheAnswersOfSequentialCalls) {
+// screening: RecommenderOptions::fp16_screening (per-context screen buffers, shared copies).
+void expect_threads_get_sequential_answers(bool screening) {
     testing::TempDir dir;
     testing::random_network(kItems, 48, 5).save(dir.file("model.nc"));
     write_index(dir.file("features.index"), testing::item_names(kItems));
@@ -64,7 +65,9 @@ TEST(RecommenderConcurrency, ThreadsGetTheAnswersOfSequentialCalls) {
     options.threads_per_call = 1;
     options.max_concurrent_calls = 3;  // fewer than the threads below: callers also wait
     options.max_batch = 5;             // batches of 5 reach BLAS, smaller ones do not
+    options.fp16_screening = screening;
     const Recommender r(dir.file("model.nc"), options);
+    ASSERT_EQ(r.screening(), screening);
 
     const std::vector<Query> queries = make_queries(240);
     std::vector<Outcome> sequential;
@@ -124,6 +127,14 @@ TEST(RecommenderConcurrency, ThreadsGetTheAnswersOfSequentialCalls) {
     for (std::thread& th : threads) th.join();
     EXPECT_EQ(mismatches.load(), 0);
     for (int t = 0; t < kThreads; ++t) EXPECT_EQ(first_problem[t], "") << "thread " << t;
+}
+
+TEST(RecommenderConcurrency, ThreadsGetTheAnswersOfSequentialCalls) {
+    expect_threads_get_sequential_answers(false);
+}
+
+TEST(RecommenderConcurrency, ScreenedThreadsGetTheAnswersOfSequentialCalls) {
+    expect_threads_get_sequential_answers(true);
 }
 
 // Several threads sharing one Recommender with two threads per call (an OpenMP team per calling

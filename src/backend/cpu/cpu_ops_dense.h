@@ -158,6 +158,34 @@ inline void softmax_row(T* z, size_t n) {
 }
 
 // In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
+// z[j] = f(z[j] + bias[j]) (bias may be null) for an element-wise f, every element through the
+// same vector code: the last n % 16 go through a 16-wide copy. GCC vectorises the loop with
+// libmvec's expf / tanhf / ..., whose last bit can differ from the scalar functions a remainder
+// loop would call; this way no element's value depends on its position in the row, which the
+// Recommender's fp16 screening relies on (it recomputes single items: docs/library.md).
+template <class T>
+void activate_row(const formulas::ActivationParams& p, const T* bias, T* z, size_t n) {
+    auto apply = [&p](T* __restrict zz, const T* __restrict bb, size_t count) {
+        if (bb != nullptr) {
+#pragma omp simd
+            for (size_t j = 0; j < count; ++j) zz[j] = formulas::activate(p, zz[j] + bb[j]);
+        } else {
+#pragma omp simd
+            for (size_t j = 0; j < count; ++j) zz[j] = formulas::activate(p, zz[j]);
+        }
+    };
+    constexpr size_t kWidth = 16;
+    const size_t whole = n / kWidth * kWidth;
+    apply(z, bias, whole);
+    if (whole == n) return;
+    alignas(64) T tail_z[kWidth] = {};
+    alignas(64) T tail_b[kWidth] = {};
+    std::copy(z + whole, z + n, tail_z);
+    if (bias != nullptr) std::copy(bias + whole, bias + n, tail_b);
+    apply(tail_z, bias != nullptr ? tail_b : nullptr, kWidth);
+    std::copy(tail_z, tail_z + (n - whole), z + whole);
+}
+
 template <class T>
 void bias_activation_forward(const formulas::ActivationParams& act, const T* bias, MatT<T> z,
                              int threads) {
@@ -177,12 +205,8 @@ void bias_activation_forward(const formulas::ActivationParams& act, const T* bia
                 if (bias != nullptr)
                     for (size_t j = 0; j < n; ++j) zr[j] += bias[j];
                 softmax_row(zr, n);
-            } else if (bias != nullptr) {
-#pragma omp simd
-                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(p, zr[j] + bias[j]);
             } else {
-#pragma omp simd
-                for (size_t j = 0; j < n; ++j) zr[j] = formulas::activate(p, zr[j]);
+                activate_row(p, bias, zr, n);
             }
         }
     });

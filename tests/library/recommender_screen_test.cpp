@@ -1,0 +1,278 @@
+// fp16 screening (RecommenderOptions::fp16_screening): the fp16 product against a double
+// reference, fp16 rounding, and the screened Recommender against the full path on many queries
+// and output activations: the same ids, the same scores bit for bit, the same tie order
+// (saturated Sigmoid, ReLU's zeros), shared transposed weights, and the refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "engine/network_impl.h"
+#include "engine/output_screen.h"
+#include "library/library_test_util.h"
+#include "sparsenet/error.h"
+#include "sparsenet/recommender.h"
+#include "support/test_support.h"
+
+namespace sparsenet {
+namespace {
+
+// Input -> Hidden (Tanh) -> Output (`output` activation); `tied`: the output edge uses the
+// input edge's matrix transposed (SharedWeights).
+NetworkConfig config(const std::string& output, uint32_t hidden, bool tied = false) {
+    std::string out = R"({"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
+         "Activation": ")" +
+                      output +
+                      R"(", "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -1.0})";
+    if (tied) {
+        out += R"(, "SharedWeights": {"InputLayer": "Hidden", "SourceInputLayer": "Input",
+                  "SourceOutputLayer": "Hidden", "Transposed": true})";
+    }
+    out += "}";
+    return NetworkConfig::from_json(R"({
+      "Version": 0.9, "Name": "screen-test", "Kind": "AutoEncoder", "ErrorFunction": "L2",
+      "Layers": [
+        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": )" +
+                                    std::to_string(hidden) +
+                                    R"(, "Activation": "Tanh"},
+        )" + out + "]}");
+}
+
+// A random network saved to `path`, its output weights multiplied by `output_scale`.
+std::string save_network(const NetworkConfig& c, uint32_t items, const std::string& path,
+                         float output_scale = 1.0f) {
+    NetworkOptions options;
+    options.device = "cpu";
+    options.seed = 3;
+    Network net = Network::create(c, {{"in", items}, {"out", items}}, options);
+    if (output_scale != 1.0f) {
+        std::vector<float> w = net.get_parameter("weight:Hidden->Output");
+        for (float& v : w) v *= output_scale;
+        net.set_parameter("weight:Hidden->Output", w);
+    }
+    net.save(path);
+    return path;
+}
+
+// The screened and the full Recommender agree on `queries` random queries (k, exclusions,
+// allow and deny lists varied). Returns how many results were compared.
+void expect_same_rankings(const std::string& model, uint32_t queries, uint64_t seed) {
+    RecommenderOptions screened_options;
+    screened_options.fp16_screening = true;
+    const Recommender full(model);
+    const Recommender screened(model, screened_options);
+    ASSERT_TRUE(screened.screening());
+    ASSERT_FALSE(full.screening());
+    const uint32_t items = full.output_items();
+    std::mt19937 rng(seed);
+    for (uint32_t i = 0; i < queries; ++i) {
+        const std::vector<ItemRef> items_of_query =
+            testing::random_items(rng, items, 40, /*weighted=*/i % 3 == 0);
+        RecommendOptions o;
+        const uint32_t ks[] = {1, 10, 50, items + 5};
+        o.k = ks[rng() % 4];
+        o.exclude_inputs = rng() % 4 != 0;
+        if (rng() % 5 == 0)
+            for (int d = 0; d < 30; ++d) o.deny.emplace_back(rng() % items);
+        if (rng() % 7 == 0)
+            for (int a = 0; a < 25; ++a) o.allow.emplace_back(rng() % items);
+        const Recommendations want = full.recommend(items_of_query, o);
+        const Recommendations got = screened.recommend(items_of_query, o);
+        ASSERT_EQ(got.items.size(), want.items.size()) << "query " << i;
+        for (size_t r = 0; r < want.items.size(); ++r) {
+            ASSERT_EQ(got.items[r].id, want.items[r].id) << "query " << i << " rank " << r;
+            ASSERT_EQ(got.items[r].score, want.items[r].score) << "query " << i << " rank " << r;
+        }
+    }
+}
+
+TEST(Fp16, RoundsToNearestEven) {
+    using engine::from_fp16;
+    using engine::to_fp16;
+    EXPECT_EQ(to_fp16(1.0f), 0x3c00);
+    EXPECT_EQ(to_fp16(-2.0f), 0xc000);
+    EXPECT_EQ(to_fp16(65504.0f), 0x7bff);
+    EXPECT_EQ(to_fp16(65520.0f), 0x7c00);             // beyond the largest finite: infinity
+    EXPECT_EQ(to_fp16(1.0f + 0x1p-11f), 0x3c00);      // a tie: to the even neighbour
+    EXPECT_EQ(to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);  // a tie: to the even neighbour
+    EXPECT_EQ(to_fp16(0x1p-24f), 0x0001);             // the smallest subnormal
+    EXPECT_EQ(from_fp16(0x3555), 0x1.554p-2f);
+    for (float v : {0.1f, -3.75f, 1e-5f, 1234.5f}) {
+        const float back = from_fp16(to_fp16(v));
+        EXPECT_LE(std::fabs(back - v), std::fabs(v) * 0x1p-11f + 0x1p-25f) << v;
+    }
+}
+
+TEST(Fp16, ProductMatchesADoubleReference) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (size_t k : {1, 7, 8, 19, 64}) {
+        for (size_t n : {1, 5, 16, 1003}) {
+            std::vector<float> x(k);
+            std::vector<uint16_t> w(k * n);
+            for (float& v : x) v = normal(rng);
+            for (uint16_t& v : w) v = engine::to_fp16(normal(rng));
+            for (int threads : {1, 2}) {
+                std::vector<float> z(n, std::nanf(""));
+                engine::fp16_product(x.data(), k, w.data(), n, z.data(), threads);
+                for (size_t j = 0; j < n; ++j) {
+                    double exact = 0.0, magnitude = 0.0;
+                    for (size_t q = 0; q < k; ++q) {
+                        const double t = double(x[q]) * engine::from_fp16(w[q * n + j]);
+                        exact += t;
+                        magnitude += std::fabs(t);
+                    }
+                    EXPECT_NEAR(z[j], exact, double(k + 1) * 0x1p-24 * magnitude + 1e-30)
+                        << "k " << k << " n " << n << " j " << j << " threads " << threads;
+                }
+            }
+        }
+    }
+}
+
+class ScreenTest : public ::testing::Test {
+  protected:
+    testing::TempDir dir_;
+};
+
+struct ScreenStats {
+    int ranked = 0;         // queries the screen ranked (the others fall back)
+    double candidates = 0;  // mean items recomputed per ranked query
+    int tied_at_one = 0;    // ranked queries whose top-k held several scores of exactly 1
+};
+
+// OutputScreen::rank against the full product (gemm over the whole matrix, bias and activation,
+// top_k) on random source activations tanh(scale * N(0, 1)): equal ids and scores wherever the
+// screen ranks.
+ScreenStats screen_against_full_product(const std::string& model, uint32_t k, int queries,
+                                        float scale) {
+    NetworkOptions options;
+    options.device = "cpu";
+    Network net = Network::load(model, options);
+    const Network::Impl& impl = net.impl();
+    const int output = 2;
+    EXPECT_EQ(impl.layers[output].config.name, "Output");
+    const engine::Layer& layer = impl.layers[output];
+    const engine::Weight& edge = impl.weights[layer.in_weights[0]];
+    const size_t hidden = edge.rows, items = edge.cols;
+    engine::OutputScreen screen(net, output, 1);
+    auto backend = make_backend("cpu", 1);
+    engine::ScreenScratch scratch;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> h(hidden), scores(k), full(items), full_scores(k);
+    std::vector<uint32_t> ids(k), full_ids(k);
+    ScreenStats stats;
+    for (int i = 0; i < queries; ++i) {
+        for (float& v : h) v = std::tanh(scale * normal(rng));
+        const engine::ScreenResult r =
+            screen.rank(*backend, h.data(), {}, k, scratch, scores.data(), ids.data());
+        EXPECT_GE(r.candidates, size_t(k));
+        if (!r.ranked) continue;
+        ++stats.ranked;
+        stats.candidates += double(r.candidates);
+        const MatrixView z{full.data(), 1, items, items};
+        backend->gemm(false, edge.transposed, 1.0f, ConstMatrixView(h.data(), 1, hidden, hidden),
+                      impl.matrix_of(edge), 0.0f, z);
+        backend->bias_activation_forward(layer.activation, layer.bias.data(), z);
+        backend->top_k(z, nullptr, k, full_scores.data(), full_ids.data());
+        for (uint32_t j = 0; j < k; ++j) {
+            EXPECT_EQ(ids[j], full_ids[j]) << "query " << i << " rank " << j;
+            EXPECT_EQ(scores[j], full_scores[j]) << "query " << i << " rank " << j;
+        }
+        if (k > 1 && scores[1] == 1.0f) ++stats.tied_at_one;
+    }
+    if (stats.ranked > 0) stats.candidates /= stats.ranked;
+    return stats;
+}
+
+TEST_F(ScreenTest, TrainedModelRanksAsTheFullPathAndScreensMostItemsOut) {
+    const std::string model = dir_.file("trained.nc");
+    Network net = testing::trained_network(300, 32, 600, 4);
+    net.save(model);
+    expect_same_rankings(model, 400, 1);
+    // The screen prunes: top-10 recomputes a small share of the 300 items.
+    const ScreenStats stats = screen_against_full_product(model, 10, 200, 1.0f);
+    EXPECT_EQ(stats.ranked, 200);
+    EXPECT_LT(stats.candidates, 30.0) << "mean candidates of top-10 over 300 items";
+}
+
+TEST_F(ScreenTest, EveryMonotoneActivationRanksAsTheFullPath) {
+    for (const char* activation :
+         {"Sigmoid", "Tanh", "Linear", "RectifiedLinear", "LeakyRectifiedLinear",
+          "ExponentialLinear", "ScaledExponentialLinear", "SoftPlus", "SoftSign"}) {
+        SCOPED_TRACE(activation);
+        const std::string model =
+            save_network(config(activation, 48), 500, dir_.file(std::string(activation) + ".nc"));
+        expect_same_rankings(model, 120, 2);
+    }
+}
+
+TEST_F(ScreenTest, SaturatedScoresKeepTheTieOrder) {
+    // Weights large enough that many Sigmoid scores round to exactly 1.0f: the top-K is decided
+    // by the lower-id rule among ties, which the screen must reproduce.
+    const std::string model =
+        save_network(config("Sigmoid", 64), 400, dir_.file("saturated.nc"), 3000.0f);
+    {
+        Recommender r(model);
+        RecommendOptions fifty;
+        fifty.k = 50;
+        const Recommendations top = r.recommend({1, 2, 3}, fifty);
+        ASSERT_EQ(top.items.size(), 50u);
+        EXPECT_EQ(top.items[49].score, 1.0f) << "the model does not saturate; make it steeper";
+    }
+    expect_same_rankings(model, 150, 3);
+    // The screen itself ranks such ties (not only its fallback to the full path).
+    const ScreenStats stats = screen_against_full_product(model, 20, 200, 0.02f);
+    EXPECT_GT(stats.tied_at_one, 100) << "ranked " << stats.ranked;
+}
+
+TEST_F(ScreenTest, SharedTransposedWeightsRankAsTheFullPath) {
+    const std::string model = save_network(config("Sigmoid", 40, true), 350, dir_.file("tied.nc"));
+    expect_same_rankings(model, 150, 4);
+}
+
+TEST_F(ScreenTest, RefusalsNameTheReason) {
+    RecommenderOptions o;
+    o.fp16_screening = true;
+    const std::string softmax = save_network(config("SoftMax", 16), 50, dir_.file("softmax.nc"));
+    EXPECT_TRUE(testing::contains(
+        testing::expect_error([&] { Recommender r(softmax, o); }, ErrorCategory::kUsage),
+        "SoftMax activation"));
+    // An output layer fed by the Input layer directly.
+    const std::string direct = dir_.file("direct.nc");
+    {
+        NetworkOptions options;
+        options.device = "cpu";
+        Network net = Network::create(NetworkConfig::from_json(R"({
+          "Version": 0.9, "Name": "direct", "Kind": "AutoEncoder", "ErrorFunction": "L2",
+          "Layers": [
+            {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+            {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
+             "Activation": "Sigmoid"}]})"),
+                                      {{"in", 50}, {"out", 50}}, options);
+        net.save(direct);
+    }
+    EXPECT_TRUE(testing::contains(
+        testing::expect_error([&] { Recommender r(direct, o); }, ErrorCategory::kUsage),
+        "takes the Input layer directly"));
+    // Weights fp16 cannot hold.
+    const std::string huge = dir_.file("huge.nc");
+    {
+        NetworkOptions options;
+        options.device = "cpu";
+        Network net = Network::create(config("Sigmoid", 8), {{"in", 20}, {"out", 20}}, options);
+        std::vector<float> w = net.get_parameter("weight:Hidden->Output");
+        w[3 * 20 + 7] = 1e6f;
+        net.set_parameter("weight:Hidden->Output", w);
+        net.save(huge);
+    }
+    EXPECT_TRUE(testing::contains(
+        testing::expect_error([&] { Recommender r(huge, o); }, ErrorCategory::kUsage),
+        "weight:Hidden->Output holds 1000000.000000 at (3, 7)"));
+}
+
+}  // namespace
+}  // namespace sparsenet
