@@ -228,8 +228,8 @@ int train_main(int argc, char** argv) {
         files.insert(files.end(), extra.begin(), extra.end());
         // Split over an MPI job: each rank reads only its columns of the layers' datasets.
         const bool split_job = !dry_run && launched_with_mpi() && comm != "local";
-        const auto datasets = split_job ? load_datasets(files, &config, job_size(), job_rank())
-                                        : load_datasets(files);
+        auto datasets = split_job ? load_datasets(files, &config, job_size(), job_rank())
+                                  : load_datasets(files);
         std::map<std::string, uint32_t> widths;
         for (const auto& kv : datasets) widths[kv.first] = kv.second.cols;
         if (dry_run) {
@@ -251,6 +251,10 @@ int train_main(int argc, char** argv) {
         // describe the same network (Trainer::resume compares them).
         Network network = resume ? Network::load(checkpoint_path, net_options)
                                  : Network::create(config, widths, net_options);
+        // Data parallelism (asked for, or what auto chose): a rank's share of a shuffled batch
+        // can be any rows, each with all its columns, so every rank needs the whole datasets,
+        // not the column bands a split network reads.
+        if (split_job && network.parallel() == "data") datasets = load_datasets(files);
         if (network.rank() != 0) {  // a split network: rank 0 reports and writes the files
             quiet = true;
             metrics_path.clear();
