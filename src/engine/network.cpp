@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "backend/out_of_memory.h"
@@ -25,6 +26,30 @@ std::string join_names(const std::map<std::string, uint32_t>& m) {
 
 std::string layer_path(size_t i) {
     return "$.Layers[" + std::to_string(i) + "]";
+}
+
+// Slot s of an owner edge's matrix or of a layer's bias (const or not): 0 the values, 1 and 2
+// the optimizer's state (the model file's io::ModelSlot).
+template <typename W>
+auto& weight_slot(W& w, int s) {
+    return s == 0 ? w.w : s == 1 ? w.state1 : w.state2;
+}
+template <typename L>
+auto& bias_slot(L& layer, int s) {
+    return s == 0 ? layer.bias : s == 1 ? layer.bias_state1 : layer.bias_state2;
+}
+
+// NaN and infinite values in backend memory, downloaded `chunk` floats at a time.
+size_t count_nonfinite(Backend& backend, const DeviceArray<float>& values, size_t chunk) {
+    std::vector<float> host(std::min(chunk, values.size()));
+    size_t bad = 0;
+    for (size_t first = 0; first < values.size(); first += chunk) {
+        const size_t count = std::min(chunk, values.size() - first);
+        backend.download(host.data(), values.data() + first, count * sizeof(float));
+        bad += size_t(std::count_if(host.begin(), host.begin() + count,
+                                    [](float v) { return !std::isfinite(v); }));
+    }
+    return bad;
 }
 
 }  // namespace
@@ -694,33 +719,50 @@ std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> loc
     return whole;
 }
 
-std::vector<float> Network::Impl::gather_weight_to_root(int wi,
-                                                        const DeviceArray<float>& block) const {
+void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
+                                       const RowSink& on_rows) const {
     const Weight& w = weights[wi];
+    if (w.split == engine::Split::kNone) {
+        // Whole on this rank (every rank of a data-parallel job holds the same values).
+        if (job_rank != 0) return;
+        const size_t chunk = std::max<size_t>(1, file_chunk_floats / w.cols);
+        std::vector<float> host(std::min<size_t>(chunk, w.rows) * w.cols);
+        file_chunk_peak = std::max(file_chunk_peak, host.size());
+        for (size_t first = 0; first < w.rows; first += chunk) {
+            const size_t count = std::min<size_t>(chunk, w.rows - first);
+            backend->download(host.data(), values.data() + first * w.cols,
+                              count * w.cols * sizeof(float));
+            on_rows(first, count, host.data());
+        }
+        return;
+    }
     const bool by_output = w.split == engine::Split::kByOutput;
     const Layer& banded = layers[by_output ? w.destination : w.source];
     // Chunks of rows (by output: rows of every block; by input: the i-th rows of every rank's
-    // band) of about 16 M floats at the root, so that no rank but the root ever holds more
-    // than a chunk of the others' blocks.
+    // band) of about file_chunk_floats at the root, which passes each on and keeps none.
     const size_t width = by_output ? banded.cap : w.cols;  // padded floats per row of a block
     const size_t rows_per_rank = by_output ? w.rows : banded.cap;
-    const size_t chunk = std::max<size_t>(1, (size_t(1) << 24) / (width * size_t(ranks)));
-    std::vector<float> whole;
-    if (rank == 0) whole.resize(size_t(w.rows) * w.cols);
+    const size_t chunk = std::min<size_t>(
+        rows_per_rank, std::max<size_t>(1, file_chunk_floats / (width * size_t(ranks))));
+    const bool root = rank == 0;
     DeviceArray<float> send(*backend, chunk * width, "save chunk");
-    DeviceArray<float> recv(*backend, rank == 0 ? chunk * width * ranks : 1, "save chunks");
-    std::vector<float> host(rank == 0 ? chunk * width * ranks : 0);
+    DeviceArray<float> recv(*backend, root ? chunk * width * ranks : 1, "save chunks");
+    std::vector<float> host(root ? chunk * width * ranks : 0);
+    // By output: the chunk's rows assembled from every rank's columns.
+    std::vector<float> rows(root && by_output ? chunk * w.cols : 0);
+    file_chunk_peak =
+        std::max(file_chunk_peak, send.size() + recv.size() + host.size() + rows.size());
     for (size_t first = 0; first < rows_per_rank; first += chunk) {
         const size_t count = std::min(chunk, rows_per_rank - first);
         // This rank's rows [first, first + count) of its block (fewer at the end of a band).
         const size_t mine =
             std::min<size_t>(count, w.local_rows > first ? w.local_rows - first : 0);
         if (mine > 0) {
-            backend->copy(send.data(), block.data() + first * w.local_cols,
+            backend->copy(send.data(), values.data() + first * w.local_cols,
                           mine * w.local_cols * sizeof(float));
         }
         comm->gather(send.data(), recv.data(), count * width, CommType::kFloat32, 0);
-        if (rank != 0) continue;
+        if (!root) continue;
         recv.download(host.data(), count * width * ranks);
         for (int r = 0; r < ranks; ++r) {
             const engine::Band b = engine::band_of(banded.n, ranks, r);
@@ -728,15 +770,14 @@ std::vector<float> Network::Impl::gather_weight_to_root(int wi,
             if (by_output) {  // rows first.., columns of band b
                 for (size_t i = 0; i < count; ++i) {
                     std::copy(src + i * b.count, src + (i + 1) * b.count,
-                              whole.begin() + (first + i) * w.cols + b.offset);
+                              rows.begin() + i * w.cols + b.offset);
                 }
             } else if (first < b.count) {  // rows b.offset + first.. of the matrix
-                const size_t n = std::min<size_t>(count, b.count - first);
-                std::copy(src, src + n * w.cols, whole.begin() + (b.offset + first) * w.cols);
+                on_rows(b.offset + first, std::min<size_t>(count, b.count - first), src);
             }
         }
+        if (by_output) on_rows(first, count, rows.data());
     }
-    return whole;
 }
 
 std::vector<float> Network::Impl::assemble_bias(int l, std::vector<float> local) const {
@@ -794,44 +835,53 @@ Network Network::create(const NetworkConfig& config,
 
 Network Network::load(const std::string& path, const NetworkOptions& options) {
     return host_memory_guard("loading a model", [&] {
-        io::ModelFile model = io::read_model(path);
+        const io::ModelReader file(path);  // the layout only: each rank reads its blocks below
         std::map<std::string, uint32_t> widths;
-        for (const LayerConfig& layer : model.config.layers) {
+        for (const LayerConfig& layer : file.layout().config.layers) {
             if (layer.kind != LayerKind::kHidden) widths[layer.dataset] = layer.n;
         }
-        Network net = create(model.config, widths, options);
-        net.impl_->restore(model, path, /*with_state=*/false);
+        Network net = create(file.layout().config, widths, options);
+        net.impl_->restore(file, /*with_state=*/false);
         return net;
     });
 }
 
-void Network::Impl::restore(const io::ModelFile& model, const std::string& path, bool with_state) {
+void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::ModelSlot slot,
+                                      DeviceArray<float>& block) const {
+    const Weight& w = weights[wi];
+    if (w.local_cols == 0) return;
+    const size_t chunk = std::max<size_t>(1, file_chunk_floats / w.local_cols);
+    std::vector<float> host(std::min<size_t>(chunk, w.local_rows) * w.local_cols);
+    file_chunk_peak = std::max(file_chunk_peak, host.size());
+    for (size_t first = 0; first < w.local_rows; first += chunk) {
+        const size_t count = std::min<size_t>(chunk, w.local_rows - first);
+        file.read_block(size_t(wi), slot, w.row_offset + first, count, w.col_offset, w.local_cols,
+                        host.data());
+        backend->upload(block.data() + first * w.local_cols, host.data(),
+                        count * w.local_cols * sizeof(float));
+    }
+}
+
+void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
+    const io::ModelLayout& model = file.layout();
+    const std::string& path = file.path();
     if (model.weights.size() != weights.size()) {
         throw Error(ErrorCategory::kIo,
                     path + ": the model file holds " + std::to_string(model.weights.size()) +
                         " weight matrices; its config needs " + std::to_string(weights.size()));
     }
-    // Whole host values -> this rank's block of a device array.
-    auto put = [&](DeviceArray<float>& dst, const std::vector<float>& whole, bool bias, int i,
-                   const std::string& what) {
-        const size_t expected =
-            bias ? size_t(layers[i].n) : size_t(weights[i].rows) * weights[i].cols;
-        if (whole.size() != expected) {
-            throw Error(ErrorCategory::kIo, path + ": " + what + " has " +
-                                                std::to_string(whole.size()) +
-                                                " values; expected " + std::to_string(expected));
-        }
-        if (!split()) {
-            dst.upload(whole.data(), whole.size());
-            return;
-        }
-        const std::vector<float> block = bias ? bias_block(i, whole) : weight_block(i, whole);
-        dst.upload(block.data(), block.size());
+    // Slots to read: those the optimizer allocated (ensure_optimizer_state).
+    const int slots = with_state ? formulas::optimizer_state_slots(state_kind) : 0;
+    auto check_slots = [&](int held, const std::string& name) {
+        if (held >= slots) return;
+        throw Error(ErrorCategory::kIo, path + ": " + name + " has " + std::to_string(held) +
+                                            " optimizer state slots in the file; expected " +
+                                            std::to_string(slots));
     };
     // The config restores the ties; the file's bShared entries must agree with it, and only
     // the matrices that own their values carry them.
     for (size_t i = 0; i < model.weights.size(); ++i) {
-        const io::ModelWeight& mw = model.weights[i];
+        const io::ModelLayout::Weight& mw = model.weights[i];
         Weight& w = weights[i];
         const std::string name = "weight:" + mw.input_layer + "->" + mw.output_layer;
         const Weight& owner = weights[w.owner];
@@ -848,46 +898,32 @@ void Network::Impl::restore(const io::ModelFile& model, const std::string& path,
                                                 "of the model's config");
         }
         if (shared) continue;
-        put(w.w, mw.values, false, int(i), name);
-        if (with_state) {
-            if (w.state1.size() > 0) put(w.state1, mw.state1, false, int(i), name + " state1");
-            if (w.state2.size() > 0) put(w.state2, mw.state2, false, int(i), name + " state2");
+        check_slots(mw.state_slots, name);
+        for (int s = 0; s <= slots; ++s) {
+            read_weight_block(file, int(i), io::ModelSlot(s), weight_slot(w, s));
         }
     }
-    for (const io::ModelBias& b : model.biases) {
+    for (size_t j = 0; j < model.biases.size(); ++j) {
+        const io::ModelLayout::Bias& b = model.biases[j];
         bool is_bias = false;
-        const int l = find_parameter("bias:" + b.layer, &is_bias);
-        Layer& layer = layers[l];
-        put(layer.bias, b.values, true, l, "bias:" + b.layer);
-        if (with_state) {
-            if (layer.bias_state1.size() > 0)
-                put(layer.bias_state1, b.state1, true, l, "bias:" + b.layer + " state1");
-            if (layer.bias_state2.size() > 0)
-                put(layer.bias_state2, b.state2, true, l, "bias:" + b.layer + " state2");
+        Layer& layer = layers[find_parameter("bias:" + b.layer, &is_bias)];
+        check_slots(b.state_slots, "bias:" + b.layer);
+        std::vector<float> host(layer.n_local);
+        for (int s = 0; s <= slots; ++s) {
+            file.read_bias(j, io::ModelSlot(s), layer.offset, layer.n_local, host.data());
+            bias_slot(layer, s).upload(host.data(), host.size());
         }
     }
 }
 
-io::ModelFile Network::Impl::snapshot(bool with_state) const {
-    io::ModelFile model;
-    model.config = config;
-    // This rank's block of a device array, whole: gathered to rank 0 for a split matrix (only the
-    // root, which writes the file, ever holds it whole).
-    auto whole_weight = [&](int i, const DeviceArray<float>& block) {
-        const Weight& w = weights[i];
-        if (w.split != engine::Split::kNone) return gather_weight_to_root(i, block);
-        std::vector<float> values(size_t(w.rows) * w.cols);
-        block.download(values.data(), values.size());
-        return values;
-    };
-    auto whole_bias = [&](int l, const DeviceArray<float>& block) {
-        std::vector<float> local(layers[l].n_local);
-        block.download(local.data(), local.size());
-        return assemble_bias(l, std::move(local));
-    };
+io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* training) const {
+    io::ModelLayout layout;
+    layout.config = config;
+    if (training != nullptr) layout.training = *training;
+    const int slots = training != nullptr ? formulas::optimizer_state_slots(state_kind) : 0;
     for (size_t i = 0; i < weights.size(); ++i) {
         const Weight& w = weights[i];
-        io::ModelWeight mw;
+        io::ModelLayout::Weight mw;
         mw.input_layer = layers[w.source].config.name;
         mw.output_layer = layers[w.destination].config.name;
         mw.rows = w.rows;
@@ -899,62 +935,104 @@ io::ModelFile Network::Impl::snapshot(bool with_state) const {
             mw.source_input_layer = layers[owner.source].config.name;
             mw.source_output_layer = layers[owner.destination].config.name;
         } else {
-            mw.values = whole_weight(int(i), w.w);
-            if (with_state && w.state1.size() > 0) mw.state1 = whole_weight(int(i), w.state1);
-            if (with_state && w.state2.size() > 0) mw.state2 = whole_weight(int(i), w.state2);
+            mw.state_slots = slots;
         }
-        model.weights.push_back(std::move(mw));
+        layout.weights.push_back(std::move(mw));
     }
+    for (const Layer& layer : layers) {
+        if (!layer.is_input()) layout.biases.push_back({layer.config.name, layer.n, slots});
+    }
+    return layout;
+}
+
+std::string Network::Impl::nonfinite_parameters() const {
+    // Each rank counts its block of a split parameter; a replicated one (data parallelism) is
+    // counted on rank 0 only, so that the sum over the ranks counts every value once.
+    const bool counts = split() || job_rank == 0;
+    std::vector<std::string> names;
+    std::vector<double> bad;
+    auto add = [&](const std::string& name, const DeviceArray<float>& values) {
+        names.push_back(name);
+        bad.push_back(counts ? double(count_nonfinite(*backend, values, file_chunk_floats)) : 0.0);
+    };
+    for (size_t i = 0; i < weights.size(); ++i) {
+        if (weights[i].owner == static_cast<int>(i)) add(weight_name(weights[i]), weights[i].w);
+    }
+    for (const Layer& layer : layers) {
+        if (!layer.is_input()) add("bias:" + layer.config.name, layer.bias);
+    }
+    if (job_ranks > 1) {
+        DeviceArray<double> sums(*backend, bad.size(), "finite check");
+        sums.upload(bad.data(), bad.size());
+        comm->all_reduce(sums.data(), bad.size(), CommType::kFloat64, CommOp::kSum);
+        sums.download(bad.data(), bad.size());
+    }
+    for (size_t k = 0; k < bad.size(); ++k) {
+        if (bad[k] > 0) {
+            return std::to_string(uint64_t(bad[k])) + " values of " + names[k] +
+                   " are NaN or infinite";
+        }
+    }
+    return "";
+}
+
+void Network::Impl::write_file(const std::string& path,
+                               const io::ModelTrainingState* training) const {
+    // Rank 0 writes; its first failure is kept and the writes after it are skipped, while the
+    // gathers that feed them go on, so that no rank is left waiting in a collective.
+    const bool root = job_rank == 0;
+    std::optional<Error> failure;
+    std::optional<io::ModelWriter> file;
+    auto attempt = [&](const std::function<void()>& write) {
+        if (!root || failure) return;
+        try {
+            write();
+        } catch (const Error& e) {
+            failure.emplace(e);
+        }
+    };
+    attempt([&] { file.emplace(path, model_layout(training)); });
+    const int slots = training != nullptr ? formulas::optimizer_state_slots(state_kind) : 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const Weight& w = weights[i];
+        if (w.owner != static_cast<int>(i)) continue;  // stored with its owner
+        for (int s = 0; s <= slots; ++s) {
+            stream_weight_rows(
+                int(i), weight_slot(w, s),
+                [&](uint64_t first, uint64_t count, const float* values) {
+                    attempt([&] { file->write_rows(i, io::ModelSlot(s), first, count, values); });
+                });
+        }
+    }
+    size_t bias = 0;  // the file's bias index: one per non-input layer
     for (size_t l = 0; l < layers.size(); ++l) {
         const Layer& layer = layers[l];
         if (layer.is_input()) continue;
-        io::ModelBias b;
-        b.layer = layer.config.name;
-        b.values = whole_bias(int(l), layer.bias);
-        if (with_state && layer.bias_state1.size() > 0)
-            b.state1 = whole_bias(int(l), layer.bias_state1);
-        if (with_state && layer.bias_state2.size() > 0)
-            b.state2 = whole_bias(int(l), layer.bias_state2);
-        model.biases.push_back(std::move(b));
-    }
-    return model;
-}
-
-void Network::Impl::write_file(const std::string& path, const io::ModelFile& model,
-                               const std::function<void()>& check) const {
-    // Several ranks: every rank assembled the model (or holds it whole); rank 0 checks and writes
-    // it, and the others learn whether that worked.
-    if (job_ranks == 1) {
-        if (check) check();
-        io::write_model(path, model);
-        return;
-    }
-    uint32_t failed = 0;
-    std::string message;
-    ErrorCategory category = ErrorCategory::kIo;
-    if (job_rank == 0) {
-        try {
-            if (check) check();
-            io::write_model(path, model);
-        } catch (const Error& e) {
-            failed = 1 + static_cast<uint32_t>(e.category());
-            message = e.what();
+        for (int s = 0; s <= slots; ++s) {
+            std::vector<float> local(layer.n_local);
+            bias_slot(layer, s).download(local.data(), local.size());
+            const std::vector<float> whole = assemble_bias(int(l), std::move(local));
+            attempt([&] { file->write_bias(bias, io::ModelSlot(s), whole.data()); });
         }
+        ++bias;
     }
-    DeviceArray<uint32_t> flag(*backend, 1, "save status");
-    flag.upload(&failed, 1);
-    comm->broadcast(flag.data(), 1, CommType::kUint32, 0);
-    flag.download(&failed, 1);
+    attempt([&] { file->commit(); });
+    // Every rank learns whether rank 0 succeeded.
+    uint32_t failed = failure ? 1 + static_cast<uint32_t>(failure->category()) : 0;
+    if (job_ranks > 1) {
+        DeviceArray<uint32_t> flag(*backend, 1, "save status");
+        flag.upload(&failed, 1);
+        comm->broadcast(flag.data(), 1, CommType::kUint32, 0);
+        flag.download(&failed, 1);
+    }
+    if (failure) throw *failure;
     if (failed) {
-        category = static_cast<ErrorCategory>(failed - 1);
-        throw Error(category, job_rank == 0 ? message : path + ": rank 0 failed to write it");
+        throw Error(static_cast<ErrorCategory>(failed - 1), path + ": rank 0 failed to write it");
     }
 }
 
 void Network::save(const std::string& path) const {
-    host_memory_guard("saving a model", [&] {
-        impl_->write_file(path, impl_->snapshot(/*with_state=*/false), nullptr);
-    });
+    host_memory_guard("saving a model", [&] { impl_->write_file(path, nullptr); });
 }
 
 const NetworkConfig& Network::config() const {

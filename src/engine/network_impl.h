@@ -145,6 +145,12 @@ struct Network::Impl {
     // refuses it).
     mutable DeviceArray<float> full_gather, full_partial, comm_blocks, comm_local;
     mutable DeviceArray<float> row_stat;
+    // Saving and loading move a matrix in chunks of about this many floats (a save: rows of every
+    // rank's block at once); tests lower it so that small networks cross chunk boundaries.
+    size_t file_chunk_floats = size_t(1) << 24;
+    // The most floats (host and backend memory) one save's or load's chunk buffers took at once
+    // on this rank, over every save and load so far: tests check that it stays below a matrix.
+    mutable size_t file_chunk_peak = 0;
 
     bool split() const { return ranks > 1; }
     // The widest layer whose rows travel in a collective (offset: its units; count: the largest
@@ -168,19 +174,34 @@ struct Network::Impl {
     // on every rank. With one rank, `local` itself.
     std::vector<float> assemble_weight(int wi, std::vector<float> local) const;
     std::vector<float> assemble_bias(int l, std::vector<float> local) const;
-    // Collective: the whole matrix of split owner edge wi on rank 0 (empty elsewhere), gathered
-    // in chunks so that only rank 0 ever holds more than its block (save).
-    std::vector<float> gather_weight_to_root(int wi, const DeviceArray<float>& block) const;
-    // Collective: the model as a file holds it, whole matrices (a split matrix on rank 0 only,
-    // empty elsewhere); with_state: the optimizer's state slots too (checkpoints).
-    io::ModelFile snapshot(bool with_state) const;
-    // Collective: rank 0 runs `check` (nullable; it may throw Error) and writes `model` to path
-    // (io::write_model: atomic); every rank throws the same category when that failed.
-    void write_file(const std::string& path, const io::ModelFile& model,
-                    const std::function<void()>& check) const;
-    // Sets every parameter (with_state: and the allocated optimizer slots) from a model file's
-    // whole values; errors name `path`.
-    void restore(const io::ModelFile& model, const std::string& path, bool with_state);
+    // Receives the rows of a matrix as they are gathered: [rows, cols] row-major values of rows
+    // [first_row, first_row + rows).
+    using RowSink = std::function<void(uint64_t first_row, uint64_t rows, const float* values)>;
+    // Collective: every row of owner edge wi's matrix `values` (its weights or an optimizer slot)
+    // once, on rank 0 only, in chunks of about file_chunk_floats: a split matrix gathered chunk
+    // by chunk from every rank's block (by output columns: each chunk's rows assembled from
+    // every band), a whole one (one rank, data parallelism) from rank 0's own copy. No rank ever
+    // holds more than a chunk of the matrix beside its own block.
+    void stream_weight_rows(int wi, const DeviceArray<float>& values, const RowSink& on_rows) const;
+    // The model file's layout of this network; training (nullable): a checkpoint's, with the
+    // optimizer's state slots.
+    io::ModelLayout model_layout(const io::ModelTrainingState* training) const;
+    // Collective: "" when every parameter (weights, biases) is finite, else "<n> values of <name>
+    // are NaN or infinite" for the first that is not; every rank counts its own blocks and gets
+    // the same text.
+    std::string nonfinite_parameters() const;
+    // Collective: writes the model (training, nullable: a checkpoint, with the optimizer state)
+    // to path atomically (io::ModelWriter): rank 0 writes every matrix as stream_weight_rows
+    // hands it the rows. After a failure it keeps taking part in the gathers without writing;
+    // then every rank throws the same category.
+    void write_file(const std::string& path, const io::ModelTrainingState* training) const;
+    // Sets every parameter (with_state: and the allocated optimizer slots) from the file, each
+    // rank reading only its blocks (hyperslabs, in chunks of file_chunk_floats); errors name
+    // the file.
+    void restore(const io::ModelReader& file, bool with_state);
+    // This rank's block of owner edge wi's slot from the file into `block`.
+    void read_weight_block(const io::ModelReader& file, int wi, io::ModelSlot slot,
+                           DeviceArray<float>& block) const;
     // This rank's block of a whole matrix / bias (host).
     std::vector<float> weight_block(int wi, const std::vector<float>& whole) const;
     std::vector<float> bias_block(int l, const std::vector<float>& whole) const;

@@ -45,10 +45,6 @@ size_t count_nonfinite(const DeviceArray<float>& a, size_t n) {
         std::count_if(host.begin(), host.end(), [](float v) { return !std::isfinite(v); }));
 }
 
-size_t count_nonfinite(const std::vector<float>& v) {
-    return size_t(std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); }));
-}
-
 }  // namespace
 
 struct Trainer::Impl {
@@ -416,7 +412,6 @@ void Trainer::save_checkpoint(const std::string& path) {
     host_memory_guard("writing a checkpoint", [&] {
         Impl& t = *impl_;
         const auto start = Clock::now();
-        io::ModelFile model = t.net.snapshot(/*with_state=*/true);
         io::ModelTrainingState state;
         state.optimizer = to_string(t.net.state_kind);
         state.optimizer_steps = t.net.optimizer_steps;
@@ -437,27 +432,15 @@ void Trainer::save_checkpoint(const std::string& path) {
                     "checkpoint note key '" + key + "' is invalid; expected letters, digits and _");
             }
         }
-        model.training = state;
         // Only finite parameters are written: the previous checkpoint stays the last good one.
-        auto check = [&]() {
-            if (!t.options.check_finite) return;
-            for (const io::ModelWeight& w : model.weights) {
-                if (const size_t bad = count_nonfinite(w.values); bad > 0) {
-                    throw Error(ErrorCategory::kNumeric,
-                                "not writing the checkpoint " + path + ": " + std::to_string(bad) +
-                                    " values of weight:" + w.input_layer + "->" + w.output_layer +
-                                    " are NaN or infinite");
-                }
+        if (t.options.check_finite) {
+            const std::string bad = t.net.nonfinite_parameters();
+            if (!bad.empty()) {
+                throw Error(ErrorCategory::kNumeric,
+                            "not writing the checkpoint " + path + ": " + bad);
             }
-            for (const io::ModelBias& b : model.biases) {
-                if (const size_t bad = count_nonfinite(b.values); bad > 0) {
-                    throw Error(ErrorCategory::kNumeric,
-                                "not writing the checkpoint " + path + ": " + std::to_string(bad) +
-                                    " values of bias:" + b.layer + " are NaN or infinite");
-                }
-            }
-        };
-        t.net.write_file(path, model, check);
+        }
+        t.net.write_file(path, &state);
         t.last_checkpoint = Clock::now();
         t.last_checkpoint_text = path + " (" + std::to_string(state.epochs_complete) +
                                  " epochs and " + std::to_string(state.batches_done) + " batches)";
@@ -474,9 +457,9 @@ void Trainer::save_checkpoint(const std::string& path) {
 
 std::map<std::string, std::string> Trainer::resume(const std::string& path) {
     Impl& t = *impl_;
-    const io::ModelFile model = io::read_model(path, /*training_state=*/true);
-    const io::ModelTrainingState& state = *model.training;
-    if (model.config.to_json() != t.net.config.to_json()) {
+    const io::ModelReader file(path, /*training_state=*/true);  // each rank reads its blocks
+    const io::ModelTrainingState& state = *file.layout().training;
+    if (file.layout().config.to_json() != t.net.config.to_json()) {
         throw Error(ErrorCategory::kUsage,
                     path +
                         ": the checkpoint's network config differs from this network's; "
@@ -511,7 +494,7 @@ std::map<std::string, std::string> Trainer::resume(const std::string& path) {
     }
     // state.optimizer equals options.optimizer.kind (the fingerprint checked it).
     t.net.ensure_optimizer_state(t.options.optimizer.kind);
-    t.net.restore(model, path, /*with_state=*/true);
+    t.net.restore(file, /*with_state=*/true);
     t.net.optimizer_steps = state.optimizer_steps;
     t.resumed_epochs = state.epochs_complete;
     if (state.batches_done > 0) {
