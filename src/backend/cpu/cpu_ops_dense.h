@@ -157,35 +157,42 @@ inline void softmax_row(T* z, size_t n) {
     for (size_t j = 0; j < n; ++j) z[j] *= inv;
 }
 
-// In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
-// z[j] = f(z[j] + bias[j]) (bias may be null) for an element-wise f, every element through the
-// same vector code: the last n % 16 go through a 16-wide copy. GCC vectorises the loop with
-// libmvec's expf / tanhf / ..., whose last bit can differ from the scalar functions a remainder
-// loop would call; this way no element's value depends on its position in the row, which the
-// Recommender's fp16 screening relies on (it recomputes single items: docs/library.md).
-template <class T>
+// z[j] = f(z[j] + bias[j]) (bias may be null) for the element-wise activation A. The kind is a
+// constant of a private copy, so the formula's switch folds away and GCC vectorises the loop
+// (with libmvec's expf, tanhf, ...).
+template <Activation A, class T>
+inline void activate_elements(formulas::ActivationParams p, const T* __restrict bias,
+                              T* __restrict z, size_t n) {
+    p.kind = A;
+    if (bias != nullptr) {
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) z[j] = formulas::activate(p, z[j] + bias[j]);
+    } else {
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) z[j] = formulas::activate(p, z[j]);
+    }
+}
+
+// activate_elements over a row with every element through the same vector code: the last
+// n % 16 go through a 16-wide copy. libmvec's vector functions can differ in the last bit from
+// the scalar ones a remainder loop would call; this way no element's value depends on its
+// position in the row, which the Recommender's fp16 screening relies on (it recomputes single
+// items: docs/library.md, "fp16 screening").
+template <Activation A, class T>
 void activate_row(const formulas::ActivationParams& p, const T* bias, T* z, size_t n) {
-    auto apply = [&p](T* __restrict zz, const T* __restrict bb, size_t count) {
-        if (bb != nullptr) {
-#pragma omp simd
-            for (size_t j = 0; j < count; ++j) zz[j] = formulas::activate(p, zz[j] + bb[j]);
-        } else {
-#pragma omp simd
-            for (size_t j = 0; j < count; ++j) zz[j] = formulas::activate(p, zz[j]);
-        }
-    };
     constexpr size_t kWidth = 16;
     const size_t whole = n / kWidth * kWidth;
-    apply(z, bias, whole);
+    activate_elements<A>(p, bias, z, whole);
     if (whole == n) return;
     alignas(64) T tail_z[kWidth] = {};
     alignas(64) T tail_b[kWidth] = {};
     std::copy(z + whole, z + n, tail_z);
     if (bias != nullptr) std::copy(bias + whole, bias + n, tail_b);
-    apply(tail_z, bias != nullptr ? tail_b : nullptr, kWidth);
+    activate_elements<A>(p, bias != nullptr ? tail_b : nullptr, tail_z, kWidth);
     std::copy(tail_z, tail_z + (n - whole), z + whole);
 }
 
+// In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
 template <class T>
 void bias_activation_forward(const formulas::ActivationParams& act, const T* bias, MatT<T> z,
                              int threads) {
@@ -206,7 +213,7 @@ void bias_activation_forward(const formulas::ActivationParams& act, const T* bia
                     for (size_t j = 0; j < n; ++j) zr[j] += bias[j];
                 softmax_row(zr, n);
             } else {
-                activate_row(p, bias, zr, n);
+                activate_row<A>(p, bias, zr, n);
             }
         }
     });
