@@ -97,6 +97,10 @@ struct LayerConfig {
     float elu_alpha = 1.0f;         // ExponentialLinear, ScaledExponentialLinear, >= 0
     float selu_lambda = 1.050701f;  // ScaledExponentialLinear, > 0
     float p_dropout = 0.0f;
+    // Input layers ("Normalize": { "Norm": "L2", "Scale": s }): every example's stored input
+    // values are scaled so that the row's L2 norm is s, before Denoising and pDropout drop
+    // entries (Mult-VAE's normalisation). 0 = off. A sparsenet extension of DSSTNE's language.
+    float normalize_l2 = 0.0f;
     WeightInit weight_init;
     // Max L2 norm of each unit's incoming weight vector (a column of every incoming weight
     // matrix), enforced after each update; 0 = off. Hidden/Output layers.

@@ -355,25 +355,12 @@ const std::vector<std::string> kTopNotImpl = {"WeightsData", "LocalResponseNorma
 const std::vector<std::string> kTrainingKeys = {"Optimizer", "Alpha",  "Mu",           "Mu1",
                                                 "Epsilon",   "Lambda", "Lambda1",      "Epochs",
                                                 "BatchSize", "Seed",   "SparseUpdates"};
-const std::vector<std::string> kLayerKeys = {"Name",
-                                             "Kind",
-                                             "Type",
-                                             "N",
-                                             "Sparse",
-                                             "DataSet",
-                                             "Source",
-                                             "Skip",
-                                             "SharedWeights",
-                                             "Activation",
-                                             "RELUSlope",
-                                             "Slope",
-                                             "ELUAlpha",
-                                             "SELULambda",
-                                             "pDropout",
-                                             "WeightInit",
-                                             "WeightNorm",
-                                             "DeltaNorm",
-                                             "SparsenessPenalty"};
+const std::vector<std::string> kLayerKeys = {
+    "Name",          "Kind",       "Type",      "N",
+    "Sparse",        "DataSet",    "Source",    "Skip",
+    "SharedWeights", "Activation", "RELUSlope", "Slope",
+    "ELUAlpha",      "SELULambda", "pDropout",  "Normalize",
+    "WeightInit",    "WeightNorm", "DeltaNorm", "SparsenessPenalty"};
 const std::vector<std::string> kLayerNotImpl = {"Kernel", "KernelStride", "BatchNormalization",
                                                 "Function"};
 const std::vector<std::string> kSharedWeightsKeys = {"InputLayer", "SourceInputLayer",
@@ -383,6 +370,8 @@ const std::vector<std::string> kDenoisingKeys = {"p"};
 const std::vector<std::string> kDeltaBoostKeys = {"one", "zero"};
 const std::vector<std::string> kSparsenessKeys = {"p", "beta"};
 const std::vector<std::string> kWeightInitKeys = {"Scheme", "Scale", "Bias"};
+const std::vector<std::string> kNormalizeKeys = {"Norm", "Scale"};
+const std::vector<std::string> kNorms = {"L2"};
 const std::vector<std::string> kNone = {};
 
 template <typename E>
@@ -521,6 +510,25 @@ TrainingConfig parse_training(const Ctx& ctx, const Field& f) {
         t.seed = get_count(ctx, g, 0, UINT64_MAX, "an integer in [0, 18446744073709551615]");
     }
     return t;
+}
+
+// "Normalize": { "Norm": "L2", "Scale": s } -> s (the L2 norm every input row is scaled to).
+float parse_normalize(const Ctx& ctx, const Field& f) {
+    ObjectView o(ctx, *f.value, f.path, kNormalizeKeys, kNone, "an object with keys Norm, Scale");
+    Field norm = o.get("Norm");
+    if (!norm) {
+        fail(ctx, f.path, "Normalize has no Norm", "\"Norm\": \"L2\"");
+    }
+    get_enum(ctx, norm, "Norm", std::vector<EnumName<int>>{{"L2", 0}}, kNone, "L2");
+    float scale = 1.0f;
+    if (Field g = o.get("Scale")) {
+        const std::string expected = "a number > 0 (the L2 norm of every input row)";
+        const double d = get_number(ctx, g, expected);
+        if (!(d > 0.0))
+            fail(ctx, g.path, "value " + format_number(d) + " is out of range", expected);
+        scale = to_float(ctx, g, d, expected);
+    }
+    return scale;
 }
 
 WeightInit parse_weight_init(const Ctx& ctx, const Field& f) {
@@ -760,6 +768,12 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
                         "not drop output units)");
         }
         layer.p_dropout = get_float_in(ctx, f, 0, 1, true, "a number in [0, 1)");
+    }
+    if (Field f = o.get("Normalize")) {
+        if (layer.kind != LayerKind::kInput) {
+            not_allowed(f, "Normalize", "Normalize only on Input layers");
+        }
+        layer.normalize_l2 = parse_normalize(ctx, f);
     }
     if (Field f = o.get("WeightInit")) {
         if (layer.kind == LayerKind::kInput) {
@@ -1133,6 +1147,7 @@ std::vector<ConfigKeySet> config_key_sets() {
             {"$.Layers[]", kLayerKeys, kLayerNotImpl},
             {"$.Layers[].SharedWeights", kSharedWeightsKeys, kNone},
             {"$.Layers[].WeightInit", kWeightInitKeys, kNone},
+            {"$.Layers[].Normalize", kNormalizeKeys, kNone},
             {"$.Layers[].SparsenessPenalty", kSparsenessKeys, kNone},
             {"$.Training", kTrainingKeys, kNone}};
 }
@@ -1144,6 +1159,7 @@ std::vector<ConfigValueSet> config_value_sets() {
             {"$.Layers[].Type", kLayerTypes, kLayerTypesNotImpl},
             {"$.Layers[].Activation", names_of(kActivations), kActivationsNotImpl},
             {"$.Layers[].WeightInit.Scheme", names_of(kSchemes), kNone},
+            {"$.Layers[].Normalize.Norm", kNorms, kNone},
             {"$.Training.Optimizer", names_of(kOptimizers), kNone},
             {"$.Training.SparseUpdates", names_of(kSparseUpdates), kNone}};
 }

@@ -122,8 +122,9 @@ bool operator==(const LayerConfig& a, const LayerConfig& b) {
            a.skips == b.skips && a.shared_weights == b.shared_weights &&
            a.activation == b.activation && (!slope || a.relu_slope == b.relu_slope) &&
            (!alpha || a.elu_alpha == b.elu_alpha) && (!lambda || a.selu_lambda == b.selu_lambda) &&
-           a.p_dropout == b.p_dropout && a.weight_init == b.weight_init &&
-           a.weight_norm == b.weight_norm && a.delta_norm == b.delta_norm &&
+           a.p_dropout == b.p_dropout && a.normalize_l2 == b.normalize_l2 &&
+           a.weight_init == b.weight_init && a.weight_norm == b.weight_norm &&
+           a.delta_norm == b.delta_norm &&
            (!penalty || a.sparseness_penalty == b.sparseness_penalty);
 }
 
@@ -276,6 +277,9 @@ std::string layer_json(const LayerConfig& l) {
         }
     }
     if (l.kind != LayerKind::kOutput) r += ", \"pDropout\": " + json_float(l.p_dropout);
+    if (l.kind == LayerKind::kInput && l.normalize_l2 > 0.0f) {
+        r += ", \"Normalize\": { \"Norm\": \"L2\", \"Scale\": " + json_float(l.normalize_l2) + " }";
+    }
     if (l.kind != LayerKind::kInput) {
         r += std::string(", \"WeightInit\": { \"Scheme\": \"") + to_string(l.weight_init.scheme) +
              "\", \"Scale\": " + json_float(l.weight_init.scale) +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "engine/input_norm.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::engine {
@@ -49,16 +50,22 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
             bind_band(net, static_cast<int>(l), data);
             continue;
         }
-        auto& slot = uploaded_[name];
-        if (!slot && data.is_indexed()) {
+        const float norm = layer.is_input() ? layer.config.normalize_l2 : 0.0f;
+        const std::string key = norm > 0.0f ? name + "#l2=" + std::to_string(norm) : name;
+        auto& slot = uploaded_[key];
+        if (!slot && norm > 0.0f) {
+            Dataset scaled = data.expanded();
+            normalize_rows(scaled, row_square_sums(scaled), norm);
+            slot = std::make_unique<DeviceDataset>(*net.backend, scaled);
+        } else if (!slot && data.is_indexed()) {
             // Uploaded expanded (one row per example); the host copy lives only until then.
             slot = std::make_unique<DeviceDataset>(*net.backend, data.expanded());
         } else if (!slot) {
             slot = std::make_unique<DeviceDataset>(*net.backend, data);
         }
         bindings_.layer_data[l] = slot.get();
-        if (layer.is_input() && !input_lengths_.count(name)) {
-            input_lengths_[name] = sorted_lengths(data);
+        if (layer.is_input() && !input_lengths_.count(key)) {
+            input_lengths_[key] = sorted_lengths(data);
         }
     }
 }
@@ -72,6 +79,13 @@ std::vector<uint64_t> BoundData::sorted_lengths(const Dataset& data) {
     return lengths;
 }
 
+void BoundData::all_reduce_doubles(Network::Impl& net, std::vector<double>& v) {
+    DeviceArray<double> reduced(*net.backend, std::max<size_t>(v.size(), 1), "row sums");
+    if (!v.empty()) reduced.upload(v.data(), v.size());
+    net.comm->all_reduce(reduced.data(), v.size(), CommType::kFloat64, CommOp::kSum);
+    if (!v.empty()) reduced.download(v.data(), v.size());
+}
+
 void BoundData::bind_band(Network::Impl& net, int l, const Dataset& data) {
     const Layer& layer = net.layers[l];
     // Every rank binds the columns of its band of the layer (a dataset narrower than the layer
@@ -80,6 +94,13 @@ void BoundData::bind_band(Network::Impl& net, int l, const Dataset& data) {
     const uint32_t last = std::min(layer.offset + layer.n_local, data.cols);
     const std::string key = layer.config.dataset + "#" + std::to_string(layer.offset);
     Dataset band = column_band(data.is_indexed() ? data.expanded() : data, first, last);
+    // Normalize: each row scaled by the whole row's norm, from the ranks' band sums of squares.
+    const float norm = layer.is_input() ? layer.config.normalize_l2 : 0.0f;
+    if (norm > 0.0f) {
+        std::vector<double> squares = row_square_sums(band);
+        all_reduce_doubles(net, squares);
+        normalize_rows(band, squares, norm);
+    }
     // Multinomial cross-entropy on a split SoftMax needs each whole target row's sum: the
     // ranks' band sums, added in double.
     std::vector<float> totals;
@@ -92,13 +113,10 @@ void BoundData::bind_band(Network::Impl& net, int l, const Dataset& data) {
                 sums[r] += band.is_boolean() ? 1.0 : double(band.values[e]);
             }
         }
-        DeviceArray<double> reduced(*net.backend, std::max<size_t>(sums.size(), 1), "row totals");
-        if (!sums.empty()) reduced.upload(sums.data(), sums.size());
-        net.comm->all_reduce(reduced.data(), sums.size(), CommType::kFloat64, CommOp::kSum);
-        if (!sums.empty()) reduced.download(sums.data(), sums.size());
+        all_reduce_doubles(net, sums);
         totals.assign(sums.begin(), sums.end());
     }
-    auto& slot = uploaded_[key];
+    auto& slot = uploaded_[norm > 0.0f ? key + "#l2=" + std::to_string(norm) : key];
     if (!slot || multinomial) {
         slot = std::make_unique<DeviceDataset>(*net.backend, band, first, totals);
     }

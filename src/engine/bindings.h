@@ -32,6 +32,8 @@ class BoundData {
     // Split networks: binds layer l to this rank's column band of `data`.
     void bind_band(Network::Impl& net, int l, const Dataset& data);
     static std::vector<uint64_t> sorted_lengths(const Dataset& data);
+    // The element-wise sum of `v` over the ranks of the network's communicator.
+    static void all_reduce_doubles(Network::Impl& net, std::vector<double>& v);
 
     Bindings bindings_;
     std::map<std::string, std::unique_ptr<DeviceDataset>> uploaded_;

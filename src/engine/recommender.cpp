@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine/device_dataset.h"
+#include "engine/input_norm.h"
 #include "engine/network_impl.h"
 #include "engine/output_screen.h"
 #include "sparsenet/error.h"
@@ -365,6 +366,9 @@ struct Recommender::Impl {
             exclude.indices.insert(exclude.indices.end(), q.excluded.begin(), q.excluded.end());
             exclude.offsets.push_back(exclude.indices.size());
             k = std::max(k, q.k);
+        }
+        if (const float norm = net.layers[input_layer].config.normalize_l2; norm > 0.0f) {
+            engine::normalize_rows(input, engine::row_square_sums(input), norm);
         }
         ensure_capacity(c, count, count * k);
         const engine::DeviceDataset input_data(*c.backend, input);

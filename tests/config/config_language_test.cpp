@@ -180,6 +180,39 @@ TEST(ConfigNorms, ParsedOnHiddenAndOutputLayers) {
                     "$.Layers[0].DeltaNorm: DeltaNorm is not allowed on Input layers");
 }
 
+// ---------------------------------------------------------------- Normalize (extension)
+
+TEST(ConfigNormalize, ParsedOnInputLayersOnly) {
+    const NetworkConfig c =
+        NetworkConfig::from_json(net("", R"(, "Normalize": { "Norm": "l2", "Scale": 4 })"));
+    EXPECT_EQ(c.layers[0].normalize_l2, 4.0f);
+    EXPECT_EQ(c.layers[1].normalize_l2, 0.0f);
+    expect_round_trip(c);
+    EXPECT_CONTAINS(c.to_json(), "\"Normalize\": { \"Norm\": \"L2\", \"Scale\": 4 }");
+    EXPECT_EQ(NetworkConfig::from_json(net("", R"(, "Normalize": { "Norm": "L2" })"))
+                  .layers[0]
+                  .normalize_l2,
+              1.0f);
+    // Off: the key is not written, so configs without it keep their canonical JSON.
+    EXPECT_EQ(NetworkConfig::from_json(net()).to_json().find("Normalize"), std::string::npos);
+
+    EXPECT_CONTAINS(config_error(net("", "", R"(, "Normalize": { "Norm": "L2" })")),
+                    "$.Layers[1].Normalize: Normalize is not allowed on Hidden layers");
+    EXPECT_CONTAINS(config_error(net("", "", "", R"(, "Normalize": { "Norm": "L2" })")),
+                    "$.Layers[2].Normalize: Normalize is not allowed on Output layers");
+    EXPECT_CONTAINS(config_error(net("", R"(, "Normalize": { "Norm": "L1" })")),
+                    "$.Layers[0].Normalize.Norm: unknown value \"L1\"; expected one of L2");
+    EXPECT_CONTAINS(config_error(net("", R"(, "Normalize": { "Scale": 2 })")),
+                    "$.Layers[0].Normalize: Normalize has no Norm; expected \"Norm\": \"L2\"");
+    EXPECT_CONTAINS(config_error(net("", R"(, "Normalize": { "Norm": "L2", "Scale": 0 })")),
+                    "$.Layers[0].Normalize.Scale: value 0 is out of range; expected a number > 0");
+    EXPECT_CONTAINS(config_error(net("", R"(, "Normalize": { "Norm": "L2", "p": 2 })")),
+                    "$.Layers[0].Normalize.p: unknown key \"p\"; expected one of the keys valid "
+                    "here: Norm, Scale");
+    EXPECT_CONTAINS(config_error(net("", R"(, "Normalize": "L2")")),
+                    "$.Layers[0].Normalize: wrong type: found string");
+}
+
 // ---------------------------------------------------------------- losses
 
 TEST(ConfigLosses, DataScaledMarginalCrossEntropyObjectSetsTheMargins) {
@@ -265,7 +298,7 @@ TEST(ConfigKeySets, ListTheObjectsAndNoKeyTwice) {
                            "$", "$.ScaledMarginalCrossEntropy", "$.DataScaledMarginalCrossEntropy",
                            "$.Denoising", "$.DeltaBoost", "$.SparsenessPenalty", "$.Layers[]",
                            "$.Layers[].SharedWeights", "$.Layers[].WeightInit",
-                           "$.Layers[].SparsenessPenalty", "$.Training"}));
+                           "$.Layers[].Normalize", "$.Layers[].SparsenessPenalty", "$.Training"}));
     for (const ConfigValueSet& v : config_value_sets()) EXPECT_FALSE(v.accepted.empty()) << v.key;
 }
 

@@ -53,13 +53,15 @@ const char* kAutoencoder = R"({
      "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -4.0}}
   ]})";
 
-// Mult-DAE shape: SoftMax output with multinomial cross-entropy (the split SoftMax path).
+// Mult-DAE shape: SoftMax output with multinomial cross-entropy (the split SoftMax path), input
+// rows normalised (each rank's band scaled by the whole row's norm).
 const char* kSoftmax = R"({
   "Version": 0.9, "Name": "dae", "Kind": "AutoEncoder",
   "Denoising": {"p": 0.5},
   "ErrorFunction": "CrossEntropy",
   "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true,
+     "Normalize": {"Norm": "L2", "Scale": 3}},
     {"Name": "Hidden", "Kind": "Hidden", "N": 41, "Activation": "Tanh"},
     {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "SoftMax"}
   ]})";
