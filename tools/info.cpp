@@ -94,6 +94,7 @@ Json::Value model_info(const io::ModelFile& model) {
         layer["activation"] = l.kind == LayerKind::kInput ? "" : to_string(l.activation);
         layer["dataset"] = l.dataset;
         layer["sparse"] = l.sparse;
+        if (l.normalize_l2 > 0.0f) layer["normalize_l2"] = l.normalize_l2;
         v["layers"].append(layer);
     }
     uint64_t parameters = 0;
@@ -205,6 +206,12 @@ void print_model(const Json::Value& file) {
         line += "  " + padded(l["activation"].asString(), 15);
         if (!l["dataset"].asString().empty()) line += "  dataset " + l["dataset"].asString();
         if (l["sparse"].asBool()) line += " (sparse)";
+        if (l.isMember("normalize_l2")) {
+            char norm[64];
+            std::snprintf(norm, sizeof norm, ", rows L2-normalised to %g",
+                          l["normalize_l2"].asDouble());
+            line += norm;
+        }
         while (!line.empty() && line.back() == ' ') line.pop_back();
         std::printf("%s\n", line.c_str());
     }

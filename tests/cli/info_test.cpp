@@ -238,7 +238,8 @@ TEST(InfoCli, DatasetFileJson) {
 const char* kConfig = R"({
   "Version": 0.9, "Name": "info-net", "ErrorFunction": "CrossEntropy",
   "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "gl_input", "Sparse": true},
+    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "gl_input", "Sparse": true,
+     "Normalize": {"Norm": "L2", "Scale": 2.5}},
     {"Name": "Hidden1", "Kind": "Hidden", "N": 12, "Activation": "Tanh"},
     {"Name": "Hidden2", "Kind": "Hidden", "N": 7, "Activation": "RectifiedLinear"},
     {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "gl_output",
@@ -265,7 +266,7 @@ TEST(InfoCli, ModelFile) {
                                       "CrossEntropy\n"))
         << out;
     EXPECT_TRUE(contains(out, "  Input    Input   N 25")) << out;
-    EXPECT_TRUE(contains(out, "dataset gl_input (sparse)\n")) << out;
+    EXPECT_TRUE(contains(out, "dataset gl_input (sparse), rows L2-normalised to 2.5\n")) << out;
     EXPECT_TRUE(contains(out, "  Hidden1  Hidden  N 12        Tanh\n")) << out;
     EXPECT_TRUE(contains(out, "  Hidden2  Hidden  N 7         RectifiedLinear\n")) << out;
     EXPECT_TRUE(
@@ -297,6 +298,8 @@ TEST(InfoCli, ModelFile) {
         EXPECT_EQ(m["layers"][i]["activation"].asString(), activations[i]);
     }
     EXPECT_EQ(m["layers"][0]["dataset"].asString(), "gl_input");
+    EXPECT_EQ(m["layers"][0]["normalize_l2"].asDouble(), 2.5);
+    EXPECT_FALSE(m["layers"][3].isMember("normalize_l2"));
     EXPECT_EQ(m["layers"][3]["dataset"].asString(), "gl_output");
     ASSERT_EQ(m["weights"].size(), 3u);
     EXPECT_EQ(m["weights"][1]["from"].asString(), "Hidden1");
