@@ -573,7 +573,7 @@ TEST(ConfigUnknownKey, LayerLevelNamesPathAndListsValidKeys) {
                         {"$.Layers[1].Dropout: unknown key \"Dropout\"",
                          "Name, Kind, Type, N, Sparse, DataSet, Source, Skip, SharedWeights, "
                          "Activation, RELUSlope, Slope, ELUAlpha, SELULambda, pDropout, "
-                         "WeightInit, WeightNorm, DeltaNorm, SparsenessPenalty"});
+                         "Normalize, WeightInit, WeightNorm, DeltaNorm, SparsenessPenalty"});
 }
 
 TEST(ConfigUnknownKey, NestedObjectsNamePathAndListValidKeys) {
