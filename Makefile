@@ -3,7 +3,8 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-asan test-asan-full test-tsan demo bench fuzz clean format docs
+.PHONY: all deps configure build test test-asan test-asan-full test-tsan demo bench fuzz clean format docs \
+	gpu-bundle gpu-bundle-check gpu-validate-cpu
 
 all: build
 
@@ -53,6 +54,21 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	JOBS=$(JOBS) scripts/fuzz.sh $(FUZZ_SECONDS) $(CURDIR)/build-fuzz
 
+# The GPU kit (docs/gpu.md): build-gpu/sparsenet-gpu.tar.zst, a Release CUDA build with every
+# library a GPU machine lacks, for `scripts/gpu-validate` there. About 15 minutes from scratch on
+# 2 cores. gpu-bundle-check runs the bundle's CPU part (scripts/gpu-validate --allow-no-gpu) in a
+# bare Debian root (debootstrap, cached in build-gpu/rootfs), which proves that it needs nothing
+# from this machine's -dev packages. Neither is part of `make test`.
+gpu-bundle: deps
+	JOBS=$(JOBS) scripts/gpu-bundle
+
+gpu-bundle-check: gpu-bundle
+	scripts/gpu-bundle-check
+
+# The bundle's CPU part here, on this machine (no root folder), results in build-gpu/validate-cpu.
+gpu-validate-cpu: gpu-bundle
+	scripts/gpu-validate --allow-no-gpu --out build-gpu/validate-cpu build-gpu/sparsenet-gpu.tar.zst
+
 # The API reference (include/sparsenet) in build-docs/html; needs doxygen.
 docs:
 	doxygen docs/Doxyfile
@@ -76,4 +92,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan build-docs
+	rm -rf $(BUILD_DIR) build-asan build-tsan build-docs build-gpu
