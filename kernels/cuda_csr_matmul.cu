@@ -8,11 +8,21 @@
 // noise.p > 0 an entry is kept iff formulas::keep_unit(noise.seed, example(b), col_offset + j, p)
 // (the CPU's hash) and s = 1 / (1 - p); otherwise s = 1.
 //
-// Thread mapping (DSSTNE's kCalculateSparseZ): grid.x = batch rows, grid.y = slices of
-// kColsPerBlock = 512 output columns; a block of 128 threads owns one slice of one row, each
-// thread 4 columns (c, c + 128, c + 256, c + 384), so every weight-row read is coalesced. The
-// row's entries are staged through shared memory 128 at a time (column id, or UINT32_MAX when the
-// noise dropped it, and the coefficient), drawing each mask bit once per block.
+// Thread mapping, chosen by the output width n (launch_csr_matmul):
+//  * n > 128, "slices" (DSSTNE's kCalculateSparseZ): grid.x = batch rows, grid.y = slices of
+//    kColsPerBlock = 512 output columns; a block of 128 threads owns one slice of one row, each
+//    thread 4 columns (c, c + 128, c + 256, c + 384), so every weight-row read is coalesced. The
+//    row's entries are staged through shared memory 128 at a time (column id, or UINT32_MAX when
+//    the noise dropped it, and the coefficient), drawing each mask bit once per block.
+//  * n <= 128, "groups": one group of G lanes per batch row, G = 32 for 32 < n <= 128 (each lane
+//    K = 2 or 4 columns: lane, lane + 32, ...), else G = the power of two >= n (1 to 32, each lane
+//    one column); 128 / G rows per block of 128 threads. The group reads G entries of its row at
+//    a time (one per lane) and broadcasts them with __shfl_sync inside the group. The slice
+//    mapping gave such a layer one block of 128 threads per row with at most n of them busy (a
+//    16-wide layer: 1 in 8 threads); here at most G - n lanes of a group idle (none for n a power
+//    of two >= 1, at most half otherwise), and a block covers 128 / G rows.
+// Both mappings add a row's entries in the same order with the same expression, so their results
+// are bit-identical.
 //
 // Accumulation: registers start at beta * z (or 0) and add the entries in CSR order with fused
 // multiply-adds; overwrite semantics. Deterministic (no atomics). The CPU adds four entries per
@@ -88,7 +98,90 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// The "groups" mapping (n <= G * K <= 128): G lanes per batch row, K columns per lane.
+template <int G, int K>
+__global__ void __launch_bounds__(kThreads)
+    csr_matmul_groups_kernel(CsrBatchView x, SparseNoise noise, float s, ConstMatrixView w,
+                             MatrixView z, float beta, size_t rows, DeviceStatus* status) {
+    static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0 && K >= 1 && G * K <= 128);
+    const int lane = int(threadIdx.x % G);
+    const size_t b = size_t(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+    // The lanes of this group (the shuffles name only them: other groups of the warp run rows of
+    // other lengths).
+    const int warp_lane = int(threadIdx.x % 32);
+    const unsigned group_mask =
+        G == 32 ? 0xffffffffu : ((1u << G) - 1u) << unsigned(warp_lane - warp_lane % G);
+    if (b >= rows) return;  // the whole group leaves together
+    const size_t n = z.cols;
+    const uint64_t ex = example_of(x.batch, b);
+    const uint64_t begin = x.offsets[ex], end = x.offsets[ex + 1];
+    const bool noisy = noise.p > 0.0f;
+    float* zr = z.data + b * z.ld;
+
+    float acc[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const size_t c = size_t(lane) + size_t(k) * G;
+        acc[k] = 0.0f;
+        if (c < n && beta != 0.0f) acc[k] = beta == 1.0f ? zr[c] : beta * zr[c];
+    }
+    for (uint64_t base = begin; base < end; base += G) {
+        const uint64_t e = base + uint64_t(lane);
+        uint32_t mine = kNone;
+        float mine_coef = 0.0f;
+        if (e < end) {
+            const uint32_t col = x.indices[e];
+            const float v = csr_value(x, e);
+            bool keep = !noisy ||
+                        formulas::keep_unit(noise.seed, ex, uint64_t(x.col_offset) + col, noise.p);
+            if (keep && col >= x.cols) {
+                report(status, kStatusColumnOutOfRange, Op::kCsrMatmul, col, x.cols);
+                keep = false;
+            }
+            mine = keep ? col : kNone;
+            mine_coef = noisy ? v * s : v;
+        }
+        const int m = int(end - base < uint64_t(G) ? end - base : uint64_t(G));
+        for (int i = 0; i < m; ++i) {
+            const uint32_t col = __shfl_sync(group_mask, mine, i, G);
+            const float cf = __shfl_sync(group_mask, mine_coef, i, G);
+            if (col == kNone) continue;
+            const float* wr = w.data + size_t(col) * w.ld;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const size_t c = size_t(lane) + size_t(k) * G;
+                if (c < n) acc[k] += cf * wr[c];
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const size_t c = size_t(lane) + size_t(k) * G;
+        if (c < n) zr[c] = acc[k];
+    }
+}
+
+template <int G, int K>
+void launch_groups(const Context& ctx, const CsrBatchView& x, SparseNoise noise, float s,
+                   ConstMatrixView w, MatrixView z, float beta) {
+    const size_t rows_per_block = size_t(kThreads) / G;
+    const size_t blocks = (z.rows + rows_per_block - 1) / rows_per_block;
+    csr_matmul_groups_kernel<G, K><<<unsigned(blocks), kThreads, 0, ctx.stream>>>(
+        x, noise, s, w, z, beta, z.rows, ctx.status);
+    check_launch(ctx, "csr_matmul_groups_kernel");
+}
+
 }  // namespace
+
+// The mapping for an output width (tested on the CPU: the choice, not the kernel).
+CsrMatmulMapping csr_matmul_mapping(size_t n) {
+    if (n > 128) return {0, 0};  // slices of 512 columns
+    if (n > 64) return {32, 4};
+    if (n > 32) return {32, 2};
+    int g = 1;
+    while (size_t(g) < n) g <<= 1;
+    return {g, 1};
+}
 
 void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                        ConstMatrixView w, MatrixView z, float beta) {
@@ -101,9 +194,30 @@ void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise no
                                                   " columns exceeds the CUDA grid limits");
     }
     const float s = noise.p > 0.0f ? 1.0f / (1.0f - noise.p) : 1.0f;
+    const CsrMatmulMapping m = csr_matmul_mapping(n);
+    switch (m.lanes * 8 + m.cols_per_lane) {  // lanes <= 32, cols_per_lane <= 4: unique
+        case 1 * 8 + 1:
+            return launch_groups<1, 1>(ctx, x, noise, s, w, z, beta);
+        case 2 * 8 + 1:
+            return launch_groups<2, 1>(ctx, x, noise, s, w, z, beta);
+        case 4 * 8 + 1:
+            return launch_groups<4, 1>(ctx, x, noise, s, w, z, beta);
+        case 8 * 8 + 1:
+            return launch_groups<8, 1>(ctx, x, noise, s, w, z, beta);
+        case 16 * 8 + 1:
+            return launch_groups<16, 1>(ctx, x, noise, s, w, z, beta);
+        case 32 * 8 + 1:
+            return launch_groups<32, 1>(ctx, x, noise, s, w, z, beta);
+        case 32 * 8 + 2:
+            return launch_groups<32, 2>(ctx, x, noise, s, w, z, beta);
+        case 32 * 8 + 4:
+            return launch_groups<32, 4>(ctx, x, noise, s, w, z, beta);
+        default:
+            break;  // n > 128: slices
+    }
     const dim3 grid{unsigned(rows), unsigned(slices)};
     csr_matmul_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, noise, s, w, z, beta, ctx.status);
-    check_launch("csr_matmul_kernel");
+    check_launch(ctx, "csr_matmul_kernel");
 }
 
 }  // namespace sparsenet::cuda

@@ -8,7 +8,31 @@
 //   grad.values: [capacity, out] (ld = out). Noise as csr_matmul (formulas::keep_unit, s =
 //   1/(1-p)).
 //
-// Steps (all enqueued on the backend's stream; the host never waits):
+// Two paths, chosen on the host from what it knows without a synchronisation
+// (weight_grad_plan): the contract grad.capacity >= min(in, nnz) and the engine's capacity
+// min(in, the largest batch's stored entries) give
+//  * capacity < in (wide inputs, e.g. 10M items): the batch stores at most `capacity` entries.
+//    "Sorted" path, every step proportional to B + capacity, none to `in`:
+//     S1. row_length_kernel + exclusive scan over B: each batch row's first pair slot;
+//     S2. pair_fill_kernel (block per batch row): slot = (column key, (b << 32) | bits of
+//         alpha * v * s); dropped or out-of-range entries and unused slots get the key `in`,
+//         which sorts last;
+//     S3. cub::DeviceRadixSort::SortPairs over the capacity slots, on the bits of `in` only
+//         (24 bits, 3 passes, for 10M items). Radix sort is stable, and the slots are in
+//         increasing b, so each column's segment is in increasing batch row;
+//     S4. head_kernel flags each segment's first slot, an exclusive scan numbers them, and
+//         compact_heads_kernel writes grad.rows (sorted, unique) and the segment starts;
+//         *count = U (<= capacity: U <= stored entries);
+//     S5. segment_sum_kernel: one block per touched column (grid-striding over *count), its
+//         segment staged through shared memory 256 pairs at a time, each thread summing its
+//         output columns in increasing b (any segment length: no tiles).
+//    It replaced, for these inputs, the dense path's flags, scan and map over all `in` rows on
+//    every call (tens of MB of memory traffic per batch at 10M items, for a few thousand touched
+//    rows).
+//  * capacity >= in: the input is no wider than the largest batch's entries, so the dense path
+//    below (flags over [in]) costs no more than the batch; it also handles a batch storing more
+//    than `in` entries without knowing how many on the host (tiles of rows bound the pairs).
+// Dense path steps (all enqueued on the backend's stream; the host never waits):
 //  1. mark_kernel (one block of 128 threads per batch row): touched[col] = 1 for kept entries.
 //  2. exclusive scan of touched over [in] (three kernels: tile totals, one-block scan of the
 //     totals, tile rescans) and compact_kernel: the touched columns in increasing order give
@@ -27,12 +51,15 @@
 //        its output columns over the segment in increasing batch row. The first tile writes,
 //        later tiles add: the terms of every output element are added in increasing b, the CPU's
 //        order, whatever the scheduling: bit-identical on every run.
-// Scratch: O(in) flags/maps plus the pair buffer, sized from what the host knows without a
-// synchronisation: the contract grad.capacity >= min(in, nnz) gives nnz <= capacity when
-// capacity < in; otherwise a tile holds at most tile_rows * in entries. A caller breaking the
-// contract gets kStatusPairOverflow instead of a buffer overrun.
+// Scratch: sorted path O(B + capacity); dense path O(in) flags/maps plus the pair buffer (a tile
+// holds at most tile_rows * in entries). A caller breaking the capacity contract gets
+// kStatusPairOverflow instead of a buffer overrun.
+// Both paths sum every output element's terms in increasing b with the same expression: their
+// results are bit-identical.
 // Tolerance against the CPU: the CPU adds four terms per pass without FMA; here one FMA per term:
 // within 1e-5 of the sum of |terms|. Compiles for sm_90; untested on GPU.
+#include <cub/device/device_radix_sort.cuh>
+
 #include "cuda_common.cuh"
 #include "formulas/rng.h"
 
@@ -46,6 +73,7 @@ constexpr int kScanItems = 8;
 constexpr size_t kScanTile = size_t(kScanThreads) * kScanItems;
 constexpr int kScanTotalsThreads = 1024;
 constexpr int kSumThreads = 256;
+constexpr int kColsPerThread = 4;               // segment_sum_kernel: 1024 output columns per pass
 constexpr size_t kMaxTileRows = 1024;           // segment length bound for the in-block sort
 constexpr size_t kMaxPairs = size_t(16) << 20;  // pair scratch bound when capacity >= in
 
@@ -131,11 +159,11 @@ void exclusive_scan(const Context& ctx, const uint32_t* in, uint32_t* out, size_
     if (blocks > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "scan: too many elements");
     uint32_t* totals = block_scratch.get_as<uint32_t>(ctx, blocks, "csr_weight_grad scan totals");
     scan_totals_kernel<<<unsigned(blocks), kScanThreads, 0, ctx.stream>>>(in, n, totals);
-    check_launch("scan_totals_kernel");
+    check_launch(ctx, "scan_totals_kernel");
     scan_block_totals_kernel<<<1, kScanTotalsThreads, 0, ctx.stream>>>(totals, blocks, out + n);
-    check_launch("scan_block_totals_kernel");
+    check_launch(ctx, "scan_block_totals_kernel");
     scan_apply_kernel<<<unsigned(blocks), kScanThreads, 0, ctx.stream>>>(in, n, totals, out);
-    check_launch("scan_apply_kernel");
+    check_launch(ctx, "scan_apply_kernel");
 }
 
 // ---- compaction of the touched columns ----
@@ -267,7 +295,208 @@ unsigned grid_for(size_t work, size_t threads, size_t cap) {
     return unsigned(blocks);
 }
 
+// ---- the sorted path (capacity < in) ----
+
+__global__ void row_length_kernel(CsrBatchView x, size_t rows, uint32_t* length) {
+    for (size_t b = size_t(blockIdx.x) * blockDim.x + threadIdx.x; b < rows;
+         b += size_t(gridDim.x) * blockDim.x) {
+        const uint64_t ex = example_of(x.batch, b);
+        const uint64_t len = x.offsets[ex + 1] - x.offsets[ex];
+        length[b] = len > 0xffffffffu ? 0xffffffffu : uint32_t(len);
+    }
+}
+
+__global__ void fill_keys_kernel(uint32_t* keys, size_t n, uint32_t value) {
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += size_t(gridDim.x) * blockDim.x)
+        keys[i] = value;
+}
+
+__global__ void __launch_bounds__(kEntryThreads)
+    pair_fill_kernel(CsrBatchView x, SparseNoise noise, float s, float alpha,
+                     const uint32_t* row_start, size_t rows, uint32_t* keys, uint64_t* pairs,
+                     size_t slots, DeviceStatus* status) {
+    const size_t b = blockIdx.x;
+    const uint64_t ex = example_of(x.batch, b);
+    const uint64_t first = x.offsets[ex], end = x.offsets[ex + 1];
+    const bool noisy = noise.p > 0.0f;
+    const uint32_t none = x.cols;  // sorts after every column id
+    for (uint64_t e = first + threadIdx.x; e < end; e += kEntryThreads) {
+        const size_t slot = size_t(row_start[b]) + size_t(e - first);
+        if (slot >= slots) {
+            report(status, kStatusPairOverflow, Op::kCsrWeightGrad, row_start[rows], slots);
+            continue;
+        }
+        const uint32_t col = x.indices[e];
+        bool keep = kept_entry(noise, ex, x.col_offset, col);
+        if (keep && col >= x.cols) {
+            report(status, kStatusColumnOutOfRange, Op::kCsrWeightGrad, col, x.cols);
+            keep = false;
+        }
+        const float v = csr_value(x, e);
+        const float coef = alpha * (noisy ? v * s : v);
+        keys[slot] = keep ? col : none;
+        pairs[slot] = (uint64_t(b) << 32) | uint64_t(__float_as_uint(coef));
+    }
+}
+
+// heads[i] = 1 where a segment of a real column starts; *valid = the number of real slots.
+__global__ void head_kernel(const uint32_t* keys, size_t n, uint32_t none, uint32_t* heads,
+                            uint32_t* valid) {
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += size_t(gridDim.x) * blockDim.x) {
+        const uint32_t k = keys[i];
+        const bool real = k != none;
+        heads[i] = real && (i == 0 || keys[i - 1] != k) ? 1u : 0u;
+        if (real && (i + 1 == n || keys[i + 1] == none)) *valid = uint32_t(i + 1);
+    }
+}
+
+__global__ void compact_heads_kernel(const uint32_t* keys, const uint32_t* heads,
+                                     const uint32_t* head_pos, size_t n, uint32_t* rows_out,
+                                     uint32_t* seg_start) {
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += size_t(gridDim.x) * blockDim.x) {
+        if (heads[i] == 0u) continue;
+        const uint32_t u = head_pos[i];
+        rows_out[u] = keys[i];
+        seg_start[u] = uint32_t(i);
+    }
+}
+
+__global__ void finish_sorted_kernel(const uint32_t* unique_total, const uint32_t* valid,
+                                     uint32_t* seg_start, uint32_t* count) {
+    const uint32_t u = *unique_total;  // <= the real slots <= capacity
+    seg_start[u] = *valid;
+    *count = u;
+}
+
+__global__ void __launch_bounds__(kSumThreads)
+    segment_sum_kernel(const uint32_t* seg_start, const uint64_t* pairs, ConstMatrixView dz,
+                       SparseRowGrad grad) {
+    __shared__ uint32_t s_row[kSumThreads];
+    __shared__ float s_coef[kSumThreads];
+    const size_t count = *grad.count;
+    const size_t n = dz.cols;
+    for (size_t i = blockIdx.x; i < count; i += gridDim.x) {
+        const size_t start = seg_start[i], stop = seg_start[i + 1];
+        float* out = grad.values + i * n;
+        // Each thread keeps its columns' sums in registers across the staged chunks: at most
+        // kColsPerThread per pass over the columns, more passes for wider layers.
+        for (size_t c0 = 0; c0 < n; c0 += size_t(kSumThreads) * kColsPerThread) {
+            float acc[kColsPerThread];
+#pragma unroll
+            for (int k = 0; k < kColsPerThread; ++k) acc[k] = 0.0f;
+            for (size_t base = start; base < stop; base += kSumThreads) {
+                const size_t j = base + threadIdx.x;
+                if (j < stop) {
+                    const uint64_t p = pairs[j];
+                    s_row[threadIdx.x] = uint32_t(p >> 32);
+                    s_coef[threadIdx.x] = __uint_as_float(uint32_t(p));
+                }
+                __syncthreads();
+                const size_t m = stop - base < size_t(kSumThreads) ? stop - base : kSumThreads;
+                for (size_t t = 0; t < m; ++t) {
+                    const float* dzr = dz.data + size_t(s_row[t]) * dz.ld;
+#pragma unroll
+                    for (int k = 0; k < kColsPerThread; ++k) {
+                        const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
+                        if (c < n) acc[k] += s_coef[t] * dzr[c];
+                    }
+                }
+                __syncthreads();
+            }
+#pragma unroll
+            for (int k = 0; k < kColsPerThread; ++k) {
+                const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
+                if (c < n) out[c] = acc[k];
+            }
+        }
+    }
+}
+
+void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                   float alpha, const SparseRowGrad& grad, WeightGradScratch& s,
+                   const WeightGradPlan& plan) {
+    const size_t rows = dz.rows, n = dz.cols, slots = plan.pairs;
+    const float ns = noise.p > 0.0f ? 1.0f / (1.0f - noise.p) : 1.0f;
+    const unsigned cap_blocks = unsigned(ctx.sm_count) * 32;
+    const uint32_t none = x.cols;
+    uint32_t* row_len = s.touched.get_as<uint32_t>(ctx, rows, "csr_weight_grad row lengths");
+    uint32_t* row_start = s.positions.get_as<uint32_t>(ctx, rows + 1, "csr_weight_grad row starts");
+    uint32_t* keys = s.sort_keys[0].get_as<uint32_t>(ctx, slots, "csr_weight_grad keys");
+    uint32_t* keys_sorted =
+        s.sort_keys[1].get_as<uint32_t>(ctx, slots, "csr_weight_grad sorted keys");
+    uint64_t* pairs = s.sort_pairs[0].get_as<uint64_t>(ctx, slots, "csr_weight_grad pairs");
+    uint64_t* pairs_sorted =
+        s.sort_pairs[1].get_as<uint64_t>(ctx, slots, "csr_weight_grad sorted pairs");
+    uint32_t* heads = s.col_map.get_as<uint32_t>(ctx, slots, "csr_weight_grad segment heads");
+    uint32_t* head_pos =
+        s.seg_count.get_as<uint32_t>(ctx, slots + 1, "csr_weight_grad segment numbers");
+    uint32_t* seg_start =
+        s.seg_start.get_as<uint32_t>(ctx, slots + 2, "csr_weight_grad segment starts");
+    uint32_t* valid = seg_start + slots + 1;  // the number of real slots (head_kernel)
+
+    // S1-S2.
+    row_length_kernel<<<grid_for(rows, 256, cap_blocks), 256, 0, ctx.stream>>>(x, rows, row_len);
+    check_launch(ctx, "row_length_kernel");
+    exclusive_scan(ctx, row_len, row_start, rows, s.scan_block);
+    fill_keys_kernel<<<grid_for(slots, 256, cap_blocks), 256, 0, ctx.stream>>>(keys, slots, none);
+    check_launch(ctx, "fill_keys_kernel");
+    pair_fill_kernel<<<unsigned(rows), kEntryThreads, 0, ctx.stream>>>(
+        x, noise, ns, alpha, row_start, rows, keys, pairs, slots, ctx.status);
+    check_launch(ctx, "pair_fill_kernel");
+
+    // S3: sort on the bits that can be set (`none` = in included).
+    const int end_bit = 32 - __builtin_clz(none | 1u);
+    size_t temp_bytes = 0;
+    check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, keys_sorted, pairs,
+                                               pairs_sorted, int(slots), 0, end_bit, ctx.stream),
+               "cub::DeviceRadixSort::SortPairs", "sizing the csr_weight_grad sort");
+    void* temp = s.sort_temp.get(ctx, temp_bytes, "csr_weight_grad sort temporary storage");
+    check_cuda(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, keys_sorted, pairs,
+                                               pairs_sorted, int(slots), 0, end_bit, ctx.stream),
+               "cub::DeviceRadixSort::SortPairs", "sorting the csr_weight_grad entries");
+    check_launch(ctx, "cub::DeviceRadixSort::SortPairs");
+
+    // S4.
+    check_cuda(cudaMemsetAsync(valid, 0, sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
+               "clearing the csr_weight_grad slot count");
+    head_kernel<<<grid_for(slots, 256, cap_blocks), 256, 0, ctx.stream>>>(keys_sorted, slots, none,
+                                                                          heads, valid);
+    check_launch(ctx, "head_kernel");
+    exclusive_scan(ctx, heads, head_pos, slots, s.scan_block);
+    compact_heads_kernel<<<grid_for(slots, 256, cap_blocks), 256, 0, ctx.stream>>>(
+        keys_sorted, heads, head_pos, slots, grad.rows, seg_start);
+    check_launch(ctx, "compact_heads_kernel");
+    finish_sorted_kernel<<<1, 1, 0, ctx.stream>>>(head_pos + slots, valid, seg_start, grad.count);
+    check_launch(ctx, "finish_sorted_kernel");
+
+    // S5.
+    if (n == 0) return;
+    segment_sum_kernel<<<grid_for(slots, 1, size_t(ctx.sm_count) * 8), kSumThreads, 0,
+                         ctx.stream>>>(seg_start, pairs_sorted, dz, grad);
+    check_launch(ctx, "segment_sum_kernel");
+}
+
 }  // namespace
+
+WeightGradPlan weight_grad_plan(size_t rows, size_t in, size_t capacity) {
+    WeightGradPlan p;
+    if (rows == 0) return p;
+    if (capacity < in) {
+        p.sorted = true;
+        p.pairs = capacity;  // the contract: the batch stores at most `capacity` entries
+        p.work = rows + capacity;
+        return p;
+    }
+    size_t tile_rows = std::min(rows, kMaxTileRows);
+    tile_rows = std::min(tile_rows, std::max<size_t>(1, kMaxPairs / std::max<size_t>(in, 1)));
+    p.pairs = tile_rows * in;
+    p.tile_rows = tile_rows;
+    p.work = in + p.pairs;
+    return p;
+}
 
 void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                             ConstMatrixView dz, float alpha, const SparseRowGrad& grad,
@@ -278,6 +507,16 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
     if (rows == 0) return;
     if (rows > 0x7fffffffu)
         throw Error(ErrorCategory::kInternal, "csr_weight_grad: batch exceeds the CUDA grid");
+    const WeightGradPlan plan = weight_grad_plan(rows, in, grad.capacity);
+    if (plan.sorted) {
+        if (plan.pairs > 0x7fffffffu) {
+            throw Error(ErrorCategory::kInternal,
+                        "csr_weight_grad: gradient capacity exceeds the device sort's range");
+        }
+        if (plan.pairs == 0) return;  // capacity 0 < in: nothing can be kept (count stays 0)
+        launch_sorted(ctx, x, noise, dz, alpha, grad, s, plan);
+        return;
+    }
     const bool noisy = noise.p > 0.0f;
     const float ns = noisy ? 1.0f / (1.0f - noise.p) : 1.0f;
     const size_t in1 = in > 0 ? in : 1;
@@ -289,29 +528,23 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
 
     // 1-2: touched columns, sorted, and their compact indices.
     mark_kernel<<<unsigned(rows), kEntryThreads, 0, ctx.stream>>>(x, noise, touched, ctx.status);
-    check_launch("mark_kernel");
+    check_launch(ctx, "mark_kernel");
     exclusive_scan(ctx, touched, pos, in, s.scan_block);
     const unsigned cap_blocks = unsigned(ctx.sm_count) * 32;
     if (in > 0) {
         compact_kernel<<<grid_for(in, 256, cap_blocks), 256, 0, ctx.stream>>>(
             touched, pos, in, grad.capacity, col_map, grad.rows);
-        check_launch("compact_kernel");
+        check_launch(ctx, "compact_kernel");
     }
     finish_count_kernel<<<1, 1, 0, ctx.stream>>>(pos + in, grad.capacity, grad.count, ctx.status);
-    check_launch("finish_count_kernel");
+    check_launch(ctx, "finish_count_kernel");
 
     const size_t slots = std::min(grad.capacity, in);  // bound on the touched columns kept
     if (n == 0 || slots == 0) return;
 
-    // 3: tiles of batch rows.
-    size_t tile_rows = std::min(rows, kMaxTileRows);
-    size_t pairs;
-    if (grad.capacity < in) {
-        pairs = std::min(grad.capacity, tile_rows * in);  // contract: nnz <= capacity
-    } else {
-        tile_rows = std::min(tile_rows, std::max<size_t>(1, kMaxPairs / in));
-        pairs = tile_rows * in;
-    }
+    // 3: tiles of batch rows (capacity >= in here: the sorted path takes capacity < in).
+    const size_t tile_rows = plan.tile_rows;
+    const size_t pairs = plan.pairs;
     uint32_t* seg_count = s.seg_count.get_as<uint32_t>(ctx, slots, "csr_weight_grad counts");
     uint32_t* seg_start = s.seg_start.get_as<uint32_t>(ctx, slots + 1, "csr_weight_grad starts");
     uint32_t* pair_row = s.pair_row.get_as<uint32_t>(ctx, pairs, "csr_weight_grad pair rows");
@@ -322,15 +555,15 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
     for (size_t b0 = 0; b0 < rows; b0 += tile_rows) {
         const unsigned tb = unsigned(std::min(tile_rows, rows - b0));
         tile_count_kernel<<<tb, kEntryThreads, 0, ctx.stream>>>(x, noise, col_map, seg_count, b0);
-        check_launch("tile_count_kernel");
+        check_launch(ctx, "tile_count_kernel");
         exclusive_scan(ctx, seg_count, seg_start, slots, s.scan_block);
         tile_fill_kernel<<<tb, kEntryThreads, 0, ctx.stream>>>(
             x, noise, ns, alpha, col_map, seg_count, seg_start, slots, pair_row, pair_coef, pairs,
             b0, ctx.status);
-        check_launch("tile_fill_kernel");
+        check_launch(ctx, "tile_fill_kernel");
         tile_sum_kernel<<<sum_blocks, kSumThreads, 0, ctx.stream>>>(seg_start, pair_row, pair_coef,
                                                                     pairs, dz, grad, b0 == 0);
-        check_launch("tile_sum_kernel");
+        check_launch(ctx, "tile_sum_kernel");
     }
 }
 

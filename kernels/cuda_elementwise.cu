@@ -164,7 +164,7 @@ void launch_fill(const Context& ctx, float* dst, size_t n, float value) {
     if (n == 0) return;
     const size_t blocks = std::min<size_t>((n + 255) / 256, size_t(ctx.sm_count) * 32);
     fill_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(dst, n, value);
-    check_launch("fill_kernel");
+    check_launch(ctx, "fill_kernel");
 }
 
 void launch_add_matrix(const Context& ctx, float alpha, ConstMatrixView x, float beta,
@@ -172,14 +172,14 @@ void launch_add_matrix(const Context& ctx, float alpha, ConstMatrixView x, float
     if (y.rows == 0 || y.cols == 0) return;
     const Shape2d s = elementwise_shape(y.rows, y.cols);
     add_matrix_kernel<<<s.grid, s.block, 0, ctx.stream>>>(alpha, x, beta, y);
-    check_launch("add_matrix_kernel");
+    check_launch(ctx, "add_matrix_kernel");
 }
 
 void launch_scale_matrix(const Context& ctx, float beta, MatrixView m) {
     if (m.rows == 0 || m.cols == 0 || beta == 1.0f) return;
     const Shape2d s = elementwise_shape(m.rows, m.cols);
     scale_matrix_kernel<<<s.grid, s.block, 0, ctx.stream>>>(beta, m);
-    check_launch("scale_matrix_kernel");
+    check_launch(ctx, "scale_matrix_kernel");
 }
 
 void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,
@@ -188,12 +188,12 @@ void launch_bias_activation_forward(const Context& ctx, const formulas::Activati
     if (act.kind == Activation::kSoftMax) {
         if (z.rows > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "softmax: too many rows");
         softmax_forward_kernel<<<unsigned(z.rows), kSoftmaxThreads, 0, ctx.stream>>>(bias, z);
-        check_launch("softmax_forward_kernel");
+        check_launch(ctx, "softmax_forward_kernel");
         return;
     }
     const Shape2d s = elementwise_shape(z.rows, z.cols);
     activation_forward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, z);
-    check_launch("activation_forward_kernel");
+    check_launch(ctx, "activation_forward_kernel");
 }
 
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
@@ -202,10 +202,10 @@ void launch_activation_backward(const Context& ctx, const formulas::ActivationPa
     const Shape2d s = elementwise_shape(d.rows, d.cols);
     if (mask != nullptr && mask->params.p > 0.0f) {
         activation_backward_masked_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, *mask, d);
-        check_launch("activation_backward_masked_kernel");
+        check_launch(ctx, "activation_backward_masked_kernel");
     } else {
         activation_backward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, d);
-        check_launch("activation_backward_kernel");
+        check_launch(ctx, "activation_backward_kernel");
     }
 }
 
@@ -213,14 +213,14 @@ void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m) {
     if (!(mask.params.p > 0.0f) || m.rows == 0 || m.cols == 0) return;
     const Shape2d s = elementwise_shape(m.rows, m.cols);
     dropout_kernel<<<s.grid, s.block, 0, ctx.stream>>>(mask, m);
-    check_launch("dropout_kernel");
+    check_launch(ctx, "dropout_kernel");
 }
 
 void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, MatrixView dense) {
     if (dense.rows == 0 || dense.cols == 0 || grad.capacity == 0) return;
     const size_t blocks = std::min<size_t>(grad.capacity, size_t(ctx.sm_count) * 16);
     scatter_rows_add_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(grad, dense, ctx.status);
-    check_launch("scatter_rows_add_kernel");
+    check_launch(ctx, "scatter_rows_add_kernel");
 }
 
 }  // namespace sparsenet::cuda

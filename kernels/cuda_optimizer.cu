@@ -114,7 +114,7 @@ void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& st
     const int slots = formulas::optimizer_state_slots(step.kind);
     const Shape2d s = elementwise_shape(w.rows, w.cols);
     optimizer_dense_kernel<<<s.grid, s.block, 0, ctx.stream>>>(step, slots, w, g, state1, state2);
-    check_launch("optimizer_dense_kernel");
+    check_launch(ctx, "optimizer_dense_kernel");
 }
 
 void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerStep& step,
@@ -127,7 +127,7 @@ void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerSte
         const size_t blocks = std::min<size_t>(grad.capacity, size_t(ctx.sm_count) * 16);
         optimizer_rows_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(step, slots, w, grad,
                                                                         state1, state2, ctx.status);
-        check_launch("optimizer_rows_kernel");
+        check_launch(ctx, "optimizer_rows_kernel");
         return;
     }
     uint32_t* map = row_map.get_as<uint32_t>(ctx, w.rows, "optimizer_step_rows row map");
@@ -138,12 +138,12 @@ void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerSte
             std::min<size_t>((grad.capacity + 255) / 256, size_t(ctx.sm_count) * 16);
         build_row_map_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(grad, w.rows, map,
                                                                        ctx.status);
-        check_launch("build_row_map_kernel");
+        check_launch(ctx, "build_row_map_kernel");
     }
     const Shape2d s = elementwise_shape(w.rows, w.cols);
     optimizer_mapped_kernel<<<s.grid, s.block, 0, ctx.stream>>>(step, slots, w, grad.values, map,
                                                                 state1, state2);
-    check_launch("optimizer_mapped_kernel");
+    check_launch(ctx, "optimizer_mapped_kernel");
 }
 
 }  // namespace sparsenet::cuda

@@ -19,7 +19,9 @@
 // order to *loss_sum (device memory): deterministic, bit-identical on every run. Differences
 // from the CPU come from the device's log/exp (a few ulp per term) and the summation grouping
 // (double): within 1e-5 relative (cuda_parity_test.cpp).
-// A stored target column >= n is skipped and reported (Error(kInternal) at the next sync).
+// A stored target column >= n is skipped and reported (Error(kInternal) at the next sync), and
+// so is a target row whose column ids are not strictly increasing (a repeated column would make
+// two threads write one delta): the CPU throws the same error at the call.
 // Compiles for sm_90; untested on GPU.
 #include "cuda_common.cuh"
 #include "formulas/loss.h"
@@ -48,6 +50,16 @@ __global__ void __launch_bounds__(kThreads)
     const bool want_loss = row_loss != nullptr;
     const bool iz = loss.ignore_zero;
     double lsum = 0.0;
+
+    // The correction passes write delta[j] once per stored target, from several threads: a row
+    // holding column j twice would race (and count j's loss twice). Target rows must hold
+    // strictly increasing column ids (backend.h; the readers and the trainer refuse datasets
+    // that do not), so a row breaking it is reported, not computed in some order.
+    for (uint64_t e = t0 + 1 + threadIdx.x; e < t1; e += kThreads) {
+        if (idx[e] <= idx[e - 1]) {
+            report(status, kStatusTargetNotIncreasing, Op::kOutputDelta, ex, idx[e]);
+        }
+    }
 
     if (act.kind == Activation::kSoftMax) {
         if (loss.kind == ErrorFunction::kCrossEntropy && loss.multinomial) {
@@ -169,10 +181,10 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
     if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
     output_delta_kernel<<<unsigned(rows), kThreads, 0, ctx.stream>>>(loss, act, a, target, scale,
                                                                      delta, rl, ctx.status);
-    check_launch("output_delta_kernel");
+    check_launch(ctx, "output_delta_kernel");
     if (loss_sum != nullptr) {
         sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);
-        check_launch("sum_rows_kernel");
+        check_launch(ctx, "sum_rows_kernel");
     }
 }
 

@@ -115,7 +115,7 @@ size_t column_partials(const Context& ctx, ConstMatrixView m, ReduceScratch& s, 
     while (bx < cols && bx < 256) bx <<= 1;
     const dim3 grid{unsigned((cols + bx - 1) / bx), unsigned(chunks)};
     column_partial_kernel<Square><<<grid, bx, 0, ctx.stream>>>(m, chunk, partial);
-    check_launch("column_partial_kernel");
+    check_launch(ctx, "column_partial_kernel");
     return chunks;
 }
 
@@ -125,7 +125,7 @@ void column_finalize(const Context& ctx, const double* partial, size_t chunks, s
     const size_t blocks = std::min<size_t>((cols + 255) / 256, size_t(ctx.sm_count) * 32);
     column_finalize_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256, 0, ctx.stream>>>(
         partial, chunks, cols, epi);
-    check_launch("column_finalize_kernel");
+    check_launch(ctx, "column_finalize_kernel");
 }
 
 __global__ void add_column_vector_kernel(const float* v, MatrixView m) {
@@ -241,35 +241,35 @@ void launch_row_max(const Context& ctx, ConstMatrixView m, float* out) {
     if (m.rows == 0) return;
     check_row_grid(m.rows, "row_max");
     row_max_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
-    check_launch("row_max_kernel");
+    check_launch(ctx, "row_max_kernel");
 }
 
 void launch_exp_rows(const Context& ctx, const float* shift, MatrixView m, float* row_sum) {
     if (m.rows == 0) return;
     check_row_grid(m.rows, "exp_rows");
     exp_rows_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(shift, m, row_sum);
-    check_launch("exp_rows_kernel");
+    check_launch(ctx, "exp_rows_kernel");
 }
 
 void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m) {
     if (m.rows == 0 || m.cols == 0) return;
     const Shape2d sh = elementwise_shape(m.rows, m.cols);
     divide_rows_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(divisor, m);
-    check_launch("divide_rows_kernel");
+    check_launch(ctx, "divide_rows_kernel");
 }
 
 void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out) {
     if (m.rows == 0) return;
     check_row_grid(m.rows, "row_sum_squares");
     row_sum_squares_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
-    check_launch("row_sum_squares_kernel");
+    check_launch(ctx, "row_sum_squares_kernel");
 }
 
 void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m) {
     if (m.rows == 0 || m.cols == 0) return;
     const Shape2d sh = elementwise_shape(m.rows, m.cols);
     clip_rows_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(max_norm, sq_norm, m);
-    check_launch("clip_rows_kernel");
+    check_launch(ctx, "clip_rows_kernel");
 }
 
 void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float beta, float* out,
@@ -294,12 +294,12 @@ void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMat
     if (delta.data != nullptr) {
         const Shape2d sh = elementwise_shape(delta.rows, delta.cols);
         add_column_vector_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(grad, delta);
-        check_launch("add_column_vector_kernel");
+        check_launch(ctx, "add_column_vector_kernel");
     }
     if (loss_sum != nullptr) {
         sum_penalty_kernel<<<1, kSumThreads, 0, ctx.stream>>>(kl, n, double(rows) * double(beta),
                                                               loss_sum);
-        check_launch("sum_penalty_kernel");
+        check_launch(ctx, "sum_penalty_kernel");
     }
 }
 
@@ -308,7 +308,7 @@ void launch_normalize_rows(const Context& ctx, float max_norm, MatrixView m) {
     if (m.rows > 0x7fffffffu)
         throw Error(ErrorCategory::kInternal, "normalize_rows: too many rows for the CUDA grid");
     normalize_rows_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(max_norm, m);
-    check_launch("normalize_rows_kernel");
+    check_launch(ctx, "normalize_rows_kernel");
 }
 
 void launch_normalize_columns(const Context& ctx, float max_norm, MatrixView w, ReduceScratch& s) {
@@ -319,7 +319,7 @@ void launch_normalize_columns(const Context& ctx, float max_norm, MatrixView w, 
     column_finalize(ctx, partial, chunks, w.cols, NormEpilogue{double(max_norm), factor});
     const Shape2d sh = elementwise_shape(w.rows, w.cols);
     scale_columns_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(factor, w);
-    check_launch("scale_columns_kernel");
+    check_launch(ctx, "scale_columns_kernel");
 }
 
 }  // namespace sparsenet::cuda

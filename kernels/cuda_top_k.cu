@@ -200,7 +200,7 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
         const size_t blocks = std::min<size_t>((rows * k + 255) / 256, grid_cap);
         decode_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256, 0, ctx.stream>>>(
             nullptr, 0, k, scores, 0, rows, out_scores, out_indices);
-        check_launch("decode_kernel");
+        check_launch(ctx, "decode_kernel");
         return;
     }
     const size_t words = (n + 31) / 32;
@@ -220,14 +220,14 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
                        "cudaMemsetAsync", "clearing the top-k exclusion bitmap");
             exclusion_bits_kernel<<<unsigned(cr), 128, 0, ctx.stream>>>(*exclude, row0, n, words,
                                                                         bits);
-            check_launch("exclusion_bits_kernel");
+            check_launch(ctx, "exclusion_bits_kernel");
         }
         select_kernel<<<unsigned(cr), kSelectThreads, 0, ctx.stream>>>(scores, row0, bits, words,
                                                                        kk, keys);
-        check_launch("select_kernel");
+        check_launch(ctx, "select_kernel");
         const size_t offset_blocks = std::min<size_t>((cr + 1 + 255) / 256, grid_cap);
         segment_offsets_kernel<<<unsigned(offset_blocks), 256, 0, ctx.stream>>>(offsets, cr, kk);
-        check_launch("segment_offsets_kernel");
+        check_launch(ctx, "segment_offsets_kernel");
         const int64_t items = int64_t(cr * kk);
         size_t temp_bytes = 0;
         check_cuda(cub::DeviceSegmentedSort::SortKeysDescending(nullptr, temp_bytes, keys, sorted,
@@ -244,7 +244,7 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
         const size_t blocks = std::min<size_t>((cr * k + 255) / 256, grid_cap);
         decode_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256, 0, ctx.stream>>>(
             sorted, kk, k, scores, row0, cr, out_scores, out_indices);
-        check_launch("decode_kernel");
+        check_launch(ctx, "decode_kernel");
     }
 }
 

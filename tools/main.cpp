@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "backend/device_choice.h"
 #include "comm/communicator.h"
 #include "common.h"
 
@@ -99,9 +100,17 @@ void disable_hdf5_exit_handler() {
     if (fn != nullptr) fn();
 }
 
+// `--device auto` (the default) says on stderr which backend it took and why: a GPU machine
+// whose CUDA setup is broken (no libcublas, a build for the wrong architecture) would otherwise
+// train on the CPU without a word.
+void report_device_choice(const std::string& line) {
+    std::fprintf(stderr, "sparsenet: %s\n", line.c_str());
+}
+
 int main(int argc, char** argv) {
     select_openblas_kernels(argv);
     disable_hdf5_exit_handler();
+    sparsenet::set_device_choice_reporter(report_device_choice);
     // Every command reports its own errors (run_command); this catches what escapes before one
     // runs (the command name, the mpirun check).
     try {

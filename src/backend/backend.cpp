@@ -4,8 +4,10 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdint>
+#include <mutex>
 
 #include "backend/cpu/cpu_backend.h"
 #include "sparsenet/error.h"
@@ -90,6 +92,25 @@ Error out_of_memory_error(const std::string& memory, size_t bytes, const char* w
 
 namespace {
 
+std::atomic<DeviceChoiceReporter> g_reporter{nullptr};
+std::mutex g_choice_mutex;
+std::string g_choice;  // the last "device auto -> ..." line
+bool g_choice_reported = false;
+
+// Records the choice of make_backend("auto") and hands it to the reporter once per process.
+void note_auto_choice(const std::string& line) {
+    bool report = false;
+    {
+        std::lock_guard<std::mutex> lock(g_choice_mutex);
+        g_choice = line;
+        report = !g_choice_reported && g_reporter.load() != nullptr;
+        if (report) g_choice_reported = true;
+    }
+    if (report) {
+        if (DeviceChoiceReporter r = g_reporter.load()) r(line);
+    }
+}
+
 bool is_cuda_device(const std::string& d) {
     if (d == "cuda") return true;
     if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
@@ -97,6 +118,15 @@ bool is_cuda_device(const std::string& d) {
 }
 
 }  // namespace
+
+void set_device_choice_reporter(DeviceChoiceReporter reporter) {
+    g_reporter.store(reporter);
+}
+
+std::string last_device_choice() {
+    std::lock_guard<std::mutex> lock(g_choice_mutex);
+    return g_choice;
+}
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     if (threads < 0) {
@@ -112,10 +142,24 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     // a machine without a driver cudaGetDeviceCount fails: that is "no GPU", not an error), else
     // the CPU. A GPU whose backend cannot be created (out of memory, ...) also falls back.
     if (d == "auto") {
-        if (cuda::device_count(nullptr) > 0 && cuda::device_usable(0, nullptr)) {
+        std::string why;
+        const int count = cuda::device_count(&why);
+        if (count == 0) {
+            // No driver (cudaErrorInsufficientDriver / NoDevice) or a driver without devices.
+            note_auto_choice("device auto -> cpu (no CUDA device: " + why + ")");
+        } else if (!cuda::device_usable(0, &why)) {
+            note_auto_choice("device auto -> cpu (the driver reports " + std::to_string(count) +
+                             " CUDA device(s) but cuda:0 is not usable: " + why + ")");
+        } else {
             try {
-                return cuda::create_backend(0);
-            } catch (const Error&) {
+                std::unique_ptr<Backend> backend = cuda::create_backend(0);
+                note_auto_choice("device auto -> cuda:0 (" + std::to_string(count) +
+                                 " CUDA device(s) reported by the driver)");
+                return backend;
+            } catch (const Error& e) {
+                note_auto_choice(
+                    "device auto -> cpu (the driver reports " + std::to_string(count) +
+                    " CUDA device(s) but the CUDA backend could not be created: " + e.what() + ")");
             }
         }
         return std::make_unique<CpuBackend>(threads);
@@ -143,7 +187,10 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     }
 #else
     // This build has no CUDA backend, so "auto" always resolves to the CPU.
-    if (d == "auto") return std::make_unique<CpuBackend>(threads);
+    if (d == "auto") {
+        note_auto_choice("device auto -> cpu (this build has no CUDA backend)");
+        return std::make_unique<CpuBackend>(threads);
+    }
     if (is_cuda_device(d)) {
         throw Error(ErrorCategory::kDevice,
                     "device '" + device +

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/device_choice.h"
 #include "backend/out_of_memory.h"
 #include "formulas/activation.h"
 #include "formulas/dropout.h"
@@ -184,7 +185,11 @@ class Backend {
     // targets are a column band of the row), else the sum of the row's stored values.
     // If loss_sum is not null, *loss_sum += sum over the batch of w_b * (the row's unscaled
     // loss), in double, in a fixed order.
-    // a, delta: [B, n]; target: [B, n] CSR batch.
+    // a, delta: [B, n]; target: [B, n] CSR batch whose rows hold strictly increasing column ids
+    // (each column at most once: the correction at a stored target overwrites delta there).
+    // A row breaking that is Error(kInternal) naming the row and column (the CPU at the call,
+    // writing nothing; a device at its next synchronisation); datasets never reach it so, since
+    // Dataset::validate, the netCDF reader and the trainer refuse repeated columns.
     virtual void output_delta(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, ConstMatrixView a,
                               const CsrBatchView& target, float scale, MatrixView delta,
@@ -279,6 +284,8 @@ class Backend {
 // "cpu", "auto" (CUDA when built and a usable GPU exists, else CPU), "cuda[:N]".
 // threads: 0 = all cores (CPU backend).
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads = 0);
+
+// make_backend("auto") reports its choice: backend/device_choice.h.
 
 // RAII array in backend memory.
 template <typename T>

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "comm/mpi_communicator.h"
+#include "comm/nccl_teardown.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::nccl {
@@ -33,6 +34,9 @@ struct NcclApi {
     decltype(&ncclGroupEnd) group_end = nullptr;
     decltype(&ncclGetErrorString) error_string = nullptr;
     decltype(&ncclGetLastError) last_error = nullptr;  // optional: NCCL >= 2.13
+    // Optional: NCCL >= 2.14 (nccl_teardown.h). Declared here rather than with decltype so that
+    // the file still compiles against an older nccl.h.
+    ncclResult_t (*comm_finalize)(ncclComm_t) = nullptr;
 };
 
 struct Loaded {
@@ -69,6 +73,7 @@ Loaded load() {
     load(l.api.group_end, "ncclGroupEnd", true);
     load(l.api.error_string, "ncclGetErrorString", true);
     load(l.api.last_error, "ncclGetLastError", false);
+    load(l.api.comm_finalize, "ncclCommFinalize", false);
     return l;
 }
 
@@ -176,7 +181,14 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend)
 }
 
 NcclCommunicator::~NcclCommunicator() {
-    if (comm_ != nullptr) (void)loaded().api.comm_destroy(comm_);
+    if (comm_ == nullptr) return;
+    // Finalise (flush in-flight collectives and NCCL's proxy) before destroying: an unfinalised
+    // communicator can hang the process at exit (nccl_teardown.h). On the backend's device.
+    (void)cudaSetDevice(backend_.device());
+    (void)cudaGetLastError();
+    const NcclApi& nccl = loaded().api;
+    (void)finalize_and_destroy(comm_, nccl.comm_finalize, nccl.comm_destroy, nccl.comm_abort);
+    comm_ = nullptr;
 }
 
 void NcclCommunicator::check(ncclResult_t result, const char* call) const {

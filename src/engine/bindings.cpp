@@ -46,6 +46,7 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
         if (examples > UINT32_MAX) {
             throw Error(ErrorCategory::kData, "dataset '" + name + "' has more than 2^32 examples");
         }
+        if (layer.is_output()) check_target_rows(data, name, layer.config.name);
         if (net.split()) {
             bind_band(net, static_cast<int>(l), data);
             continue;
@@ -66,6 +67,28 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
         bindings_.layer_data[l] = slot.get();
         if (layer.is_input() && !input_lengths_.count(key)) {
             input_lengths_[key] = sorted_lengths(data);
+        }
+    }
+}
+
+// output_delta overwrites the delta at each stored target and adds its loss, so a row holding a
+// column twice has no defined result (on a GPU two threads would race on it). Datasets read from
+// files were checked by the reader; one built in memory is checked here, once per Trainer:
+// O(stored entries), against the whole training run.
+void BoundData::check_target_rows(const Dataset& data, const std::string& name,
+                                  const std::string& layer) {
+    const uint64_t rows = data.offsets.size() - 1;
+    for (uint64_t r = 0; r < rows; ++r) {
+        for (uint64_t k = data.offsets[r] + 1; k < data.offsets[r + 1]; ++k) {
+            if (data.indices[k] > data.indices[k - 1]) continue;
+            throw Error(ErrorCategory::kData,
+                        "dataset '" + name + "' (targets of output layer '" + layer + "'): row " +
+                            std::to_string(r) + ": " +
+                            (data.indices[k] == data.indices[k - 1] ? "duplicate column "
+                                                                    : "column out of order ") +
+                            std::to_string(data.indices[k]) +
+                            "; target rows must hold each column once, in increasing order (merge "
+                            "repeated interactions, as `sparsenet convert` does)");
         }
     }
 }

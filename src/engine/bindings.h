@@ -32,6 +32,10 @@ class BoundData {
     // Split networks: binds layer l to this rank's column band of `data`.
     void bind_band(Network::Impl& net, int l, const Dataset& data);
     static std::vector<uint64_t> sorted_lengths(const Dataset& data);
+    // Error(kData) naming the dataset, row and column unless every row of an Output layer's
+    // dataset holds strictly increasing columns (output_delta's contract, backend.h).
+    static void check_target_rows(const Dataset& data, const std::string& name,
+                                  const std::string& layer);
     // The element-wise sum of `v` over the ranks of the network's communicator.
     static void all_reduce_doubles(Network::Impl& net, std::vector<double>& v);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 #include <tuple>
@@ -25,6 +26,27 @@ constexpr uint64_t kShuffleStream = 0x5AFF;
 constexpr uint64_t kMaskStream = 0xD809;
 
 using Clock = std::chrono::steady_clock;
+
+// Batches between the host's looks at the device (the finite-value guard, the loss, the ranks'
+// decisions) on a backend whose memory is not host memory. Each look is a full host-device
+// synchronisation (and, under several ranks, a small all-reduce): every batch, they idled the
+// GPU twice per step. At 16 a step of 1 ms pays one sync per 16 ms, while a divergence is still
+// found at most 15 steps late (named exactly: the guard's flags of every batch stay on the
+// device). The CPU backend looks after every batch: its "downloads" are memcpys, and its
+// behaviour stays what it was. SPARSENET_SYNC_EVERY_BATCHES=N overrides both (N >= 1; tests run
+// the windowed path on the CPU with it).
+constexpr size_t kDeviceSyncEvery = 16;
+
+size_t sync_every_for(const Backend& backend) {
+    if (const char* v = std::getenv("SPARSENET_SYNC_EVERY_BATCHES"); v != nullptr && *v != '\0') {
+        char* end = nullptr;
+        const unsigned long n = std::strtoul(v, &end, 10);
+        if (end != nullptr && *end == '\0' && n >= 1 && n <= 4096) return size_t(n);
+        throw Error(ErrorCategory::kUsage, std::string("SPARSENET_SYNC_EVERY_BATCHES='") + v +
+                                               "': expected a number of batches from 1 to 4096");
+    }
+    return backend.name() == "cpu" ? 1 : kDeviceSyncEvery;
+}
 
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -69,6 +91,19 @@ struct Trainer::Impl {
     // Several ranks: the buffers of the per-batch all-reduces (loss and guard, decisions).
     DeviceArray<double> loss_and_flag;
     DeviceArray<uint32_t> decisions;
+    // The windowed guard (sync_every > 1): per batch of the window, for every non-input layer in
+    // forward order, the sums of squares of its bias gradient (the guard, as above), of its
+    // activations of the batch and of its bias, and the epoch's loss sum after the batch. They
+    // stay on the device until the window ends; then one download (after one all-reduce of each
+    // under several ranks) finds the first non-finite batch.
+    size_t sync_every = 1;
+    DeviceArray<float> window_flags;  // [sync_every, checked layers, 3]
+    DeviceArray<double> window_loss;  // [sync_every]
+    struct PendingBatch {
+        uint64_t number;    // 1-based within the epoch
+        uint64_t examples;  // examples done after it
+    };
+    std::vector<PendingBatch> pending;
     Clock::time_point last_checkpoint = Clock::now();
     std::string last_checkpoint_text;  // "<path> (epoch E, batch B)" of the last one written
 
@@ -89,6 +124,7 @@ struct Trainer::Impl {
         net.ensure_batch_capacity(std::min<uint64_t>(options.batch, data.rows()));
         net.ensure_sparse_capacity(data.max_input_nnz(options.batch));
         net.ensure_optimizer_state(options.optimizer.kind);
+        sync_every = sync_every_for(*net.backend);
         if (net.data_parallel && options.optimizer.sparse_update == SparseUpdate::kLazy) {
             throw Error(ErrorCategory::kNotImplemented,
                         "not implemented yet: lazy sparse updates under data parallelism (the "
@@ -166,6 +202,127 @@ struct Trainer::Impl {
         net.comm->all_reduce(buf.data(), v.size(), CommType::kUint32, CommOp::kMax);
         buf.download(v.data(), v.size());
         return std::vector<bool>(v.begin(), v.end());
+    }
+
+    // The non-input layers in forward order: the layout of window_flags.
+    std::vector<int> checked_layers() const {
+        std::vector<int> out;
+        for (int l : net.order)
+            if (!net.layers[l].is_input()) out.push_back(l);
+        return out;
+    }
+
+    // Windowed guard: the flags and the loss of the batch in window slot `slot`, on the device.
+    void record_batch(size_t slot, size_t rows) {
+        const std::vector<int> layers = checked_layers();
+        const size_t per_batch = std::max<size_t>(layers.size(), 1) * 3;
+        if (window_flags.size() < sync_every * per_batch) {
+            window_flags = DeviceArray<float>(*net.backend, sync_every * per_batch, "finite check");
+            window_loss = DeviceArray<double>(*net.backend, sync_every, "loss after each batch");
+        }
+        float* f = window_flags.data() + slot * per_batch;
+        for (size_t k = 0; k < layers.size(); ++k, f += 3) {
+            const engine::Layer& layer = net.layers[layers[k]];
+            const size_t n = layer.n_local;
+            if (n == 0) {
+                net.backend->fill(f, 3, 0.0f);
+                continue;
+            }
+            if (layer.reaches_output) {
+                net.backend->row_sum_squares({layer.bias_grad.data(), 1, n, n}, f);
+            } else {
+                net.backend->fill(f, 1, 0.0f);
+            }
+            const size_t acts = std::min(layer.act.size(), rows * n);
+            if (acts > 0) {
+                net.backend->row_sum_squares({layer.act.data(), 1, acts, acts}, f + 1);
+            } else {
+                net.backend->fill(f + 1, 1, 0.0f);
+            }
+            net.backend->row_sum_squares({layer.bias.data(), 1, n, n}, f + 2);
+        }
+        net.backend->copy(window_loss.data() + slot, loss_sum.data(), sizeof(double));
+    }
+
+    // Windowed guard, collective: the first batch of the window whose loss or bias gradients are
+    // not finite (Error(kNumeric) naming the epoch, that batch and the first layer, in forward
+    // order, whose activations of that batch or bias were not finite); then on_batch for every
+    // batch of the window, in order. One synchronisation for the whole window.
+    void check_window(uint32_t epoch, uint64_t batches, Clock::time_point start) {
+        if (pending.empty()) return;
+        const std::vector<int> layers = checked_layers();
+        const size_t per_batch = std::max<size_t>(layers.size(), 1) * 3, count = pending.size();
+        if (net.job_ranks > 1) {
+            // Sums over the ranks keep a NaN or an infinity (the terms are squares: >= 0).
+            net.comm->all_reduce(window_flags.data(), count * per_batch, CommType::kFloat32,
+                                 CommOp::kSum);
+            net.comm->all_reduce(window_loss.data(), count, CommType::kFloat64, CommOp::kSum);
+        }
+        std::vector<float> flags(count * per_batch);
+        std::vector<double> losses(count);
+        window_flags.download(flags.data(), flags.size());
+        window_loss.download(losses.data(), count);
+        for (size_t i = 0; i < count && options.check_finite; ++i) {
+            const float* f = flags.data() + i * per_batch;
+            bool grads_bad = false;
+            for (size_t k = 0; k < layers.size(); ++k) grads_bad |= !std::isfinite(f[3 * k]);
+            const double loss = losses[i];
+            if (!grads_bad && std::isfinite(loss)) continue;
+            // A sum of squares is NaN exactly when a value is NaN (squares are >= 0), so NaNs are
+            // located exactly; an infinite sum is an infinity or values beyond about 1e19 whose
+            // squares overflow, named as such.
+            std::string where =
+                "no activation or bias of that batch is non-finite (the loss or "
+                "the gradients overflowed, or weights into a layer are non-finite "
+                "while its activations stayed finite)";
+            bool found = false;
+            for (int pass = 0; pass < 2 && !found; ++pass) {
+                for (size_t k = 0; k < layers.size() && !found; ++k) {
+                    for (int q : {2, 1}) {  // the bias, then the activations it feeds
+                        const float v = f[3 * k + q];
+                        if (pass == 0 ? !std::isnan(v) : std::isfinite(v)) continue;
+                        where = std::string(pass == 0 ? "the first NaN values of that batch are in "
+                                                      : "the first infinite or overflowing "
+                                                        "(beyond about 1e19) values of that batch "
+                                                        "are in ") +
+                                (q == 2 ? "the bias of" : "the activations of") + " layer '" +
+                                net.layers[layers[k]].config.name + "'";
+                        found = true;
+                        break;
+                    }
+                }
+            }
+            const PendingBatch& bad = pending[i];
+            std::string text =
+                "training diverged at epoch " + std::to_string(epoch) + ", batch " +
+                std::to_string(bad.number) + " of " + std::to_string(batches) + ": " +
+                (std::isfinite(loss) ? std::string("the gradients are not finite")
+                 : std::isnan(loss)  ? std::string("the loss is NaN")
+                                     : std::string("the loss is infinite")) +
+                "; " + where + " (found after batch " + std::to_string(pending.back().number) +
+                ": this device is checked every " + std::to_string(sync_every) +
+                " batches, SPARSENET_SYNC_EVERY_BATCHES=1 checks every batch before its update "
+                "and names the weights too). ";
+            text += last_checkpoint_text.empty()
+                        ? "No checkpoint was written in this run."
+                        : "The last good checkpoint is " + last_checkpoint_text + ".";
+            text += " Lower the learning rate, or check the data for extreme values.";
+            pending.clear();
+            throw Error(ErrorCategory::kNumeric, text);
+        }
+        if (options.on_batch) {
+            for (size_t i = 0; i < count; ++i) {
+                BatchProgress p;
+                p.epoch = epoch;
+                p.batch = pending[i].number;
+                p.batches = batches;
+                p.examples = pending[i].examples;
+                p.loss = losses[i] / double(p.examples);
+                p.seconds = seconds_since(start);
+                options.on_batch(p);
+            }
+        }
+        pending.clear();
     }
 
     // The training options a resumed run must share with the checkpoint, as text by name.
@@ -292,6 +449,7 @@ EpochStats Trainer::train_epoch() {
     const auto start = Clock::now();
     t.make_permutation(epoch);
     t.reset_loss();
+    t.pending.clear();  // a window an exception interrupted is not this epoch's
     const uint64_t mask_seed = formulas::derive_seed(t.options.seed, epoch, kMaskStream);
     const uint64_t rows = t.data.rows();
     const uint64_t batches = (rows + t.options.batch - 1) / t.options.batch;
@@ -329,6 +487,34 @@ EpochStats Trainer::train_epoch() {
         } else {
             t.net.forward(t.data.bindings(), batch, true, mask_seed);
             t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
+        }
+        if (t.sync_every > 1) {
+            // Windowed: the guard's flags and the loss stay on the device; the host looks every
+            // sync_every batches, at the epoch's end and before a checkpoint (check_window).
+            const size_t share =
+                t.net.data_parallel
+                    ? batch.batch * size_t(t.net.job_rank + 1) / size_t(t.net.job_ranks) -
+                          batch.batch * size_t(t.net.job_rank) / size_t(t.net.job_ranks)
+                    : batch.batch;
+            t.record_batch(t.pending.size(), share);
+            t.net.update(t.options.optimizer, t.decay());
+            ++done;
+            t.position = done;
+            t.pending.push_back({done, first + batch.batch});
+            if (t.pending.size() < t.sync_every && done < batches) continue;
+            t.check_window(epoch, batches, start);
+            const bool timed = !t.options.checkpoint.empty() && t.options.checkpoint_seconds > 0 &&
+                               seconds_since(t.last_checkpoint) >= t.options.checkpoint_seconds;
+            const std::vector<bool> agreed = t.agree({t.cancel.load(), timed});
+            if (agreed[1]) {
+                if (done < batches) {
+                    save_checkpoint(t.options.checkpoint);
+                } else {
+                    checkpoint_at_end = true;
+                }
+            }
+            cancelled = agreed[0] && done < batches;
+            continue;
         }
         double loss = 0.0;
         bool nonfinite = false;

@@ -4,10 +4,12 @@
 // leading dimensions, permuted and offset batches), every activation, loss and optimizer; then a
 // full training run of two small networks on both devices.
 //
-// Every test skips (GTEST_SKIP, "no usable CUDA device: <why>") when make_backend("cuda") fails:
-// on a machine without a driver or GPU, and in builds without CUDA. Nothing here passes without a
-// GPU. SPARSENET_PARITY_DEVICE=cpu runs the same comparisons against a second CPU backend (one
-// thread): a self-check of this harness only, not of the CUDA backend.
+// Every test skips (GTEST_SKIP, "no usable CUDA device: <why>") when make_backend("cuda") fails
+// on a machine without a driver or GPU, and in builds without CUDA; it FAILS instead when the
+// driver reports a GPU (a broken setup must not look green) or SPARSENET_REQUIRE_CUDA=1
+// (support/cuda_test_policy.h). Nothing here passes without a GPU. SPARSENET_PARITY_DEVICE=cpu runs
+// the same comparisons against a second CPU backend (one thread): a self-check of this harness
+// only, not of the CUDA backend.
 //
 // Tolerances (docs/kernels.md, "CUDA backend"):
 //  * element-wise ops (activations, optimizer steps, deltas): relative 1e-5 of (|cpu| + 5% of
@@ -48,6 +50,7 @@
 #include "sparsenet/network.h"
 #include "sparsenet/predictor.h"
 #include "sparsenet/trainer.h"
+#include "support/cuda_test_policy.h"
 
 namespace sparsenet {
 namespace {
@@ -87,7 +90,7 @@ class CudaParity : public ::testing::Test {
 
   protected:
     void SetUp() override {
-        if (!device_backend_) GTEST_SKIP() << "no usable CUDA device: " << reason_;
+        if (!device_backend_) SPARSENET_CUDA_UNAVAILABLE(reason_);
     }
     Backend& dev() { return *device_backend_; }
     CpuBackend cpu_{2};
@@ -333,6 +336,7 @@ TEST_F(CudaParity, RegistryNamesTheDevice) {
     if (parity_device() == "cpu") GTEST_SKIP() << "self-check mode";
     EXPECT_EQ(dev().name().rfind("cuda:", 0), 0u) << dev().name();
     EXPECT_EQ(make_backend("auto")->name().rfind("cuda:", 0), 0u);
+    EXPECT_EQ(last_device_choice().rfind("device auto -> cuda:0 (", 0), 0u) << last_device_choice();
     try {
         make_backend("cuda:999");
         FAIL() << "expected Error";

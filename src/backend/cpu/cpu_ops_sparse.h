@@ -339,6 +339,21 @@ void output_delta(const formulas::LossParams& loss, const formulas::ActivationPa
     check(target.cols <= a.cols, "output_delta", "target width > columns of a");
     const size_t rows = a.rows, n = a.cols;
     if (rows == 0) return;
+    // The correction at each stored target overwrites delta[j] and adds j's loss: a row holding
+    // column j twice would keep the last entry's delta and count the loss twice (and race on the
+    // GPU). Target rows must hold strictly increasing column ids; nothing is written otherwise.
+    // O(stored targets), before the parallel region (which cannot throw).
+    for (size_t b = 0; b < rows; ++b) {
+        const uint64_t ex = target.example(b);
+        for (uint64_t e = target.offsets[ex] + 1; e < target.offsets[ex + 1]; ++e) {
+            if (target.indices[e] <= target.indices[e - 1]) {
+                internal_error("output_delta: target row " + std::to_string(ex) + ": column " +
+                               std::to_string(target.indices[e]) +
+                               " repeated or out of order (target rows must hold strictly "
+                               "increasing column ids)");
+            }
+        }
+    }
     const bool want_loss = loss_sum != nullptr;
     grow(row_loss, rows);
     double* rl = row_loss.data();

@@ -94,11 +94,59 @@ void check_cuda(cudaError_t err, const char* call, const std::string& doing) {
                 std::string(call) + " failed while " + doing + ": " + error_text(err));
 }
 
-void check_launch(const char* kernel) {
-    const cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess) return;
-    throw Error(ErrorCategory::kDevice,
-                std::string("launching ") + kernel + " failed: " + error_text(err));
+bool is_asynchronous_fault(cudaError_t err) {
+    switch (err) {
+        case cudaErrorIllegalAddress:
+        case cudaErrorLaunchFailure:
+        case cudaErrorAssert:
+        case cudaErrorHardwareStackError:
+        case cudaErrorIllegalInstruction:
+        case cudaErrorMisalignedAddress:
+        case cudaErrorInvalidAddressSpace:
+        case cudaErrorInvalidPc:
+        case cudaErrorLaunchTimeout:
+        case cudaErrorECCUncorrectable:
+            return true;
+        default:
+            return false;
+    }
+}
+
+std::string launch_error_message(const char* kernel, cudaError_t err, const char* previous,
+                                 bool sync_check, int device) {
+    const std::string dev = "cuda:" + std::to_string(device);
+    if (!is_asynchronous_fault(err)) {
+        return std::string("launching ") + kernel + " on " + dev + " failed: " + error_text(err);
+    }
+    if (sync_check) {
+        // The stream was synchronised after every earlier launch: the fault is this kernel's.
+        return std::string(kernel) + " faulted on " + dev + ": " + error_text(err) +
+               " (SPARSENET_CUDA_SYNC_CHECK=1: found by the synchronisation after its launch)";
+    }
+    return std::string("a kernel enqueued before ") + kernel + " faulted on " + dev + ": " +
+           error_text(err) + "; the fault happened in " +
+           (previous != nullptr ? std::string(previous) + " (the last kernel launched before)"
+                                : std::string("an earlier kernel")) +
+           " or earlier, not in " + kernel +
+           "; run with SPARSENET_CUDA_SYNC_CHECK=1 to name the kernel (every launch is then "
+           "synchronised)";
+}
+
+void check_launch(const Context& ctx, const char* kernel) {
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess && ctx.sync_check) {
+        err = cudaStreamSynchronize(ctx.stream);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            throw Error(ErrorCategory::kDevice,
+                        launch_error_message(kernel, err, ctx.last_kernel, true, ctx.device));
+        }
+    }
+    if (err != cudaSuccess) {
+        throw Error(ErrorCategory::kDevice,
+                    launch_error_message(kernel, err, ctx.last_kernel, ctx.sync_check, ctx.device));
+    }
+    ctx.last_kernel = kernel;
 }
 
 void* device_alloc(const Context& ctx, size_t bytes, const char* what) {
@@ -243,6 +291,11 @@ std::string status_message(const cuda::DeviceStatus& s) {
         case cuda::kStatusTargetOutOfRange:
             m = op + ": target column id " + a + " >= output width " + b;
             break;
+        case cuda::kStatusTargetNotIncreasing:
+            m = op + ": target row " + a + ": column " + b +
+                " repeated or out of order (target rows must hold strictly increasing column "
+                "ids)";
+            break;
         default:
             m = op + ": device error code " + std::to_string(s.code);
     }
@@ -310,6 +363,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
         cublas_ = handle;
         cuda::check_cublas(cuda::cublas().set_stream(cublas_, ctx_.stream), "cublasSetStream",
                            where);
+        const char* sync_check = std::getenv("SPARSENET_CUDA_SYNC_CHECK");
+        ctx_.sync_check = sync_check != nullptr && std::strcmp(sync_check, "1") == 0;
         const char* tf32 = std::getenv("SPARSENET_CUDA_TF32");
         tf32_ = tf32 != nullptr && std::strcmp(tf32, "1") == 0;
         cuda::check_cublas(cuda::cublas().set_math_mode(
@@ -330,15 +385,29 @@ void CudaBackend::release_all() noexcept {
     if (ctx_.stream != nullptr) (void)cudaStreamSynchronize(ctx_.stream);
     if (copy_stream_ != nullptr) (void)cudaStreamSynchronize(copy_stream_);
     if (ctx_.stream != nullptr) {
-        for (cuda::ScratchBuffer* b :
-             {&weight_grad_scratch_.touched, &weight_grad_scratch_.positions,
-              &weight_grad_scratch_.col_map, &weight_grad_scratch_.seg_count,
-              &weight_grad_scratch_.seg_start, &weight_grad_scratch_.pair_row,
-              &weight_grad_scratch_.pair_coef, &weight_grad_scratch_.scan_block,
-              &reduce_scratch_.partial, &reduce_scratch_.column, &reduce_scratch_.gradient,
-              &row_loss_scratch_, &row_map_scratch_, &top_k_scratch_.exclude_bits,
-              &top_k_scratch_.keys, &top_k_scratch_.sorted, &top_k_scratch_.offsets,
-              &top_k_scratch_.temp})
+        for (cuda::ScratchBuffer* b : {&weight_grad_scratch_.touched,
+                                       &weight_grad_scratch_.positions,
+                                       &weight_grad_scratch_.col_map,
+                                       &weight_grad_scratch_.seg_count,
+                                       &weight_grad_scratch_.seg_start,
+                                       &weight_grad_scratch_.pair_row,
+                                       &weight_grad_scratch_.pair_coef,
+                                       &weight_grad_scratch_.scan_block,
+                                       &weight_grad_scratch_.sort_keys[0],
+                                       &weight_grad_scratch_.sort_keys[1],
+                                       &weight_grad_scratch_.sort_pairs[0],
+                                       &weight_grad_scratch_.sort_pairs[1],
+                                       &weight_grad_scratch_.sort_temp,
+                                       &reduce_scratch_.partial,
+                                       &reduce_scratch_.column,
+                                       &reduce_scratch_.gradient,
+                                       &row_loss_scratch_,
+                                       &row_map_scratch_,
+                                       &top_k_scratch_.exclude_bits,
+                                       &top_k_scratch_.keys,
+                                       &top_k_scratch_.sorted,
+                                       &top_k_scratch_.offsets,
+                                       &top_k_scratch_.temp})
             b->release(ctx_);
         cuda::device_free(ctx_, ctx_.status);
         ctx_.status = nullptr;
@@ -459,8 +528,8 @@ void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
 void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
     if (bytes == 0) return;
     activate();
-    const std::string doing =
-        "downloading " + std::to_string(bytes) + " bytes from cuda:" + std::to_string(device_);
+    const std::string doing = "downloading " + std::to_string(bytes) +
+                              " bytes from cuda:" + std::to_string(device_) + fault_hint();
     enqueue_status_readback();
     order_copy_after_compute();
     const char* in = static_cast<const char*>(src);
@@ -500,9 +569,19 @@ void CudaBackend::fill(float* dst, size_t n, float value) {
     cuda::launch_fill(ctx_, dst, n, value);
 }
 
+std::string CudaBackend::fault_hint() const {
+    if (ctx_.last_kernel == nullptr) return "";
+    return std::string(" (the last kernel enqueued: ") + ctx_.last_kernel +
+           (ctx_.sync_check ? ")"
+                            : "; SPARSENET_CUDA_SYNC_CHECK=1 synchronises after every launch "
+                              "to name the kernel that faulted)");
+}
+
 void CudaBackend::synchronize() {
     activate();
-    const std::string doing = "synchronising cuda:" + std::to_string(device_);
+    // An asynchronous fault surfaces here, after the kernel that made it: name the last one
+    // enqueued (the fault is in it or before it) and the mode that names it exactly.
+    const std::string doing = "synchronising cuda:" + std::to_string(device_) + fault_hint();
     enqueue_status_readback();
     cuda::check_cuda(cudaStreamSynchronize(ctx_.stream), "cudaStreamSynchronize", doing);
     cuda::check_cuda(cudaStreamSynchronize(copy_stream_), "cudaStreamSynchronize", doing);

@@ -12,6 +12,9 @@
 //    the Recommender's per-call backends reading the network's weights).
 //  * Errors found by kernels (ids out of range, a gradient capacity too small) are recorded in a
 //    device status block and thrown as Error(kInternal) by the next synchronize() or download().
+//  * Launch errors are checked right after each launch (check_launch, cuda_kernels.h); an
+//    asynchronous fault is reported with the last kernel enqueued, and
+//    SPARSENET_CUDA_SYNC_CHECK=1 synchronises after every launch so that it names the kernel.
 //  * Memory: cudaMallocAsync / cudaFreeAsync on the compute stream (a pool that keeps freed
 //    memory for reuse), or cudaMalloc / cudaFree where the device has no memory pools.
 //  * GEMM math: fp32 (CUBLAS_DEFAULT_MATH). SPARSENET_CUDA_TF32=1 in the environment selects
@@ -100,6 +103,9 @@ class CudaBackend final : public Backend {
     void enqueue_status_readback();   // status block -> pinned mirror, on the compute stream
     void raise_device_status();       // throws Error(kInternal) for a recorded kernel error
     void release_all() noexcept;
+    // " (the last kernel enqueued: <name>; ...)" for the errors of synchronising calls: an
+    // asynchronous fault is found there, after the kernel that made it.
+    std::string fault_hint() const;
 
     int device_;
     bool tf32_ = false;

@@ -4,7 +4,8 @@
 // already checked (shapes are validated in cuda_backend.cpp, with the CPU backend's messages);
 // they enqueue work on ctx.stream and return without synchronising.
 //
-// Errors: a failed launch throws Error(kDevice) naming the kernel and the CUDA error. Errors
+// Errors: a failed launch throws Error(kDevice) naming the kernel and the CUDA error (see
+// check_launch for how a fault of an earlier kernel is told apart from this launch's). Errors
 // that only the device can see (a column id out of range, a gradient capacity too small) are
 // recorded in the DeviceStatus block by the kernel that finds them and thrown as Error(kInternal)
 // by the next host synchronisation (CudaBackend::synchronize or download). Compiles, untested on
@@ -24,12 +25,13 @@ namespace sparsenet::cuda {
 // Deferred errors, set by kernels (first error wins), read by the host after a synchronisation.
 enum StatusCode : unsigned int {
     kStatusOk = 0,
-    kStatusColumnOutOfRange = 1,   // a = column id, b = width (csr_matmul, csr_weight_grad)
-    kStatusGradCapacity = 2,       // a = touched rows, b = capacity (csr_weight_grad)
-    kStatusPairOverflow = 3,       // a = batch entries, b = scratch pairs (csr_weight_grad)
-    kStatusRowOutOfRange = 4,      // a = row id, b = rows (scatter_rows, optimizer_step_rows)
-    kStatusCountOverCapacity = 5,  // a = *count, b = capacity (scatter_rows, optimizer_step_rows)
-    kStatusTargetOutOfRange = 6,   // a = column id, b = width (output_delta)
+    kStatusColumnOutOfRange = 1,     // a = column id, b = width (csr_matmul, csr_weight_grad)
+    kStatusGradCapacity = 2,         // a = touched rows, b = capacity (csr_weight_grad)
+    kStatusPairOverflow = 3,         // a = batch entries, b = scratch pairs (csr_weight_grad)
+    kStatusRowOutOfRange = 4,        // a = row id, b = rows (scatter_rows, optimizer_step_rows)
+    kStatusCountOverCapacity = 5,    // a = *count, b = capacity (scatter_rows, optimizer_step_rows)
+    kStatusTargetOutOfRange = 6,     // a = column id, b = width (output_delta)
+    kStatusTargetNotIncreasing = 7,  // a = example row, b = column id (output_delta)
 };
 
 struct DeviceStatus {
@@ -50,6 +52,12 @@ struct Context {
     // counted): out-of-memory messages report it.
     size_t held_bytes = 0;
     size_t held_buffers = 0;
+    // SPARSENET_CUDA_SYNC_CHECK=1 (read when the backend is created): check_launch synchronises
+    // the stream after every launch, so an asynchronous fault names the kernel that made it.
+    bool sync_check = false;
+    // The last kernel check_launch accepted (a string literal): named by the errors of later
+    // launches and synchronisations, since a fault found there happened in it or before it.
+    mutable const char* last_kernel = nullptr;
 };
 
 // Device memory in stream order (pool) or plain cudaMalloc; throws out_of_memory_error
@@ -58,8 +66,21 @@ struct Context {
 void* device_alloc(const Context& ctx, size_t bytes, const char* what);
 void device_free(const Context& ctx, void* p) noexcept;
 
-// Throws Error(kDevice) if the last launch failed: "<kernel>: <error string> (<error name>)".
-void check_launch(const char* kernel);
+// Called right after every launch, naming the kernel. cudaGetLastError returns the launch's own
+// error (bad configuration, no image for the device, too many resources), but also a sticky
+// error left by an earlier kernel that faulted asynchronously (an illegal address, a trap): the
+// latter is not this kernel's fault, so the message says so, names the last kernel launched
+// before (the fault happened in it or earlier) and points to SPARSENET_CUDA_SYNC_CHECK=1. With
+// ctx.sync_check the stream is synchronised after the launch, so a fault names this kernel
+// exactly (slow: a debugging and validation mode). Throws Error(kDevice).
+void check_launch(const Context& ctx, const char* kernel);
+// Whether `err` is a sticky fault of an asynchronously executed kernel (one that poisons the
+// context and is reported by whatever runtime call comes next), not a launch error.
+bool is_asynchronous_fault(cudaError_t err);
+// The message check_launch throws (a pure function, tested without a GPU): `previous` is the
+// last kernel launched before (nullptr: none).
+std::string launch_error_message(const char* kernel, cudaError_t err, const char* previous,
+                                 bool sync_check, int device);
 // Throws Error(kDevice) for a failed runtime call: "<call> failed while <doing>: ...".
 void check_cuda(cudaError_t err, const char* call, const std::string& doing);
 
@@ -94,7 +115,26 @@ struct WeightGradScratch {
     ScratchBuffer pair_row;    // [pairs] uint32 batch row of each entry, grouped by column
     ScratchBuffer pair_coef;   // [pairs] float alpha * value * noise scale
     ScratchBuffer scan_block;  // [scan blocks + 1] uint32 block totals of the scans
+    // The sorted path (capacity < in) reuses touched (row lengths), positions (row starts),
+    // col_map (segment heads), seg_count (head numbers) and seg_start, and adds:
+    ScratchBuffer sort_keys[2];   // [capacity] uint32 column keys, unsorted and sorted
+    ScratchBuffer sort_pairs[2];  // [capacity] uint64 (batch row << 32) | coefficient bits
+    ScratchBuffer sort_temp;      // cub::DeviceRadixSort temporary storage
 };
+
+// How csr_weight_grad runs for a batch of `rows` rows of an `in`-wide input with gradient
+// capacity `capacity` (decided on the host, without a synchronisation; tested on the CPU):
+// sorted = the batch's entries are sorted by column in `pairs` = capacity slots (capacity < in:
+// the contract bounds the batch's entries by the capacity), else flags over [in] and tiles of
+// tile_rows rows with `pairs` slots. work = the elements every call touches besides the entries
+// and dz (rows + capacity, or in + pairs): never `in` on the sorted path.
+struct WeightGradPlan {
+    bool sorted = false;
+    size_t pairs = 0;
+    size_t tile_rows = 0;
+    size_t work = 0;
+};
+WeightGradPlan weight_grad_plan(size_t rows, size_t in, size_t capacity);
 
 // Scratch of the column reductions (column_sum, sparseness_penalty, normalize_columns).
 struct ReduceScratch {
@@ -143,6 +183,13 @@ void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out);
 void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m);
 
 // kernels/cuda_csr_matmul.cu
+// The thread mapping for output width n: lanes = 0 for the 512-column slices (n > 128), else
+// `lanes` threads per batch row with `cols_per_lane` columns each (lanes * cols_per_lane >= n).
+struct CsrMatmulMapping {
+    int lanes = 0;
+    int cols_per_lane = 0;
+};
+CsrMatmulMapping csr_matmul_mapping(size_t n);
 void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                        ConstMatrixView w, MatrixView z, float beta);
 
