@@ -54,11 +54,28 @@ auto for_option(const std::string& flag, F&& body) -> decltype(body()) {
     }
 }
 
-// A features index for option `flag`: the file's labels, or without a file the numbers
-// "0".."width-1" (ids are the columns themselves).
+// A features index for option `flag`: the file's labels; without a file the names the model
+// carries for the layer (`model_names`), or else the numbers "0".."width-1" (ids are the columns
+// themselves). `source` says which, for messages.
 LabelIndex features_for(const std::string& flag, const std::string& path, uint32_t width,
-                        const std::string& layer) {
-    if (path.empty()) return LabelIndex::numeric(width);
+                        const std::string& layer, const std::vector<std::string>& model_names,
+                        const std::string& model_path, std::string* source) {
+    if (path.empty() && model_names.empty()) {
+        *source = "layer '" + layer + "''s columns 0.." + std::to_string(width - 1);
+        return LabelIndex::numeric(width);
+    }
+    if (path.empty()) {
+        *source = "the feature names in " + model_path;
+        LabelIndex index;
+        for (const std::string& name : model_names) index.insert(name);
+        if (index.size() != model_names.size()) {
+            throw Error(ErrorCategory::kData, model_path + ": the feature names of layer '" +
+                                                  layer + "' repeat a name; give " + flag +
+                                                  " FILE");
+        }
+        return index;
+    }
+    *source = flag + " " + path;
     LabelIndex index = for_option(flag, [&] { return LabelIndex::read(path); });
     if (index.size() > width) {
         throw Error(ErrorCategory::kData, "option " + flag + ": " + path + " names " +
@@ -164,7 +181,8 @@ int predict_main(int argc, char** argv) {
                  "the only input layer)");
         args.add({"-i", "--input-features"}, &input_features, "FILE",
                  "DSSTNE: with -r, the input features index ('label<TAB>index'); features not in "
-                 "it are counted and dropped. Default: features are column numbers");
+                 "it are counted and dropped. Default: the names the model carries, else column "
+                 "numbers");
         args.add({"-f", "--filter"}, &filter_path, "PATH",
                  "DSSTNE: with -r, never recommend the items listed for a sample here (same text "
                  "format, file or folder; any value, a timestamp included, means excluded)");
@@ -180,7 +198,8 @@ int predict_main(int argc, char** argv) {
         args.add({"--samples-index"}, &samples_index, "FILE",
                  "sample names ('label<TAB>index'); default: row numbers");
         args.add({"-o", "--features-index"}, &features_index, "FILE",
-                 "output feature names ('label<TAB>index'); default: column numbers");
+                 "output feature names ('label<TAB>index'); default: column numbers (with -r: "
+                 "the names the model carries, if any)");
         args.add({"-l", "--output-layer"}, &output_layer, "NAME",
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
@@ -284,24 +303,22 @@ int predict_main(int argc, char** argv) {
                                 std::to_string(inputs.size()) + " (use --input FILE.nc)");
             }
             const uint32_t in_width = network.layer_size(in_layer->name);
+            std::string in_source, out_source;
             const LabelIndex in_features =
-                features_for("-i", input_features, in_width, in_layer->name);
+                features_for("-i", input_features, in_width, in_layer->name,
+                             network.feature_names(in_layer->name), model_path, &in_source);
             LabelIndex samples;
             ConvertStats stats;
             Dataset input = read_text("-r", text_path, in_layer->dataset, samples, in_features,
                                       in_width, stats);
             if (stats.dropped_unknown > 0) {
-                std::fprintf(
-                    stderr,
-                    "sparsenet predict: -r %s: dropped %llu feature%s of %llu distinct "
-                    "name%s not in %s\n",
-                    text_path.c_str(), (unsigned long long)stats.dropped_unknown,
-                    stats.dropped_unknown == 1 ? "" : "s",
-                    (unsigned long long)stats.distinct_dropped,
-                    stats.distinct_dropped == 1 ? "" : "s",
-                    input_features.empty()
-                        ? ("the input layer's columns 0.." + std::to_string(in_width - 1)).c_str()
-                        : ("-i " + input_features).c_str());
+                std::fprintf(stderr,
+                             "sparsenet predict: -r %s: dropped %llu feature%s of %llu distinct "
+                             "name%s not in %s\n",
+                             text_path.c_str(), (unsigned long long)stats.dropped_unknown,
+                             stats.dropped_unknown == 1 ? "" : "s",
+                             (unsigned long long)stats.distinct_dropped,
+                             stats.distinct_dropped == 1 ? "" : "s", in_source.c_str());
             }
             const uint64_t rows = samples.size();
             sample_names.reserve(rows);
@@ -310,8 +327,9 @@ int predict_main(int argc, char** argv) {
             }
             datasets.emplace(in_layer->dataset, std::move(input));
             const LabelIndex out_features =
-                features_for("-o", features_index, out_width, out_layer_name);
-            if (!features_index.empty()) {
+                features_for("-o", features_index, out_width, out_layer_name,
+                             network.feature_names(out_layer_name), model_path, &out_source);
+            if (!features_index.empty() || !network.feature_names(out_layer_name).empty()) {
                 for (uint32_t c = 0; c < out_features.size(); ++c) {
                     feature_names.push_back(out_features.label(c));
                 }

@@ -221,6 +221,14 @@ TEST_F(DsstneRecipe, BadInputToEachNewFlagIsNamedAndWritesNoRecs) {
     EXPECT_EQ(testing::read_file(dir_->file("recs")), "old\n");
 }
 
+TEST_F(DsstneRecipe, WithoutIndexFilesPredictUsesTheNamesInTheModel) {
+    ASSERT_EQ(run(predict()), 0) << out_;
+    const std::string with_index_files = testing::read_file(dir_->file("recs"));
+    ASSERT_EQ(run("predict -b 256 -d gl -k 10 -n gl.nc -f ml_ratings -s recs -r ml_ratings"), 0)
+        << out_;
+    EXPECT_EQ(testing::read_file(dir_->file("recs")), with_index_files);
+}
+
 TEST_F(DsstneRecipe, TheModelCarriesItsFeatureNames) {
     // The recipe's model resolves movie ids with no index file.
     const Recommender r(dir_->file("gl.nc"));
