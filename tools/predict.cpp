@@ -61,7 +61,7 @@ LabelIndex features_for(const std::string& flag, const std::string& path, uint32
                         const std::string& layer, const std::vector<std::string>& model_names,
                         const std::string& model_path, std::string* source) {
     if (path.empty() && model_names.empty()) {
-        *source = "layer '" + layer + "''s columns 0.." + std::to_string(width - 1);
+        *source = "the columns 0.." + std::to_string(width - 1) + " of layer '" + layer + "'";
         return LabelIndex::numeric(width);
     }
     if (path.empty()) {
