@@ -68,7 +68,7 @@ class DsstneRecipe : public ::testing::Test {
         dir_ = new TempDir();
         fs::copy_file(kFixture + "/ml_ratings", dir_->file("ml_ratings"));
         fs::copy_file(kConfig, dir_->file("config.json"));
-        for (const std::string& step :
+        for (const char* step :
              {"convert -d gl_input -i ml_ratings -o gl_input.nc -f features_input -s "
               "samples_input -c",
               "convert -d gl_output -i ml_ratings -o gl_output.nc -f features_output -s "
