@@ -28,7 +28,6 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = os.path.join(ROOT, "..", "shared", "reference", "dsstne-configs")
 ITEMS, USERS, NNZ = 27278, 138493, 20000263
 
 
@@ -61,7 +60,8 @@ def flops_per_example(cfg_path, items, mean_nnz):
 
 WORKLOADS = {
     # name: (config, default batch, extra sparsenet train flags)
-    "dsstne-bench": (os.path.join(CONFIGS, "benchmarks_dsstne_config.json"), 256, []),
+    # DSSTNE's benchmark network (benchmarks/benchmarks_dsstne_config.json), the project's copy.
+    "dsstne-bench": (os.path.join(ROOT, "configs", "dsstne-bench.json"), 256, []),
     # Adam's sparse-input rows updated lazily on both sides: the peer's SparseAdam is lazy.
     "mult-dae": (os.path.join(ROOT, "configs", "mult-dae.json"), 500,
                  ["--sparse-updates", "lazy"]),

@@ -26,6 +26,7 @@ int convert_main(int argc, char** argv) {
         std::string output, names, features_path, samples_path, type = "indicator";
         std::string format = "auto", ids = "default";
         double min_rating = 0.0;
+        uint32_t width = 0;
         bool create = false, merge = false, drop_unknown = false, quiet = false, verbose = false;
         int threads = 0;
         ArgParser args(
@@ -33,9 +34,11 @@ int convert_main(int argc, char** argv) {
             "Converts interaction text files into a netCDF dataset in DSSTNE's layout (exact "
             "width, 64-bit offsets, compressed). Formats: dsstne (sample<TAB>feature[,value]:...), "
             "csv (MovieLens ratings.csv), tsv (MovieLens 100K u.data), dat (MovieLens 1M "
-            "ratings.dat), user-items (LightGCN splits: user item item ...). Rows follow the "
-            "samples index (-s) and columns the features index (-f), so several conversions "
-            "that share an index always align.");
+            "ratings.dat), user-items or lightgcn (LightGCN splits: user item item ...). Rows "
+            "follow the samples index (-s) and columns the features index (-f), so several "
+            "conversions that share an index always align. Without -f and -s the ids must be "
+            "numbers and are the indices themselves: row = user id, column = item id, width = "
+            "the largest item id + 1 (or --width).");
         args.add_list({"-i", "--input"}, &inputs, "PATH",
                       "text file, or directory of files (read in name order); repeatable", true);
         args.add({"-o", "--output"}, &output, "FILE.nc", "netCDF file to write", true);
@@ -43,11 +46,13 @@ int convert_main(int argc, char** argv) {
                  "dataset name(s); each name gets the same data (e.g. gl_input,gl_output)", true);
         args.add({"-f", "--features"}, &features_path, "FILE",
                  "features index (label<TAB>index): read and kept fixed, or created with -c, "
-                 "or extended with -m",
-                 true);
+                 "or extended with -m; none: feature ids are the column numbers");
         args.add({"-s", "--samples"}, &samples_path, "FILE",
-                 "samples index: read when it exists (new samples are appended), written back",
-                 true);
+                 "samples index: read when it exists (new samples are appended), written back; "
+                 "none: sample ids are the row numbers");
+        args.add({"--width"}, &width, "N",
+                 "columns of the dataset: at least the largest feature index + 1 (default "
+                 "exactly that)");
         args.add_flag({"-c", "--create-features"}, &create,
                       "create the features index (overwrites it)");
         args.add_flag({"-m", "--merge-features"}, &merge,
@@ -55,7 +60,7 @@ int convert_main(int argc, char** argv) {
         args.add({"-t", "--type"}, &type, "indicator|analog",
                  "drop values (indicator, default) or keep them (analog)");
         args.add({"--format"}, &format, "FMT",
-                 "auto (default), dsstne, csv, tsv, dat or user-items");
+                 "auto (default), dsstne, csv, tsv, dat, user-items or lightgcn (the same)");
         args.add({"--min-rating"}, &min_rating, "R",
                  "keep only interactions whose value (rating) is >= R");
         args.add({"--ids"}, &ids, "MODE",
@@ -80,16 +85,32 @@ int convert_main(int argc, char** argv) {
         options.analog = type == "analog";
         if (args.given("--min-rating")) options.min_rating = min_rating;
         options.ids = parse_id_mode(ids);
-        options.grow_features = create || merge;
+        // No index files: the ids are numbers used as the indices themselves.
+        if (features_path.empty() || samples_path.empty()) {
+            if (options.ids == IdMode::kFirstSeen) {
+                throw Error(ErrorCategory::kUsage,
+                            "--ids first-seen numbers labels through index files; give both -f "
+                            "and -s (or leave --ids out: without index files ids are indices)");
+            }
+            options.ids = IdMode::kNumeric;
+        }
+        if (features_path.empty() && (create || merge)) {
+            throw Error(ErrorCategory::kUsage,
+                        std::string(create ? "-c" : "-m") + " needs a features index file (-f)");
+        }
+        if (args.given("--width") && width == 0) {
+            throw Error(ErrorCategory::kUsage, "option --width: must be at least 1");
+        }
+        options.grow_features = create || merge || features_path.empty();
         options.unknown = drop_unknown ? UnknownFeatures::kDrop : UnknownFeatures::kError;
         if (drop_unknown && options.grow_features) {
             throw Error(ErrorCategory::kUsage,
-                        "--drop-unknown needs a fixed features index (not with -c or -m)");
+                        "--drop-unknown needs a fixed features index (-f, not with -c or -m)");
         }
         set_threads(threads);
 
         LabelIndex features;
-        if (!create) {
+        if (!create && !features_path.empty()) {
             if (!exists(features_path)) {
                 throw Error(ErrorCategory::kIo,
                             features_path + ": features index does not exist; create it with -c");
@@ -97,7 +118,9 @@ int convert_main(int argc, char** argv) {
             features = LabelIndex::read(features_path);
         }
         LabelIndex samples;
-        if (exists(samples_path)) samples = LabelIndex::read(samples_path);
+        if (!samples_path.empty() && exists(samples_path)) {
+            samples = LabelIndex::read(samples_path);
+        }
         const size_t samples_before = samples.size();
         const std::vector<std::string> files = expand_input_paths(inputs);
         check_writable(output);
@@ -105,6 +128,25 @@ int convert_main(int argc, char** argv) {
         const auto start = std::chrono::steady_clock::now();
         ConvertStats stats;
         Dataset data = convert_text(files, name_list[0], options, samples, features, &stats);
+        if (args.given("--width")) {
+            if (width < data.cols) {
+                throw Error(
+                    ErrorCategory::kData,
+                    "option --width: " + std::to_string(width) + " columns, but " +
+                        (features_path.empty()
+                             ? "the input has feature id " + std::to_string(data.cols - 1)
+                             : features_path + " has " + std::to_string(data.cols) + " features") +
+                        "; expected at least " + std::to_string(data.cols));
+            }
+            data.cols = width;
+        }
+        // The features index travels in the file, so that a model trained on it knows its names.
+        if (!features_path.empty()) {
+            data.feature_names.reserve(features.size());
+            for (uint32_t c = 0; c < features.size(); ++c) {
+                data.feature_names.push_back(features.label(c));
+            }
+        }
         std::vector<Dataset> out;
         for (const std::string& n : name_list) {
             out.push_back(data);
@@ -114,8 +156,8 @@ int convert_main(int argc, char** argv) {
         write_datasets(output, out);
         const double write_seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
-        if (create || merge) features.write(features_path);
-        if (samples.size() != samples_before || !exists(samples_path)) {
+        if ((create || merge) && !features_path.empty()) features.write(features_path);
+        if (!samples_path.empty() && (samples.size() != samples_before || !exists(samples_path))) {
             samples.write(samples_path);
         }
         const double seconds =
@@ -139,14 +181,23 @@ int convert_main(int argc, char** argv) {
             std::printf("wrote %s: %s %llu rows x %u columns, %llu nonzeros (%s)\n", output.c_str(),
                         names.c_str(), (unsigned long long)data.rows, data.cols,
                         (unsigned long long)data.nnz(), options.analog ? "analog" : "indicator");
-            std::printf("samples index %s: %zu samples (%llu new)", samples_path.c_str(),
-                        samples.size(), (unsigned long long)stats.new_samples);
+            if (samples_path.empty()) {
+                std::printf("no samples index: row = sample id (largest + 1 = %zu rows)",
+                            samples.size());
+            } else {
+                std::printf("samples index %s: %zu samples (%llu new)", samples_path.c_str(),
+                            samples.size(), (unsigned long long)stats.new_samples);
+            }
             if (stats.samples_without_line > 0) {
                 std::printf(", %llu with no interactions in this input (empty rows)",
                             (unsigned long long)stats.samples_without_line);
             }
-            std::printf("\nfeatures index %s: %zu features (%llu new)\n", features_path.c_str(),
-                        features.size(), (unsigned long long)stats.new_features);
+            if (features_path.empty()) {
+                std::printf("\nno features index: column = feature id (%u columns)\n", data.cols);
+            } else {
+                std::printf("\nfeatures index %s: %zu features (%llu new)\n", features_path.c_str(),
+                            features.size(), (unsigned long long)stats.new_features);
+            }
             if (verbose) {
                 std::printf(
                     "phases: parse %.2fs, index merge %.2fs, CSR build %.2fs, "

@@ -2,15 +2,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "args.h"
 #include "common.h"
 #include "common/resources.h"
+#include "sparsenet/convert.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
 #include "sparsenet/network.h"
@@ -40,35 +43,164 @@ std::string label(const std::vector<std::string>& names, uint64_t i) {
     return i < names.size() ? names[i] : std::to_string(i);
 }
 
+// Rethrows an error of reading what option `flag` names with the flag in front, so that every
+// message says which option's file was wrong; the category (and so the exit code) is kept.
+template <class F>
+auto for_option(const std::string& flag, F&& body) -> decltype(body()) {
+    try {
+        return body();
+    } catch (const Error& e) {
+        throw Error(e.category(), "option " + flag + ": " + e.what());
+    }
+}
+
+// A features index for option `flag`: the file's labels; without a file the names the model
+// carries for the layer (`model_names`), or else the numbers "0".."width-1" (ids are the columns
+// themselves). `source` says which, for messages.
+LabelIndex features_for(const std::string& flag, const std::string& path, uint32_t width,
+                        const std::string& layer, const std::vector<std::string>& model_names,
+                        const std::string& model_path, std::string* source) {
+    if (path.empty() && model_names.empty()) {
+        *source = "the columns 0.." + std::to_string(width - 1) + " of layer '" + layer + "'";
+        return LabelIndex::numeric(width);
+    }
+    if (path.empty()) {
+        *source = "the feature names in " + model_path;
+        LabelIndex index;
+        for (const std::string& name : model_names) index.insert(name);
+        if (index.size() != model_names.size()) {
+            throw Error(ErrorCategory::kData, model_path + ": the feature names of layer '" +
+                                                  layer + "' repeat a name; give " + flag +
+                                                  " FILE");
+        }
+        return index;
+    }
+    *source = flag + " " + path;
+    LabelIndex index = for_option(flag, [&] { return LabelIndex::read(path); });
+    if (index.size() > width) {
+        throw Error(ErrorCategory::kData, "option " + flag + ": " + path + " names " +
+                                              std::to_string(index.size()) + " features; layer '" +
+                                              layer + "' has only " + std::to_string(width));
+    }
+    return index;
+}
+
+// DSSTNE text ('sample<TAB>feature[,value]:...', a file or a folder of them) read in memory as
+// an indicator dataset: nothing is written. Samples get rows in first-seen order (`samples`
+// grows); features outside `features` are dropped and counted in `stats`.
+Dataset read_text(const std::string& flag, const std::string& path, const std::string& name,
+                  LabelIndex& samples, const LabelIndex& features, uint32_t width,
+                  ConvertStats& stats) {
+    return for_option(flag, [&] {
+        const std::vector<std::string> files = expand_input_paths(path);
+        ConvertOptions options;
+        options.format = TextFormat::kDsstne;
+        options.ids = IdMode::kFirstSeen;
+        options.grow_features = false;
+        options.unknown = UnknownFeatures::kDrop;
+        LabelIndex fixed = features;
+        Dataset d = convert_text(files, name, options, samples, fixed, &stats);
+        d.cols = width;
+        return d;
+    });
+}
+
+// The first `rows` rows of `d` (rows beyond them dropped; missing rows empty).
+Dataset first_rows(Dataset d, uint64_t rows) {
+    if (d.rows > rows) {
+        d.offsets.resize(rows + 1);
+        d.indices.resize(d.offsets.back());
+        if (!d.values.empty()) d.values.resize(d.offsets.back());
+    }
+    while (d.rows < rows) {
+        d.offsets.push_back(d.offsets.back());
+        ++d.rows;
+    }
+    d.rows = rows;
+    return d;
+}
+
+// A printf format for one score from -p: DSSTNE writes it without the '%' ("4.3f"); either
+// form is taken. One floating-point conversion with optional flags, width and precision, and
+// nothing else (a '%s' or a second conversion would read arguments that are not there).
+std::string score_format(const std::string& p) {
+    const std::string f = !p.empty() && p[0] == '%' ? p : "%" + p;
+    size_t i = 1;
+    while (i < f.size() && std::strchr("-+ #0", f[i]) != nullptr) ++i;
+    size_t digits = 0;
+    while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) ++i, ++digits;
+    if (i < f.size() && f[i] == '.') {
+        ++i;
+        while (i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]))) ++i, ++digits;
+    }
+    if (i + 1 != f.size() || std::strchr("fFeEgGaA", f[i]) == nullptr || digits > 4) {
+        throw Error(ErrorCategory::kUsage,
+                    "option -p: '" + p +
+                        "' is not a score format; expected one printf floating-point "
+                        "conversion such as 4.3f, .6g or %10.4e");
+    }
+    return f;
+}
+
+const LayerConfig* find_layer(const NetworkConfig& config, const std::string& name) {
+    for (const LayerConfig& l : config.layers) {
+        if (l.name == name) return &l;
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 int predict_main(int argc, char** argv) {
     return run_command("predict", [&]() {
         std::string model_path, input_path, out_path, exclude_path, samples_index, features_index,
             device = "auto", output_layer, comm = "auto", parallel = "model";
+        // DSSTNE's predict: -d base (the input layer's DataSet is base + "_input"), -r samples
+        // as text, -i input features index, -f filter text, -p score format.
+        std::string base, text_path, input_features, filter_path, format;
         PredictOptions options;
         options.k = 100;
         options.batch = 1024;
         int threads = 0;
         bool keep_input = false;
-        ArgParser args("predict",
-                       "Scores every row of the input dataset with a trained model and writes "
-                       "the top-K items per row as 'name<TAB>item,score:item,score:...'. The "
-                       "row's own input items are excluded unless --keep-input is given.");
+        ArgParser args(
+            "predict",
+            "Scores every row of the input and writes the top-K items per row as "
+            "'name<TAB>item,score:item,score:...'. The input is a dataset file (--input; the "
+            "row's own input items are excluded unless --keep-input is given) or, as DSSTNE's "
+            "predict, samples in DSSTNE's text format (-r, read in memory, with -d, -i, -o and "
+            "-f: only the filter's items are excluded, whatever value they carry).");
         args.add({"-n", "--model"}, &model_path, "FILE.nc", "model file written by train", true);
         args.add({"--input"}, &input_path, "FILE.nc",
-                 "dataset file holding the Input layer's dataset", true);
+                 "dataset file holding the Input layer's dataset (or -r)");
+        args.add({"-r", "--input-text"}, &text_path, "PATH",
+                 "DSSTNE: input samples as text, 'sample<TAB>feature[,value]:...' (a file or a "
+                 "folder of files); one output line per sample, in this order");
+        args.add({"-d", "--dataset-base"}, &base, "NAME",
+                 "DSSTNE: with -r, feed the input layer whose DataSet is NAME_input (default: "
+                 "the only input layer)");
+        args.add({"-i", "--input-features"}, &input_features, "FILE",
+                 "DSSTNE: with -r, the input features index ('label<TAB>index'); features not in "
+                 "it are counted and dropped. Default: the names the model carries, else column "
+                 "numbers");
+        args.add({"-f", "--filter"}, &filter_path, "PATH",
+                 "DSSTNE: with -r, never recommend the items listed for a sample here (same text "
+                 "format, file or folder; any value, a timestamp included, means excluded)");
         args.add({"-k"}, &options.k, "K", "recommendations per row (default 100)");
         args.add({"-b", "--batch"}, &options.batch, "N", "rows per batch (default 1024)");
         args.add({"-s", "--output"}, &out_path, "FILE", "recommendations file (default stdout)");
+        args.add({"-p", "--score-format"}, &format, "FMT",
+                 "printf format of a score, with or without '%' (DSSTNE: default 4.3f with -r, "
+                 ".6g otherwise)");
         args.add_flag({"--keep-input"}, &keep_input, "do not exclude the row's own input items");
         args.add({"--exclude"}, &exclude_path, "FILE.nc",
                  "also exclude the items of this dataset's rows (first dataset of the file)");
         args.add({"--samples-index"}, &samples_index, "FILE",
                  "sample names ('label<TAB>index'); default: row numbers");
         args.add({"-o", "--features-index"}, &features_index, "FILE",
-                 "output feature names ('label<TAB>index'); default: column numbers");
-        args.add({"--output-layer"}, &output_layer, "NAME",
+                 "output feature names ('label<TAB>index'); default: column numbers (with -r: "
+                 "the names the model carries, if any)");
+        args.add({"-l", "--output-layer"}, &output_layer, "NAME",
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
@@ -79,8 +211,31 @@ int predict_main(int argc, char** argv) {
                  "model | data: split the model's layers across the ranks, or let every rank "
                  "hold all of it (default model)");
         if (!args.parse(argc, argv)) return 0;
-        if (options.k == 0) throw Error(ErrorCategory::kUsage, "option -k: must be positive");
+        if (options.k == 0) throw Error(ErrorCategory::kUsage, "option -k: must be at least 1");
         if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
+        const bool text = !text_path.empty();
+        if (text == !input_path.empty()) {
+            throw Error(ErrorCategory::kUsage,
+                        "give the input as a dataset file (--input FILE.nc) or as DSSTNE text "
+                        "(-r PATH), not " +
+                            std::string(text ? "both" : "neither"));
+        }
+        for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"-d", &base},
+                                          {"-i", &input_features},
+                                          {"-f", &filter_path}}) {
+            if (!text && !value->empty()) {
+                throw Error(ErrorCategory::kUsage,
+                            std::string("option ") + flag +
+                                " goes with -r (DSSTNE text input); with --input use "
+                                "--exclude FILE.nc for a filter");
+            }
+        }
+        if (text && (keep_input || !exclude_path.empty() || !samples_index.empty())) {
+            throw Error(ErrorCategory::kUsage,
+                        "with -r, the sample names come from the text and only -f excludes "
+                        "items; --keep-input, --exclude and --samples-index go with --input");
+        }
+        const std::string fmt = score_format(format.empty() ? (text ? "4.3f" : ".6g") : format);
         options.output_layer = output_layer;
         set_threads(threads);
 
@@ -90,54 +245,140 @@ int predict_main(int argc, char** argv) {
         net_options.comm = comm;
         net_options.parallel = parallel;
         Network network = Network::load(model_path, net_options);
-        auto datasets = load_datasets({input_path});
+        const NetworkConfig& config = network.config();
         std::vector<const LayerConfig*> inputs;
-        for (const LayerConfig& l : network.config().layers) {
+        for (const LayerConfig& l : config.layers) {
             if (l.kind == LayerKind::kInput) inputs.push_back(&l);
         }
-        // A file with a single dataset feeds a single-input network whatever its name.
-        if (inputs.size() == 1 && datasets.size() == 1 && !datasets.count(inputs[0]->dataset)) {
-            Dataset only = std::move(datasets.begin()->second);
-            datasets.clear();
-            only.name = inputs[0]->dataset;
-            datasets.emplace(only.name, std::move(only));
-        }
-        for (const LayerConfig* l : inputs) {
-            if (!datasets.count(l->dataset)) {
-                throw Error(ErrorCategory::kData, input_path + ": has no dataset '" + l->dataset +
-                                                      "' for input layer '" + l->name + "'");
-            }
-        }
-        std::vector<std::string> sample_names, feature_names;
-        if (!samples_index.empty()) sample_names = read_index(samples_index);
-        if (!features_index.empty()) feature_names = read_index(features_index);
-
-        Predictor predictor(network, pointers(datasets));
         const std::string out_layer_name = [&] {
             if (!output_layer.empty()) return output_layer;
-            for (const LayerConfig& l : network.config().layers) {
+            for (const LayerConfig& l : config.layers) {
                 if (l.kind == LayerKind::kOutput) return l.name;
             }
             return std::string();
         }();
+        {
+            const LayerConfig* l = find_layer(config, out_layer_name);
+            if (l == nullptr || l->kind == LayerKind::kInput) {
+                std::string names;
+                for (const LayerConfig& c : config.layers) {
+                    if (c.kind != LayerKind::kInput) names += (names.empty() ? "" : ", ") + c.name;
+                }
+                throw Error(ErrorCategory::kUsage,
+                            "option -l: " + model_path + " has no " +
+                                (l == nullptr ? "layer" : "non-input layer") + " '" +
+                                out_layer_name + "'; expected one of: " + names);
+            }
+        }
         const uint32_t out_width = network.layer_size(out_layer_name);
-        if (!sample_names.empty() && sample_names.size() < predictor.rows()) {
+
+        std::map<std::string, Dataset> datasets;
+        std::vector<std::string> sample_names, feature_names;
+        const Dataset* exclude = nullptr;
+        Dataset merged, filter;
+        if (text) {
+            // DSSTNE: the input layer fed is the one whose DataSet is <-d>_input.
+            const LayerConfig* in_layer = nullptr;
+            std::string listed;
+            for (const LayerConfig* l : inputs) {
+                listed += (listed.empty() ? "'" : ", '") + l->dataset + "'";
+                if (base.empty() ? inputs.size() == 1 : l->dataset == base + "_input") {
+                    in_layer = l;
+                }
+            }
+            if (in_layer == nullptr) {
+                throw Error(
+                    ErrorCategory::kUsage,
+                    base.empty()
+                        ? "option -d: " + model_path + " has " + std::to_string(inputs.size()) +
+                              " input layers; name the one to feed with -d "
+                              "(its DataSet without '_input': " +
+                              listed + ")"
+                        : "option -d: " + model_path + " has no input layer whose DataSet is '" +
+                              base + "_input'; its input layers read " + listed);
+            }
+            if (inputs.size() != 1) {
+                throw Error(ErrorCategory::kUsage,
+                            "option -r: feeds one input layer; " + model_path + " has " +
+                                std::to_string(inputs.size()) + " (use --input FILE.nc)");
+            }
+            const uint32_t in_width = network.layer_size(in_layer->name);
+            std::string in_source, out_source;
+            const LabelIndex in_features =
+                features_for("-i", input_features, in_width, in_layer->name,
+                             network.feature_names(in_layer->name), model_path, &in_source);
+            LabelIndex samples;
+            ConvertStats stats;
+            Dataset input = read_text("-r", text_path, in_layer->dataset, samples, in_features,
+                                      in_width, stats);
+            if (stats.dropped_unknown > 0) {
+                std::fprintf(stderr,
+                             "sparsenet predict: -r %s: dropped %llu feature%s of %llu distinct "
+                             "name%s not in %s\n",
+                             text_path.c_str(), (unsigned long long)stats.dropped_unknown,
+                             stats.dropped_unknown == 1 ? "" : "s",
+                             (unsigned long long)stats.distinct_dropped,
+                             stats.distinct_dropped == 1 ? "" : "s", in_source.c_str());
+            }
+            const uint64_t rows = samples.size();
+            sample_names.reserve(rows);
+            for (uint64_t r = 0; r < rows; ++r) {
+                sample_names.push_back(samples.label(static_cast<uint32_t>(r)));
+            }
+            datasets.emplace(in_layer->dataset, std::move(input));
+            const LabelIndex out_features =
+                features_for("-o", features_index, out_width, out_layer_name,
+                             network.feature_names(out_layer_name), model_path, &out_source);
+            if (!features_index.empty() || !network.feature_names(out_layer_name).empty()) {
+                for (uint32_t c = 0; c < out_features.size(); ++c) {
+                    feature_names.push_back(out_features.label(c));
+                }
+            }
+            if (!filter_path.empty()) {
+                // Samples of the filter that -r does not have are appended, then cut off.
+                LabelIndex filter_samples = samples;
+                ConvertStats filter_stats;
+                filter = first_rows(read_text("-f", filter_path, "filter", filter_samples,
+                                              out_features, out_width, filter_stats),
+                                    rows);
+                exclude = &filter;
+            }
+        } else {
+            datasets = load_datasets({input_path});
+            // A file with a single dataset feeds a single-input network whatever its name.
+            if (inputs.size() == 1 && datasets.size() == 1 && !datasets.count(inputs[0]->dataset)) {
+                Dataset only = std::move(datasets.begin()->second);
+                datasets.clear();
+                only.name = inputs[0]->dataset;
+                datasets.emplace(only.name, std::move(only));
+            }
+            for (const LayerConfig* l : inputs) {
+                if (!datasets.count(l->dataset)) {
+                    throw Error(ErrorCategory::kData, input_path + ": has no dataset '" +
+                                                          l->dataset + "' for input layer '" +
+                                                          l->name + "'");
+                }
+            }
+            if (!samples_index.empty()) sample_names = read_index(samples_index);
+            if (!features_index.empty()) feature_names = read_index(features_index);
+            if (!feature_names.empty() && feature_names.size() < out_width) {
+                throw Error(ErrorCategory::kData, features_index + ": names " +
+                                                      std::to_string(feature_names.size()) +
+                                                      " features; layer '" + out_layer_name +
+                                                      "' has " + std::to_string(out_width));
+            }
+        }
+
+        Predictor predictor(network, pointers(datasets));
+        if (!text && !sample_names.empty() && sample_names.size() < predictor.rows()) {
             throw Error(ErrorCategory::kData, samples_index + ": names " +
                                                   std::to_string(sample_names.size()) +
                                                   " samples; the input has " +
                                                   std::to_string(predictor.rows()) + " rows");
         }
-        if (!feature_names.empty() && feature_names.size() < out_width) {
-            throw Error(ErrorCategory::kData, features_index + ": names " +
-                                                  std::to_string(feature_names.size()) +
-                                                  " features; layer '" + out_layer_name + "' has " +
-                                                  std::to_string(out_width));
-        }
 
         // What to exclude: the row's own inputs (default) and/or an explicit filter dataset.
-        const Dataset* exclude = nullptr;
-        Dataset merged;
-        if (!keep_input) {
+        if (!text && !keep_input) {
             if (inputs.size() != 1) {
                 throw Error(ErrorCategory::kUsage,
                             "excluding the input items needs a single-input network; use "
@@ -151,8 +392,7 @@ int predict_main(int argc, char** argv) {
             }
             exclude = &in;
         }
-        Dataset filter;
-        if (!exclude_path.empty()) {
+        if (!text && !exclude_path.empty()) {
             filter = Dataset::read(exclude_path);
             if (exclude != nullptr) {
                 if (filter.examples() != exclude->examples()) {
@@ -172,13 +412,19 @@ int predict_main(int argc, char** argv) {
         // -s FILE: atomic replacement, as write_model: a temporary file flushed to the device and
         // renamed over FILE; a failed write (a full disk, the file size limit) leaves a previous
         // FILE as it was and no temporary file.
+        // A path that exists and is not a regular file, or a symbolic link (/dev/stdout, a pipe),
+        // is written in place: renaming over it would replace the link or the device node.
+        std::error_code ec;
+        const auto status = std::filesystem::symlink_status(out_path, ec);
+        const bool in_place = !out_path.empty() && std::filesystem::exists(status) &&
+                              !std::filesystem::is_regular_file(status);
         FILE* out = stdout;
-        const std::string tmp = out_path + ".tmp." + std::to_string(getpid());
+        const std::string tmp = in_place ? out_path : out_path + ".tmp." + std::to_string(getpid());
         auto fail = [&](const std::string& what) {
             const std::string reason = std::strerror(errno);
             const std::string hint = io::storage_hint(out_path);
             if (out != nullptr) std::fclose(out);
-            std::remove(tmp.c_str());
+            if (!in_place) std::remove(tmp.c_str());
             throw Error(ErrorCategory::kIo, out_path +
                                                 ": not written (a previous file of that name is "
                                                 "left as it was): " +
@@ -191,24 +437,30 @@ int predict_main(int argc, char** argv) {
                             out_path + ": cannot write " + tmp + ": " + std::strerror(errno));
             }
         }
+        std::string line;
         for (uint64_t r = 0; r < top.rows; ++r) {
-            std::string line = label(sample_names, r);
+            line = label(sample_names, r);
             line += '\t';
-            bool first = true;
             for (uint32_t i = 0; i < top.k; ++i) {
                 const uint32_t item = top.indices[r * top.k + i];
                 if (item == std::numeric_limits<uint32_t>::max()) break;
-                char score[32];
-                std::snprintf(score, sizeof score, "%.6g", top.scores[r * top.k + i]);
-                if (!first) line += ':';
+                char score[64];
+                std::snprintf(score, sizeof score, fmt.c_str(), top.scores[r * top.k + i]);
+                if (i > 0 && !text) line += ':';
                 line += label(feature_names, item) + "," + score;
-                first = false;
+                if (text) line += ':';  // DSSTNE ends every entry with ':'
             }
             line += '\n';
             if (std::fputs(line.c_str(), out) == EOF && !out_path.empty()) fail("writing " + tmp);
         }
         if (!out_path.empty()) {
             if (std::fflush(out) != 0 || std::ferror(out) != 0) fail("writing " + tmp);
+            if (in_place) {
+                const int closed = std::fclose(out);
+                out = nullptr;
+                if (closed != 0) fail("closing it");
+                return 0;
+            }
             if (::fsync(fileno(out)) != 0) fail("flushing " + tmp + " to disk (fsync)");
             const int closed = std::fclose(out);
             out = nullptr;

@@ -255,6 +255,16 @@ int train_main(int argc, char** argv) {
         // can be any rows, each with all its columns, so every rank needs the whole datasets,
         // not the column bands a split network reads.
         if (split_job && network.parallel() == "data") datasets = load_datasets(files);
+        // The features indexes the datasets were converted with go into the model file, so that
+        // the model resolves item names with no other file (Recommender, predict).
+        for (const LayerConfig& l : network.config().layers) {
+            if (l.kind == LayerKind::kHidden) continue;
+            const auto it = datasets.find(l.dataset);
+            if (it == datasets.end() || it->second.feature_names.empty()) continue;
+            if (it->second.feature_names.size() <= network.layer_size(l.name)) {
+                network.set_feature_names(l.name, it->second.feature_names);
+            }
+        }
         if (network.rank() != 0) {  // a split network: rank 0 reports and writes the files
             quiet = true;
             metrics_path.clear();

@@ -30,7 +30,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA = os.path.join(ROOT, "..", "shared", "data")
+# The datasets are not project files (third-party data, tens of MB): their folder is a parameter
+# (--data, or $SPARSENET_DATA_DIR), by default the workspace's shared copy.
+DATA = os.environ.get("SPARSENET_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
 DATASETS = {  # folder, has a validation file
     "gowalla": ("gowalla", False),
     "yelp2018": ("yelp2018", False),
@@ -94,12 +96,15 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "sparsenet-quality"))
     p.add_argument("--tag", default="", help="suffix of the results file name")
+    p.add_argument("--data", default=DATA,
+                   help="folder holding <dataset>/train.txt ... (default $SPARSENET_DATA_DIR or "
+                        "../shared/data)")
     a = p.parse_args()
     folder, has_validation = DATASETS[a.dataset]
-    src = os.path.join(DATA, folder)
+    src = os.path.join(a.data, folder)
     if not os.path.exists(os.path.join(src, "train.txt")):
-        sys.exit(f"{src}/train.txt not found: protocol A needs ../shared/data/{folder} "
-                 "(see ../shared/design/quality.md)")
+        sys.exit(f"{src}/train.txt not found: protocol A needs the {folder} split "
+                 "(give its parent folder with --data DIR)")
     sparsenet = os.path.join(a.build, "sparsenet")
     work = os.path.join(a.work, a.dataset)
     os.makedirs(work, exist_ok=True)

@@ -56,7 +56,8 @@ enum class TextFormat {
 };
 
 const char* to_string(TextFormat format);
-// "auto", "dsstne", "csv", "tsv", "dat", "user-items"; throws Error(kUsage) otherwise.
+// "auto", "dsstne", "csv", "tsv", "dat", "user-items" ("lightgcn" is user-items); throws
+// Error(kUsage) otherwise.
 TextFormat parse_text_format(const std::string& name);
 // The format of `path`: by its name (.csv, .dat, u.data/.tsv), else by its first line.
 TextFormat detect_text_format(const std::string& path);

@@ -40,6 +40,11 @@ struct Dataset {
     // the loss; absent columns are ignored instead of being targets of 0. Sparse datasets only
     // (validate rejects it on a dense one; DSSTNE ignores the bit there).
     bool sparse_ignore_zero = false;
+    // The features index the dataset was converted with (label of column c at c), when it had
+    // one; empty otherwise. Stored in the file as featureNames<n> (which DSSTNE ignores);
+    // `sparsenet train` copies the names of its Input and Output layers' datasets into the model
+    // file, so that the model resolves item names alone.
+    std::vector<std::string> feature_names;
 
     bool is_boolean() const { return values.empty(); }
     bool is_indexed() const { return !example_rows.empty(); }

@@ -66,6 +66,12 @@ class Network {
     // "none" (one rank), "model" or "data": how the ranks share the work.
     std::string parallel() const;
     uint32_t layer_size(const std::string& layer) const;
+    // Names of a layer's units (the features index its dataset was converted with): empty when
+    // the model has none. save() keeps them in the model file and load() reads them back, so a
+    // model resolves item names alone. set_feature_names: at most layer_size names (Error(kUsage)
+    // otherwise, or for an unknown layer); an empty list removes them.
+    const std::vector<std::string>& feature_names(const std::string& layer) const;
+    void set_feature_names(const std::string& layer, std::vector<std::string> names);
 
     std::vector<Parameter> parameters() const;
     std::vector<float> get_parameter(const std::string& name) const;

@@ -1,7 +1,8 @@
-// Recommender: the serving API. Loads a model (and optionally its features index) once and
-// answers top-K queries from many threads at once.
+// Recommender: the serving API. Loads a model (with the feature names it carries, or a features
+// index file) once and answers top-K queries from many threads at once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -74,7 +75,9 @@ struct Query {
 
 struct RecommenderOptions {
     // Optional DSSTNE index file ('label<TAB>index' per line, as `sparsenet convert -f` writes
-    // it): item names for queries and results. Without it items are ids only.
+    // it): item names for queries and results. Without it the names the model file carries are
+    // used (a model trained on datasets converted with index files); with neither, items are
+    // ids only.
     std::string features_index;
     std::string device = "cpu";  // "cpu", or "auto" (a GPU when this build has one)
     // The layer whose activations are ranked; empty: the first Output layer.
@@ -118,6 +121,22 @@ class Recommender {
     // Top-K for one user who has `items`.
     Recommendations recommend(const std::vector<ItemRef>& items,
                               const RecommendOptions& options = {}) const;
+    // The simple form: the user's items by name, k results (k >= 1, else Error(kUsage)), the
+    // other options at their defaults (the query's own items excluded, unknown names an error).
+    // recommend({"50", "100"}, 10). Names come from the model file (trained on datasets
+    // converted with index files) or RecommenderOptions::features_index; without either,
+    // Error(kUsage) saying so.
+    // (A template on the integer type of k, so that recommend({...}, {}) keeps meaning the
+    // options form above.)
+    template <class K, std::enable_if_t<std::is_integral_v<K> && !std::is_same_v<K, bool>, int> = 0>
+    Recommendations recommend(const std::vector<std::string>& item_names, K k) const {
+        if constexpr (std::is_signed_v<K>) {
+            if (k < 1) return recommend_names(item_names, 0);
+        }
+        return recommend_names(item_names, static_cast<size_t>(k));
+    }
+    // recommend(item_names, k) for a size_t k.
+    Recommendations recommend_names(const std::vector<std::string>& item_names, size_t k) const;
 
     // One result per query, in order, each exactly as recommend(query.items, query.options)
     // would rank it up to rounding: queries share forward passes of up to max_batch rows, and a
@@ -128,7 +147,9 @@ class Recommender {
 
     uint32_t input_items() const;   // width of the Input layer (valid query ids: 0 .. n-1)
     uint32_t output_items() const;  // width of the ranked layer (valid result ids)
-    bool has_names() const;         // a features index was given
+    // Item names are known: from RecommenderOptions::features_index, or else from the model
+    // file (the features indexes it was trained with); false: items are ids only.
+    bool has_names() const;
     // The id of a name, or Error(kData) naming it; Error(kUsage) without a features index.
     uint32_t id_of(const std::string& name) const;
     // The name of an id; empty without a features index or past its end.

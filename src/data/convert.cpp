@@ -109,8 +109,10 @@ TextFormat parse_text_format(const std::string& name) {
                          TextFormat::kDat, TextFormat::kUserItems}) {
         if (name == to_string(f)) return f;
     }
-    throw Error(ErrorCategory::kUsage, "unknown input format '" + name +
-                                           "'; expected auto, dsstne, csv, tsv, dat or user-items");
+    if (name == "lightgcn") return TextFormat::kUserItems;  // LightGCN's train.txt / test.txt
+    throw Error(ErrorCategory::kUsage,
+                "unknown input format '" + name +
+                    "'; expected auto, dsstne, csv, tsv, dat, user-items or lightgcn");
 }
 
 namespace {

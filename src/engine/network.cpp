@@ -865,6 +865,7 @@ void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::M
 void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
     const io::ModelLayout& model = file.layout();
     const std::string& path = file.path();
+    feature_names = model.feature_names;
     if (model.weights.size() != weights.size()) {
         throw Error(ErrorCategory::kIo,
                     path + ": the model file holds " + std::to_string(model.weights.size()) +
@@ -919,6 +920,7 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
 io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* training) const {
     io::ModelLayout layout;
     layout.config = config;
+    layout.feature_names = feature_names;
     if (training != nullptr) layout.training = *training;
     const int slots = training != nullptr ? formulas::optimizer_state_slots(state_kind) : 0;
     for (size_t i = 0; i < weights.size(); ++i) {
@@ -1058,6 +1060,27 @@ uint32_t Network::layer_size(const std::string& layer) const {
         throw Error(ErrorCategory::kUsage, "unknown layer '" + layer + "'");
     }
     return impl_->layers[it->second].n;
+}
+
+const std::vector<std::string>& Network::feature_names(const std::string& layer) const {
+    layer_size(layer);  // Error(kUsage) for an unknown layer
+    static const std::vector<std::string> none;
+    const auto it = impl_->feature_names.find(layer);
+    return it == impl_->feature_names.end() ? none : it->second;
+}
+
+void Network::set_feature_names(const std::string& layer, std::vector<std::string> names) {
+    const uint32_t n = layer_size(layer);
+    if (names.size() > n) {
+        throw Error(ErrorCategory::kUsage, "layer '" + layer + "' has " + std::to_string(n) +
+                                               " units; " + std::to_string(names.size()) +
+                                               " feature names given");
+    }
+    if (names.empty()) {
+        impl_->feature_names.erase(layer);
+    } else {
+        impl_->feature_names[layer] = std::move(names);
+    }
 }
 
 std::vector<Parameter> Network::parameters() const {

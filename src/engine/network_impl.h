@@ -114,6 +114,7 @@ struct Bindings {
 
 struct Network::Impl {
     NetworkConfig config;
+    io::LayerFeatureNames feature_names;  // by layer: names of its units (model files keep them)
     NetworkOptions options;
     std::unique_ptr<Backend> backend;
     // The ranks that split every layer (a local communicator with one rank).

@@ -68,8 +68,11 @@ struct Recommender::Impl {
     int output_layer = -1;
     uint32_t input_n = 0;
     uint32_t output_n = 0;
+    // Where the names come from: the features_index file, or "the feature names in <model>";
+    // empty: items are ids only.
     std::string index_path;
-    std::vector<std::string> names;
+    std::vector<std::string> names;      // of the input layer's units (query items)
+    std::vector<std::string> out_names;  // of the ranked layer's units (results)
     std::unordered_map<std::string, uint32_t> ids;
 
     std::mutex mutex;
@@ -121,9 +124,16 @@ struct Recommender::Impl {
                                 std::to_string(input_n) +
                                 " units; expected the index the model was trained with");
             }
-            ids.reserve(names.size());
-            for (size_t i = 0; i < names.size(); ++i) ids.emplace(names[i], uint32_t(i));
+            out_names = names;
+        } else if (!network.feature_names(net.layers[input_layer].config.name).empty()) {
+            // The model carries the features indexes it was trained with.
+            index_path = "the feature names in " + path;
+            names = network.feature_names(net.layers[input_layer].config.name);
+            out_names = network.feature_names(net.layers[output_layer].config.name);
+            if (out_names.empty()) out_names = names;
         }
+        ids.reserve(names.size());
+        for (size_t i = 0; i < names.size(); ++i) ids.emplace(names[i], uint32_t(i));
         const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         max_contexts = opts.max_concurrent_calls > 0
                            ? opts.max_concurrent_calls
@@ -175,9 +185,10 @@ struct Recommender::Impl {
         if (item.by_name) {
             if (index_path.empty()) {
                 throw Error(ErrorCategory::kUsage,
-                            "item '" + item.name +
-                                "' is given by name but the Recommender has no features index "
-                                "(RecommenderOptions::features_index); give ids, or the index");
+                            "item '" + item.name + "' is given by name, but " + model_path +
+                                " has no feature names (it was trained on datasets converted "
+                                "without index files) and no RecommenderOptions::features_index "
+                                "was given; give ids, or the features index");
             }
             auto it = ids.find(item.name);
             if (it != ids.end() && it->second < limit) {
@@ -407,7 +418,9 @@ struct Recommender::Impl {
         }
     }
 
-    std::string name(uint32_t id) const { return id < names.size() ? names[id] : std::string(); }
+    std::string name(uint32_t id) const {
+        return id < out_names.size() ? out_names[id] : std::string();
+    }
 };
 
 Recommender::Recommender(const std::string& model_path, const RecommenderOptions& options)
@@ -425,6 +438,19 @@ Recommendations Recommender::recommend(const std::vector<ItemRef>& items,
     Impl::Lease context(*impl_);
     impl_->rank(*context, queries, 0, 1, out);
     return std::move(out[0]);
+}
+
+Recommendations Recommender::recommend_names(const std::vector<std::string>& item_names,
+                                             size_t k) const {
+    if (k < 1 || k > UINT32_MAX) {
+        throw Error(ErrorCategory::kUsage,
+                    "recommend(item_names, k): k must be between 1 and 2^32-1, got " +
+                        (k == 0 ? std::string("less than 1") : std::to_string(k)));
+    }
+    std::vector<ItemRef> items(item_names.begin(), item_names.end());
+    RecommendOptions options;
+    options.k = static_cast<uint32_t>(k);
+    return recommend(items, options);
 }
 
 std::vector<Recommendations> Recommender::recommend_batch(const std::vector<Query>& queries) const {
@@ -453,9 +479,11 @@ bool Recommender::has_names() const {
 
 uint32_t Recommender::id_of(const std::string& name) const {
     if (impl_->index_path.empty()) {
-        throw Error(ErrorCategory::kUsage, "id_of('" + name +
-                                               "'): the Recommender has no features index "
-                                               "(RecommenderOptions::features_index)");
+        throw Error(ErrorCategory::kUsage,
+                    "id_of('" + name + "'): " + impl_->model_path +
+                        " has no feature names (trained on datasets converted without index "
+                        "files) and no features index was given "
+                        "(RecommenderOptions::features_index)");
     }
     auto it = impl_->ids.find(name);
     if (it == impl_->ids.end()) {

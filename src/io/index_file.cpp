@@ -13,6 +13,8 @@
 #include <utility>
 
 #include "common/resources.h"
+#include "io/names_variable.h"
+#include "io/netcdf_util.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet {
@@ -115,5 +117,87 @@ void write_index(const std::string& path, const std::vector<std::string>& labels
                                             std::strerror(errno));
     }
 }
+
+namespace io {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& labels) {
+    std::string text;
+    for (const std::string& l : labels) {
+        text += l;
+        text += '\n';
+    }
+    return text;
+}
+
+}  // namespace
+
+int define_names(int nc, const std::string& path, const std::string& var,
+                 const std::vector<std::string>& labels) {
+    size_t length = 0;
+    for (const std::string& l : labels) {
+        if (l.find('\n') != std::string::npos) {
+            throw Error(ErrorCategory::kData,
+                        path + ": label '" + l + "' holds a line break; expected one line each");
+        }
+        length += l.size() + 1;
+    }
+    int dim = -1, id = -1;
+    const std::string dim_name = var + "Length";
+    nc_check(nc_def_dim(nc, dim_name.c_str(), std::max<size_t>(length, 1), &dim), path,
+             "defining dimension '" + dim_name + "'");
+    nc_check(nc_def_var(nc, var.c_str(), NC_CHAR, 1, &dim, &id), path,
+             "defining variable '" + var + "'");
+    nc_check(nc_def_var_deflate(nc, id, /*shuffle=*/0, /*deflate=*/1, /*level=*/1), path,
+             "compressing variable '" + var + "'");
+    return id;
+}
+
+void put_names(int nc, const std::string& path, int var_id,
+               const std::vector<std::string>& labels) {
+    std::string text = joined(labels);
+    if (text.empty()) text = "\n";  // the dimension's single slot: an empty list
+    nc_check(nc_put_var_text(nc, var_id, text.data()), path, "writing the names");
+}
+
+std::optional<std::vector<std::string>> read_names(int nc, const std::string& path,
+                                                   const std::string& var) {
+    int id = -1;
+    if (nc_inq_varid(nc, var.c_str(), &id) != NC_NOERR) return std::nullopt;
+    nc_type type = NC_NAT;
+    int ndims = 0;
+    nc_check(nc_inq_var(nc, id, nullptr, &type, &ndims, nullptr, nullptr), path,
+             "inquiring variable '" + var + "'");
+    if (type != NC_CHAR || ndims != 1) {
+        throw Error(ErrorCategory::kIo, path + ": variable '" + var + "' is " + nc_type_name(type) +
+                                            " with " + std::to_string(ndims) +
+                                            " dimensions; expected 1-D char (names, one a line)");
+    }
+    int dim = -1;
+    size_t length = 0;
+    nc_check(nc_inq_vardimid(nc, id, &dim), path, "inquiring variable '" + var + "'");
+    nc_check(nc_inq_dimlen(nc, dim, &length), path, "inquiring variable '" + var + "'");
+    std::string text(length, '\0');
+    if (length > 0) {
+        nc_check(nc_get_var_text(nc, id, text.data()), path, "reading variable '" + var + "'");
+    }
+    std::vector<std::string> labels;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        const size_t end = text.find('\n', pos);
+        if (end == std::string::npos) {
+            throw Error(ErrorCategory::kIo, path + ": variable '" + var +
+                                                "' does not end with a line break; expected "
+                                                "names one a line");
+        }
+        if (end == 0 && text.size() == 1) break;  // the empty list
+        labels.push_back(text.substr(pos, end - pos));
+        pos = end + 1;
+    }
+    return labels;
+}
+
+}  // namespace io
 
 }  // namespace sparsenet

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "common/resources.h"
+#include "io/names_variable.h"
 #include "io/netcdf_header_check.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/error.h"
@@ -128,6 +129,7 @@ std::string shape_text(const std::vector<uint64_t>& shape) {
 ModelLayout layout_of(const ModelFile& model) {
     ModelLayout layout;
     layout.config = model.config;
+    layout.feature_names = model.feature_names;
     layout.training = model.training;
     auto slots = [](const std::vector<float>& state1, const std::vector<float>& state2) {
         return !state2.empty() ? 2 : !state1.empty() ? 1 : 0;
@@ -252,7 +254,16 @@ void ModelWriter::define(const ModelLayout& layout) {
                      "defining " + v.name);
         }
     }
+    std::vector<std::pair<int, const std::vector<std::string>*>> names;
+    for (size_t i = 0; i < layout.config.layers.size(); ++i) {
+        const auto it = layout.feature_names.find(layout.config.layers[i].name);
+        if (it == layout.feature_names.end() || it->second.empty()) continue;
+        names.emplace_back(
+            define_names(nc, tmp, "layer" + std::to_string(i) + "_featureNames", it->second),
+            &it->second);
+    }
     nc_check(nc_enddef(nc), tmp, "finishing the header");
+    for (const auto& [id, labels] : names) put_names(nc, tmp, id, *labels);
 }
 
 ModelWriter::Variable& ModelWriter::variable(std::vector<std::array<Variable, 3>>& all,
@@ -402,9 +413,27 @@ ModelReader::ModelReader(const std::string& path, bool training_state) : path_(p
         const int slots = read_training_state(training_state);
         read_weights(slots);
         read_biases(slots);
+        read_feature_names();
     } catch (...) {
         nc_close(nc_);
         throw;
+    }
+}
+
+// Each layer's unit names, when the file has them (files written before they existed have none).
+void ModelReader::read_feature_names() {
+    const std::vector<LayerConfig>& layers = layout_.config.layers;
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const std::string var = "layer" + std::to_string(i) + "_featureNames";
+        auto names = read_names(nc_, path_, var);
+        if (!names) continue;
+        if (names->size() > layers[i].n) {
+            throw Error(ErrorCategory::kIo, path_ + ": variable '" + var + "' names " +
+                                                std::to_string(names->size()) +
+                                                " features; layer '" + layers[i].name + "' has " +
+                                                std::to_string(layers[i].n) + " units");
+        }
+        layout_.feature_names[layers[i].name] = std::move(*names);
     }
 }
 
@@ -596,6 +625,7 @@ ModelFile read_model(const std::string& path, bool training_state) {
     const ModelLayout& layout = reader.layout();
     ModelFile model;
     model.config = layout.config;
+    model.feature_names = layout.feature_names;
     model.training = layout.training;
     for (size_t i = 0; i < layout.weights.size(); ++i) {
         const ModelLayout::Weight& l = layout.weights[i];

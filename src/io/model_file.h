@@ -9,6 +9,10 @@
 //     a shared one has weight<i>_sourceInputLayer, weight<i>_sourceOutputLayer and
 //     weight<i>_bTransposed and no variable: its matrix is stored once, with the owner edge.
 //     A file without weight<i>_bShared (written before ties existed) reads as unshared.
+//   Feature names (optional, since issue 23; files without them load as before): for a layer
+//     whose units have names (the features index of the dataset it was trained on), the char
+//     variable layer<i>_featureNames [layer<i>_featureNamesLength]: the labels of units 0, 1, ...
+//     each followed by '\n' (io/names_variable.h). At most the layer's N labels.
 //   Checkpoints (Trainer::save_checkpoint) are model files with the training state beside it:
 //     global attributes sparsenet_checkpoint_format = 1, checkpoint_optimizer (name),
 //     checkpoint_optimizer_steps, checkpoint_epochs_complete, checkpoint_batches_done (int64),
@@ -64,8 +68,12 @@ struct ModelTrainingState {
     std::map<std::string, std::string> notes;  // the caller's (keys: letters, digits, _)
 };
 
+// Names of a layer's units by layer name (only layers that have them).
+using LayerFeatureNames = std::map<std::string, std::vector<std::string>>;
+
 struct ModelFile {
     NetworkConfig config;  // N resolved (no "auto")
+    LayerFeatureNames feature_names;
     std::vector<ModelWeight> weights;
     std::vector<ModelBias> biases;
     std::optional<ModelTrainingState> training;  // checkpoints only
@@ -95,6 +103,7 @@ struct ModelLayout {
         int state_slots = 0;
     };
     NetworkConfig config;  // N resolved (no "auto")
+    LayerFeatureNames feature_names;
     std::vector<Weight> weights;
     std::vector<Bias> biases;
     std::optional<ModelTrainingState> training;  // checkpoints only
@@ -177,6 +186,7 @@ class ModelReader {
     int read_training_state(bool training_state);
     void read_weights(int slots);
     void read_biases(int slots);
+    void read_feature_names();
     int find_variable(const std::string& name, const std::vector<uint64_t>& shape,
                       const std::string& whose) const;
     int variable_id(const std::vector<std::array<int, 3>>& all, size_t index, ModelSlot slot,

@@ -20,6 +20,7 @@
 
 #include "common/resources.h"
 #include "io/dataset_read.h"
+#include "io/names_variable.h"
 #include "io/netcdf_header_check.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/dataset.h"
@@ -629,6 +630,9 @@ Dataset Reader::read_dataset(size_t n, uint32_t first_col, uint32_t last_col,
     }
     if (layout.indexed) read_example_rows(layout, d);
     if (layout.weighted) read_weights(layout, d);
+    if (auto names = io::read_names(file_.id(), path_, indexed("featureNames", n))) {
+        d.feature_names = std::move(*names);
+    }
     return d;
 }
 
@@ -1109,7 +1113,7 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
         put_uint_att(nc, path, "datasets", static_cast<uint32_t>(datasets.size()));
         struct Ids {
             int start = -1, end = -1, index = -1, data = -1;  // sparse variables
-            int dense = -1, example_rows = -1, weights = -1;
+            int dense = -1, example_rows = -1, weights = -1, names = -1;
         };
         std::vector<Ids> ids(datasets.size());
         for (size_t n = 0; n < datasets.size(); ++n) {
@@ -1160,8 +1164,15 @@ void write_datasets(const std::string& path, const std::vector<Dataset>& dataset
                 ids[n].weights = define_var(nc, path, indexed("dataWeight", n), NC_FLOAT,
                                             examples_dim, d.examples());
             }
+            if (!d.feature_names.empty()) {
+                ids[n].names =
+                    io::define_names(nc, path, indexed("featureNames", n), d.feature_names);
+            }
         }
         nc_check(nc_enddef(nc), path, "ending define mode");
+        for (size_t n = 0; n < datasets.size(); ++n) {
+            if (ids[n].names >= 0) io::put_names(nc, path, ids[n].names, datasets[n].feature_names);
+        }
 
         for (size_t n = 0; n < datasets.size(); ++n) {
             const Dataset& d = datasets[n];

@@ -1,8 +1,7 @@
 // Every DSSTNE config users bring either trains on generated data whose dataset names match,
 // or is refused with "not implemented yet: <key>". The configs that use SparsenessPenalty,
-// LRelu with Slope and DataScaledMarginalCrossEntropy train too. Reads
-// ../shared/reference/dsstne-configs (the configs are DSSTNE's, not copied here); SKIPPED when that
-// folder is absent.
+// LRelu with Slope and DataScaledMarginalCrossEntropy train too. Reads the unmodified copies in
+// tests/config/dsstne-configs; SKIPPED when that folder is absent.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -11,6 +11,7 @@
 #include "library/library_test_util.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
+#include "sparsenet/network.h"
 #include "sparsenet/recommender.h"
 #include "support/test_support.h"
 
@@ -175,6 +176,12 @@ TEST(Install, ExampleServiceBuiltAgainstTheInstalledPackageAnswersLikeTheLibrary
            " > " + q(answers));
         return testing::read_file(answers);
     };
+    auto cmake_build_project = [&](const std::string& source, const std::string& build) {
+        sh(q(SPARSENET_CMAKE_COMMAND) + " -S " + q(source) + " -B " + q(build) + " -G " +
+           q(SPARSENET_CMAKE_GENERATOR) + " -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=" +
+           q(SPARSENET_CXX_COMPILER) + " -DCMAKE_PREFIX_PATH=" + q(prefix));
+        sh(q(SPARSENET_CMAKE_COMMAND) + " --build " + q(build));
+    };
     cmake_build(dir.file("build-shared"), "");
     if (HasFatalFailure()) return;
     const std::string shared_answers = serve(dir.file("build-shared/serve"));
@@ -193,6 +200,82 @@ TEST(Install, ExampleServiceBuiltAgainstTheInstalledPackageAnswersLikeTheLibrary
            q(dir.file("serve-pc-static")) + " $(" + pc + " --cflags --libs sparsenet-static)");
         if (HasFatalFailure()) return;
         EXPECT_EQ(serve(dir.file("serve-pc")), shared_answers);
+    }
+
+    // Issue 23: a separate CMake project that includes only <sparsenet/sparsenet.h> loads a
+    // model by path (the feature names inside it, no index file) and answers
+    // recommend({"50", "100"}, 10) from several threads, as this process does.
+    const std::string named_model = dir.file("named.nc");
+    {
+        Network net = testing::trained_network(120, 16, 300, 2);
+        std::vector<std::string> movie_ids;  // column c is movie c + 1, as MovieLens ids
+        for (uint32_t c = 0; c < 120; ++c) movie_ids.push_back(std::to_string(c + 1));
+        for (const LayerConfig& l : net.config().layers) {
+            if (l.kind != LayerKind::kHidden) net.set_feature_names(l.name, movie_ids);
+        }
+        net.save(named_model);
+    }
+    const std::string one_header = dir.file("one-header");
+    fs::create_directories(one_header);
+    testing::write_file(
+        one_header + "/CMakeLists.txt",
+        "cmake_minimum_required(VERSION 3.16)\n"
+        "project(one_header CXX)\n"
+        "find_package(sparsenet REQUIRED)\n"
+        "find_package(Threads REQUIRED)\n"
+        "add_executable(one_header main.cpp)\n"
+        "target_link_libraries(one_header sparsenet::sparsenet Threads::Threads)\n");
+    testing::write_file(one_header + "/main.cpp", R"(#include <sparsenet/sparsenet.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+int main(int argc, char** argv) {
+    const sparsenet::Recommender recommender(argv[1]);
+    std::vector<std::string> answers(4);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < answers.size(); ++t) {
+        threads.emplace_back([&, t] {
+            for (int repeat = 0; repeat < 50; ++repeat) {
+                std::string text;
+                for (const auto& r : recommender.recommend({"50", "100"}, 10).items) {
+                    char line[96];
+                    std::snprintf(line, sizeof line, "%s %u %.9g\n", r.name.c_str(), r.id, r.score);
+                    text += line;
+                }
+                if (repeat > 0 && text != answers[t]) answers[t] = "differs between calls";
+                if (repeat == 0) answers[t] = text;
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& a : answers) {
+        if (a != answers[0]) return std::puts("threads disagree"), 1;
+    }
+    std::fputs(answers[0].c_str(), stdout);
+    return argc > 2 ? 1 : 0;
+}
+)");
+    cmake_build_project(one_header, dir.file("build-one-header"));
+    if (HasFatalFailure()) return;
+    {
+        const std::string answers = dir.file("one-header.txt");
+        sh(q(dir.file("build-one-header/one_header")) + " " + q(named_model) + " > " + q(answers));
+        const Recommender named(named_model);
+        const Recommendations want = named.recommend({"50", "100"}, 10);
+        ASSERT_EQ(want.items.size(), 10u);
+        std::string expected;
+        for (const Recommendation& r : want.items) {
+            EXPECT_NE(r.name, "50");
+            EXPECT_NE(r.name, "100");
+            EXPECT_EQ(r.name, std::to_string(r.id + 1));
+            char line[96];
+            std::snprintf(line, sizeof line, "%s %u %.9g\n", r.name.c_str(), r.id, r.score);
+            expected += line;
+        }
+        EXPECT_EQ(testing::read_file(answers), expected);
     }
 
     // The static builds need nothing of the package at run time.

@@ -18,6 +18,17 @@ TEST(PublicHeaders, EachCompilesAloneWithTheStandardLibraryOnly) {
     }
 }
 
+// <sparsenet/sparsenet.h> alone is the whole public API: it includes every other public header.
+TEST(PublicHeaders, SparsenetHIncludesEveryPublicHeader) {
+    const std::string include = std::string(SPARSENET_SOURCE_DIR) + "/include";
+    const std::string umbrella = testing::read_file(include + "/sparsenet/sparsenet.h");
+    for (const std::string& h : testing::public_headers(include)) {
+        if (h == "sparsenet.h") continue;
+        EXPECT_NE(umbrella.find("#include \"sparsenet/" + h + "\""), std::string::npos)
+            << "sparsenet.h does not include " << h;
+    }
+}
+
 // The check itself: a header that reaches a third-party header is reported.
 TEST(PublicHeaders, TheCheckCatchesAThirdPartyInclude) {
     testing::TempDir dir;

@@ -1,0 +1,16 @@
+// The whole public API in one include: #include <sparsenet/sparsenet.h>. Every header below also
+// stands alone (C++17 standard library only); docs/library.md says what each one is for.
+#pragma once
+
+#include "sparsenet/config.h"       // NetworkConfig: DSSTNE's JSON network language
+#include "sparsenet/convert.h"      // text interactions -> Dataset; LabelIndex
+#include "sparsenet/dataset.h"      // Dataset (sparse CSR), netCDF read/write, generate
+#include "sparsenet/error.h"        // sparsenet::Error, the one exception type
+#include "sparsenet/index_file.h"   // DSSTNE index files ('label<TAB>index')
+#include "sparsenet/metrics.h"      // Recall, NDCG, ... at several K
+#include "sparsenet/network.h"      // Network: create, load, save
+#include "sparsenet/optimizer.h"    // optimizers and their settings
+#include "sparsenet/predictor.h"    // batch inference and top-K with exclusions
+#include "sparsenet/recommender.h"  // Recommender: the thread-safe serving API
+#include "sparsenet/split.h"        // train / validation / test splits
+#include "sparsenet/trainer.h"      // Trainer: epochs, callbacks, checkpoints
