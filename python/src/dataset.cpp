@@ -212,6 +212,7 @@ nb::dict report_dict(const RankingReport& r) {
         for (const std::string& name : metric_names()) {
             d[(name + "@" + std::to_string(m.k)).c_str()] = metric_value(m, name);
         }
+        d[("covered_items@" + std::to_string(m.k)).c_str()] = m.covered_items;
     }
     return d;
 }
