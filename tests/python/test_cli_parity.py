@@ -97,3 +97,26 @@ def test_evaluate_matches_the_cli(data, cli_model, train, heldout, tmp_path):
     ids, scores = net.predict(train, k=20)
     ours = sparsenet.evaluate(ids, scores, heldout, k=20)
     assert ours == cli["recs"]  # every metric, exactly
+
+
+def test_recommender_agrees_with_predict(cli_model, train, tmp_path):
+    x = train.to_scipy()
+    net = sparsenet.Network.load(cli_model, device="cpu", threads=THREADS)
+    ids, scores = net.predict(x[:20], k=10)
+    names = [f"item{i}" for i in range(train.cols)]
+    sparsenet.write_index(tmp_path / "items.index", names)
+    rec = sparsenet.Recommender(cli_model, features_index=tmp_path / "items.index",
+                                device="cpu")
+    assert rec.has_names and rec.output_items == train.cols
+    assert rec.id_of("item7") == 7 and rec.name_of(7) == "item7"
+    for r in range(20):
+        got = rec.recommend([names[i] for i in x[[r], :].indices], k=10)
+        np.testing.assert_array_equal(got.ids, ids[r])
+        np.testing.assert_allclose(got.scores, scores[r], rtol=1e-5)
+        assert got.names == [names[i] for i in ids[r]]
+    # allow / deny lists, by name or id
+    first = rec.recommend([0, 1], k=3)
+    denied = rec.recommend([0, 1], k=3, deny=[int(first.ids[0])])
+    assert int(first.ids[0]) not in denied.ids
+    allowed = rec.recommend({0: 1.0, "item1": 2.0}, k=5, allow=["item5", 6])
+    assert sorted(allowed.ids.tolist()) == [5, 6]
