@@ -7,7 +7,8 @@ The work: load the model file, read a 10,000-user input dataset, rank every item
 process, its start included); Python as Network.load + Dataset.load + net.predict + write_recs,
 timed in the running interpreter (a notebook's situation: Python and the package already
 loaded). Runs alternate (CLI, Python, CLI, ...) so that load on the machine hits both alike;
-the two recs files must be identical. A second Python row starts from a scipy matrix already in
+the two recs files must be identical. Reported: wall time (median and min: the machine
+may be shared) and CPU time (user + sys, the CLI's from its rusage), each as Python / CLI. A second Python row starts from a scipy matrix already in
 memory (Dataset.from_scipy + predict + write_recs; the model loaded once).
 
 Data: the first 10,000 users of the Gowalla train split (../shared/data/gowalla) when present,
@@ -23,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,29 +77,43 @@ def main():
                                 threads=a.threads,
                                 widths={"gl_input": x.shape[1], "gl_output": x.shape[1]}).save(model)
 
+    def cpu(who):
+        r = resource.getrusage(who)
+        return r.ru_utime + r.ru_stime
+
+    cpu_times = {"cli": [], "python": [], "python_scipy_model_loaded": []}
+
     def run_cli():
+        c = cpu(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         subprocess.run([cli, "predict", "-n", str(model), "--input", str(users), "-k", str(a.k),
                         "-s", str(work / "cli.recs"), "--threads", str(a.threads),
                         "--device", "cpu"], check=True)
+        cpu_times["cli"].append(cpu(resource.RUSAGE_CHILDREN) - c)
         return time.perf_counter() - t
 
     def run_python():
+        c = cpu(resource.RUSAGE_SELF)
         t = time.perf_counter()
         net = sparsenet.Network.load(model, device="cpu", threads=a.threads)
         ids, scores = net.predict(sparsenet.Dataset.load(users), k=a.k)
         sparsenet.write_recs(work / "py.recs", ids, scores)
+        cpu_times["python"].append(cpu(resource.RUSAGE_SELF) - c)
         return time.perf_counter() - t
 
     loaded = sparsenet.Network.load(model, device="cpu", threads=a.threads)
 
     def run_scipy():
+        c = cpu(resource.RUSAGE_SELF)
         t = time.perf_counter()
         ids, scores = loaded.predict(x, k=a.k)
         sparsenet.write_recs(work / "scipy.recs", ids, scores)
+        cpu_times["python_scipy_model_loaded"].append(cpu(resource.RUSAGE_SELF) - c)
         return time.perf_counter() - t
 
     run_cli(), run_python()  # warm the page cache and both code paths
+    for v in cpu_times.values():
+        v.clear()
     times = {"cli": [], "python": [], "python_scipy_model_loaded": []}
     for _ in range(a.repeats):
         times["cli"].append(run_cli())
@@ -106,22 +122,29 @@ def main():
     same = (work / "cli.recs").read_bytes() == (work / "py.recs").read_bytes() == \
         (work / "scipy.recs").read_bytes()
     med = {k: statistics.median(v) for k, v in times.items()}
+    best = {k: min(v) for k, v in times.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu_times.items()}
     result = {
         "benchmark": "python-predict", "date": datetime.date.today().isoformat(),
         "machine": platform.node(), "cpu": cpu_model(), "threads": a.threads,
         "users": x.shape[0], "items": x.shape[1], "nnz": int(x.nnz), "k": a.k, "data": source,
         "model": "configs/protocol-a.json, initial weights", "repeats": a.repeats,
-        "seconds": times, "median_seconds": med,
-        "python_over_cli": med["python"] / med["cli"],
+        "seconds": times, "median_seconds": med, "min_seconds": best,
+        "cpu_seconds": cpu_times, "median_cpu_seconds": cpu_med,
+        "python_over_cli": {"median_wall": med["python"] / med["cli"],
+                            "min_wall": best["python"] / best["cli"],
+                            "median_cpu": cpu_med["python"] / cpu_med["cli"]},
         "recs_files_identical": same,
     }
     out = Path(a.out) if a.out else ROOT / "benchmarks" / "results" / (
         f"{result['date']}-{platform.node() or 'machine'}-python-predict.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     for k, v in med.items():
-        print(f"{k:28s} median {v:7.3f} s  (runs: {', '.join(f'{t:.3f}' for t in times[k])})")
-    print(f"Python / CLI: {result['python_over_cli']:.3f}; recs files identical: {same}; "
-          f"wrote {out}")
+        print(f"{k:28s} wall median {v:7.3f} s, min {best[k]:7.3f} s, cpu median "
+              f"{cpu_med[k]:7.3f} s  (wall runs: {', '.join(f'{t:.3f}' for t in times[k])})")
+    r = result["python_over_cli"]
+    print(f"Python / CLI: wall median {r['median_wall']:.3f}, wall min {r['min_wall']:.3f}, "
+          f"cpu median {r['median_cpu']:.3f}; recs files identical: {same}; wrote {out}")
     for f in work.iterdir():
         f.unlink()
     work.rmdir()
