@@ -21,6 +21,7 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	JOBS=$(JOBS) tests/python/run.sh $(BUILD_DIR)
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
 

@@ -1,0 +1,83 @@
+"""Recommender: the serving API (a model file, top-K queries from many threads at once)."""
+
+from __future__ import annotations
+
+import os
+from typing import List, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from ._dataset import PathLike
+
+Item = Union[str, int, tuple]  # a name, an id, or (name or id, weight)
+Items = Union[Sequence[Item], dict]
+
+
+class Recommendations(NamedTuple):
+    """One query's answer: ``ids`` (uint32) and ``scores`` (float32) best first (ties: lower id
+    first), ``names`` from the features index (empty strings without one), and ``unknown``:
+    the items skipped because of ``ignore_unknown``."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+    names: List[str]
+    unknown: List[str]
+
+
+class Recommender:
+    """``sparsenet::Recommender``: loads a model once and answers top-K queries. Thread-safe,
+    and every call releases the GIL, so Python threads query it in parallel.
+
+    ``features_index``: a DSSTNE index file to query and answer with item names. ``device``:
+    ``auto`` (a GPU when the library has CUDA and one is present), ``cpu`` or ``cuda[:N]``.
+    ``threads_per_call``, ``max_concurrent_calls``, ``max_batch``, ``fp16_screening``: see
+    docs/library.md ("Serving").
+    """
+
+    def __init__(self, path: PathLike, *, features_index: Optional[PathLike] = None,
+                 device: str = "auto", output_layer: Optional[str] = None,
+                 threads_per_call: int = 1, max_concurrent_calls: int = 0,
+                 max_batch: int = 256, fp16_screening: bool = False):
+        self._native = _core.Recommender(
+            os.fspath(path), os.fspath(features_index) if features_index else "", device,
+            output_layer or "", threads_per_call, max_concurrent_calls, max_batch,
+            fp16_screening)
+
+    def recommend(self, items: Items, k: int = 10, *, exclude_inputs: bool = True,
+                  allow: Optional[Items] = None, deny: Optional[Items] = None,
+                  ignore_unknown: bool = False) -> Recommendations:
+        """Top-``k`` for a user who has ``items``: names (str), ids (int), (item, weight) pairs
+        or a {item: weight} dict. ``allow``: recommend only these; ``deny``: never these;
+        ``exclude_inputs``: never the query's own items. An unknown item raises
+        :class:`sparsenet.DataError` listing every one, unless ``ignore_unknown``."""
+        return Recommendations(*self._native.recommend(items, k, exclude_inputs, allow, deny,
+                                                       ignore_unknown))
+
+    def recommend_batch(self, queries: Sequence[Items], k: int = 10, *,
+                        exclude_inputs: bool = True, allow: Optional[Items] = None,
+                        deny: Optional[Items] = None,
+                        ignore_unknown: bool = False) -> List[Recommendations]:
+        """One :class:`Recommendations` per query (shared forward passes of up to max_batch
+        rows; each as :meth:`recommend` ranks it up to rounding)."""
+        return [Recommendations(*r) for r in self._native.recommend_batch(
+            queries, k, exclude_inputs, allow, deny, ignore_unknown)]
+
+    input_items = property(lambda self: self._native.input_items,
+                           doc="Width of the Input layer (valid query ids 0 .. n-1).")
+    output_items = property(lambda self: self._native.output_items,
+                            doc="Width of the ranked layer (valid result ids).")
+    has_names = property(lambda self: self._native.has_names,
+                         doc="Whether a features index was given.")
+
+    def id_of(self, name: str) -> int:
+        return self._native.id_of(name)
+
+    def name_of(self, item_id: int) -> str:
+        return self._native.name_of(item_id)
+
+    def __repr__(self) -> str:
+        return f"Recommender({self.input_items} -> {self.output_items} items)"
+
+
+__all__ = ["Recommender", "Recommendations"]
