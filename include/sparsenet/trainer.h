@@ -53,7 +53,11 @@ struct TrainOptions {
     // DSSTNE's Decay (>= 0): step t uses learning rate alpha / (1 + decay * (t - 1)), t counting
     // every optimizer step of the network's current optimizer state. Default: the config's Decay.
     std::optional<float> decay;
-    std::function<void(const BatchProgress&)> on_batch;  // called after every batch
+    // Called after every batch, in order. On the CPU right after it; on a device backend the
+    // loss and the numerical guard stay on the device and the host looks every 16 batches
+    // (SPARSENET_SYNC_EVERY_BATCHES=N changes it; 1 restores per-batch calls), at the epoch's end
+    // and before a checkpoint, so calls come in bursts that end at most 16 batches late.
+    std::function<void(const BatchProgress&)> on_batch;
     std::function<void(const EpochStats&)> on_epoch;     // after every complete epoch
     // Early stopping: called by fit() after every complete epoch (after on_epoch); true ends
     // fit() there. E.g. stop when a validation metric computed in on_epoch stops improving.

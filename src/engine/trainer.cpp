@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <tuple>
@@ -59,12 +60,14 @@ std::string exact(double v) {
     return buf;
 }
 
-size_t count_nonfinite(const DeviceArray<float>& a, size_t n) {
+// The values of a[0, n) that are NaN, infinite, or (with a limit) larger than it in magnitude.
+size_t count_nonfinite(const DeviceArray<float>& a, size_t n,
+                       float limit = std::numeric_limits<float>::infinity()) {
     if (n == 0) return 0;
     std::vector<float> host(n);
     a.download(host.data(), n);
-    return size_t(
-        std::count_if(host.begin(), host.end(), [](float v) { return !std::isfinite(v); }));
+    return size_t(std::count_if(host.begin(), host.end(),
+                                [&](float v) { return !std::isfinite(v) || std::fabs(v) > limit; }));
 }
 
 }  // namespace
@@ -351,34 +354,60 @@ struct Trainer::Impl {
         return Json::writeString(w, v);
     }
 
-    // Collective, after a non-finite loss: the first layer in forward order whose incoming
-    // weights, bias or activations of the last `batch` rows hold a NaN or an infinity.
+    // Collective, after a non-finite loss or gradient: the first layer in forward order whose
+    // incoming weights, bias or activations of the last `batch` rows hold a NaN or an infinity;
+    // failing that, the first whose gradients do (for the bias gradient, also values so large
+    // that the guard's sum of squares overflows: with learning rate 1e30 the parameters and
+    // activations can stay finite while only that sum overflows, and without this pass the
+    // message named no layer).
     std::string locate_nonfinite(size_t batch) const {
         const uint32_t none = UINT32_MAX;
-        uint32_t code = none;  // order position * 3 + (0 weights, 1 bias, 2 activations)
+        const uint32_t per_pass = uint32_t(net.order.size() * 3);
+        // pass * per_pass + order position * 3 + what: pass 0 (0 weights, 1 bias, 2 activations),
+        // pass 1 (0 weight gradient, 1 bias gradient); the job-wide minimum is the first.
+        uint32_t code = none;
         std::string detail;
-        for (size_t k = 0; k < net.order.size() && code == none; ++k) {
-            const engine::Layer& layer = net.layers[net.order[k]];
-            if (layer.is_input()) continue;
-            for (int wi : layer.in_weights) {
-                const engine::Weight& w = net.weights[net.weights[wi].owner];
-                const size_t bad = count_nonfinite(w.w, w.w.size());
-                if (bad > 0 && code == none) {
-                    code = uint32_t(k * 3);
-                    detail = std::to_string(bad) + " of this rank's " + std::to_string(w.w.size()) +
-                             " values of " + net.weight_name(w);
+        const auto of = [](size_t bad, size_t n) {
+            return std::to_string(bad) + " of this rank's " + std::to_string(n) + " values";
+        };
+        for (uint32_t pass = 0; pass < 2 && code == none; ++pass) {
+            for (size_t k = 0; k < net.order.size() && code == none; ++k) {
+                const engine::Layer& layer = net.layers[net.order[k]];
+                if (layer.is_input()) continue;
+                const uint32_t at = pass * per_pass + uint32_t(k * 3);
+                for (int wi : layer.in_weights) {
+                    const engine::Weight& w = net.weights[net.weights[wi].owner];
+                    const DeviceArray<float>& a = pass == 0 ? w.w : w.grad;
+                    if (pass == 1 && !w.dense_grad) continue;  // row-sparse: not kept per batch
+                    if (const size_t bad = count_nonfinite(a, a.size()); bad > 0) {
+                        code = at;
+                        detail = of(bad, a.size()) + " of " + net.weight_name(w);
+                        break;
+                    }
                 }
-            }
-            if (code != none) break;
-            if (const size_t bad = count_nonfinite(layer.bias, layer.n_local); bad > 0) {
-                code = uint32_t(k * 3 + 1);
-                detail = std::to_string(bad) + " of this rank's " + std::to_string(layer.n_local) +
-                         " values";
-            } else if (const size_t n = std::min(layer.act.size(), batch * layer.n_local);
-                       count_nonfinite(layer.act, n) > 0) {
-                code = uint32_t(k * 3 + 2);
-                detail = std::to_string(count_nonfinite(layer.act, n)) + " of this rank's " +
-                         std::to_string(n);
+                if (code != none) break;
+                if (pass == 0) {
+                    if (const size_t bad = count_nonfinite(layer.bias, layer.n_local); bad > 0) {
+                        code = at + 1;
+                        detail = of(bad, layer.n_local);
+                    } else if (const size_t n = std::min(layer.act.size(), batch * layer.n_local);
+                               count_nonfinite(layer.act, n) > 0) {
+                        code = at + 2;
+                        detail = of(count_nonfinite(layer.act, n), n);
+                    }
+                } else if (layer.reaches_output && layer.n_local > 0) {
+                    // Some value exceeds sqrt(FLT_MAX / n) whenever the guard's float sum of
+                    // squares overflowed.
+                    const float limit =
+                        std::sqrt(std::numeric_limits<float>::max() / float(layer.n_local));
+                    const size_t bad = count_nonfinite(layer.bias_grad, layer.n_local, limit);
+                    if (bad > 0) {
+                        code = at + 1;
+                        detail = of(bad, layer.n_local) +
+                                 " are non-finite or so large that the sum of their squares "
+                                 "overflows";
+                    }
+                }
             }
         }
         uint32_t first = code;
@@ -389,13 +418,16 @@ struct Trainer::Impl {
             buf.download(&first, 1);
         }
         if (first == none) {
-            return "no parameter or activation is non-finite (the loss or the gradients "
-                   "overflowed)";
+            return "no parameter, activation or gradient is non-finite (the loss overflowed)";
         }
-        const engine::Layer& layer = net.layers[net.order[first / 3]];
+        const bool gradients = first >= per_pass;
+        const engine::Layer& layer = net.layers[net.order[(first % per_pass) / 3]];
         const char* what[] = {"the weights into", "the bias of", "the activations of"};
-        std::string text = std::string("the first non-finite values are in ") + what[first % 3] +
-                           " layer '" + layer.config.name + "'";
+        const char* what_grad[] = {"the gradient of the weights into",
+                                   "the bias gradient of"};
+        std::string text = std::string("the first non-finite values are in ") +
+                           (gradients ? what_grad[first % 3] : what[first % 3]) + " layer '" +
+                           layer.config.name + "'";
         if (first == code) text += " (" + detail + ")";
         return text;
     }
