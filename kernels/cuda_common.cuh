@@ -4,7 +4,6 @@
 // Determinism: every reduction here combines values in a fixed pattern that depends only on the
 // block size (warp shuffles down, then the warp totals in warp order), never on timing, so a
 // kernel that uses them gives bit-identical results on every run with the same shapes.
-// Compiles for sm_90 (and sm_80); untested on GPU.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,8 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/backend.h"
-#include "backend/cuda/cuda_kernels.h"
+#include "cuda_kernels.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::cuda {

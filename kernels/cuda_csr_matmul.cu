@@ -28,7 +28,6 @@
 // multiply-adds; overwrite semantics. Deterministic (no atomics). The CPU adds four entries per
 // pass without FMA, so results differ in rounding only: within 1e-5 of the sum of |terms|.
 // A column id >= in is skipped and reported (Error(kInternal) at the next synchronisation).
-// Compiles for sm_90; untested on GPU.
 #include "cuda_common.cuh"
 #include "formulas/rng.h"
 

@@ -15,7 +15,6 @@
 //    the device's transcendental functions (a few ulp) and fused multiply-adds: within 1e-5
 //    relative (tests/backend/cuda_parity_test.cpp).
 //  * Dropout masks: formulas::keep_unit(seed, example, col_offset + c, p), the CPU's hash.
-// Compiles for sm_90; untested on GPU.
 #include "cuda_common.cuh"
 #include "formulas/activation.h"
 #include "formulas/dropout.h"

@@ -18,7 +18,7 @@
 // touched-rows pass. Every element is updated by exactly one thread with the shared formula:
 // bit-identical on every run; against the CPU, within 1e-5 relative per step (FMA contraction and
 // the device sqrt/division are the only differences). Row ids >= rows and *count > capacity are
-// reported (Error(kInternal) at the next synchronisation). Compiles for sm_90; untested on GPU.
+// reported (Error(kInternal) at the next synchronisation).
 #include "cuda_common.cuh"
 #include "formulas/optimizer.h"
 

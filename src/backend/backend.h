@@ -15,112 +15,15 @@
 #include <memory>
 #include <string>
 
-#include "backend/device_choice.h"
 #include "backend/out_of_memory.h"
 #include "formulas/activation.h"
-#include "formulas/dropout.h"
 #include "formulas/loss.h"
 #include "formulas/optimizer.h"
 #include "sparsenet/config.h"
+#include "sparsenet/device_choice.h"
+#include "views.h"  // kernels/views.h: the view types the kernels share
 
 namespace sparsenet {
-
-struct MatrixView {  // [rows, cols], row-major, leading dimension ld >= cols
-    float* data = nullptr;
-    size_t rows = 0;
-    size_t cols = 0;
-    size_t ld = 0;
-    float* row(size_t r) const { return data + r * ld; }
-};
-
-struct ConstMatrixView {
-    const float* data = nullptr;
-    size_t rows = 0;
-    size_t cols = 0;
-    size_t ld = 0;
-    ConstMatrixView() = default;
-    ConstMatrixView(const float* d, size_t r, size_t c, size_t l)
-        : data(d), rows(r), cols(c), ld(l) {}
-    ConstMatrixView(const MatrixView& m) : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld) {}
-    const float* row(size_t r) const { return data + r * ld; }
-};
-
-// The examples of one batch: batch row r is dataset row rows[r], or first_row + r when rows is
-// null. Only this index list moves per batch; examples stay where the dataset was uploaded.
-struct BatchRows {
-    const uint32_t* rows = nullptr;  // [batch] backend memory, or nullptr
-    uint64_t first_row = 0;
-    size_t batch = 0;
-};
-
-// A batch of rows of a resident CSR matrix.
-struct CsrBatchView {
-    const uint64_t* offsets = nullptr;  // [matrix rows + 1]
-    const uint32_t* indices = nullptr;  // [nnz], local column ids < cols
-    const float* values = nullptr;      // [nnz], or nullptr: every stored entry is 1
-    // [matrix rows] per-example weights (DSSTNE's dataWeight), or nullptr: every weight is 1.
-    // Only output_delta reads them (the weight of a target row scales its loss and delta).
-    const float* weights = nullptr;
-    // [matrix rows] the sum of the stored values of each row over all columns of the full row,
-    // when this view holds only a column band of it (model parallelism); nullptr: the stored
-    // entries of this view are the whole row. Only the multinomial CrossEntropy path of
-    // output_delta reads it (its target sum, a * sum(t) - t, needs the whole row's sum).
-    const float* row_totals = nullptr;
-    BatchRows batch;
-    uint32_t cols = 0;        // local width
-    uint32_t col_offset = 0;  // global column of local column 0
-};
-
-// Drop each stored input entry with probability p (inverted: survivors scaled by 1/(1-p)).
-struct SparseNoise {
-    float p = 0.0f;
-    uint64_t seed = 0;
-};
-
-// A dropout mask over a [batch, cols] block of one layer: unit (r, c) is kept iff
-// keep_unit(params.seed, example(r), col_offset + c, params.p); kept and dropped units map as
-// formulas/dropout.h says (inverted dropout, or alpha dropout for ELU/SELU layers).
-struct DropoutMask {
-    formulas::DropoutParams params;
-    BatchRows rows;
-    uint32_t col_offset = 0;  // global column of local column 0
-};
-
-// Gradient of a weight matrix restricted to the rows a sparse batch touched.
-// rows[0..*count) are sorted, unique row ids; values is [capacity, cols] with row i holding
-// the gradient of W row rows[i]. count lives in backend memory (no host sync needed).
-struct SparseRowGrad {
-    uint32_t* rows = nullptr;   // [capacity]
-    uint32_t* count = nullptr;  // [1]
-    float* values = nullptr;    // [capacity, cols], ld = cols
-    size_t capacity = 0;
-    size_t cols = 0;
-};
-
-enum class Op {
-    kCsrMatmul,
-    kCsrWeightGrad,
-    kGemm,
-    kBiasActivationForward,
-    kActivationBackward,
-    kColumnSum,
-    kDropout,
-    kOutputDelta,
-    kOptimizerStep,
-    kOptimizerStepRows,
-    kTopK,
-    kSparsenessPenalty,
-    kNormalizeRows,
-    kNormalizeColumns,
-    kAddMatrix,
-    kScatterRows,
-    kRowMax,
-    kExpRows,
-    kDivideRows,
-    kRowSumSquares,
-    kClipRows,
-};
-const char* to_string(Op op);
 
 class Backend {
   public:
@@ -285,7 +188,7 @@ class Backend {
 // threads: 0 = all cores (CPU backend).
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads = 0);
 
-// make_backend("auto") reports its choice: backend/device_choice.h.
+// make_backend("auto") reports its choice: sparsenet/device_choice.h.
 
 // RAII array in backend memory.
 template <typename T>

@@ -8,7 +8,7 @@
 // libnccl.so.2 is loaded with dlopen at first use, never linked, as cuBLAS is (see
 // src/backend/cuda/cuda_backend.cpp): linking it would map its 200 MB into every process that
 // links libsparsenet, CPU-only ones included. Only compiled in builds with CUDA where nccl.h was
-// found (SPARSENET_WITH_NCCL). Compiles; untested on a GPU (the builder has none).
+// found (SPARSENET_WITH_NCCL).
 #pragma once
 
 #include <memory>

@@ -11,7 +11,7 @@
 #include "support/test_support.h"
 
 #ifdef SPARSENET_TEST_WITH_CUDA
-#include "backend/cuda/cuda_kernels.h"
+#include "cuda_kernels.h"
 
 namespace sparsenet {
 namespace {

@@ -1,6 +1,6 @@
 // The CUDA backend: lifetime, memory, transfers, cuBLAS GEMM, the device registry, and the op
 // entry points (shape checks with the CPU backend's messages, then the launchers of
-// kernels/cuda_*.cu). See cuda_backend.h for the execution model. Compiles; untested on GPU.
+// kernels/cuda_*.cu). See cuda_backend.h for the execution model.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>

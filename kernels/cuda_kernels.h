@@ -8,8 +8,7 @@
 // check_launch for how a fault of an earlier kernel is told apart from this launch's). Errors
 // that only the device can see (a column id out of range, a gradient capacity too small) are
 // recorded in the DeviceStatus block by the kernel that finds them and thrown as Error(kInternal)
-// by the next host synchronisation (CudaBackend::synchronize or download). Compiles, untested on
-// GPU.
+// by the next host synchronisation (CudaBackend::synchronize or download).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,7 +17,11 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/backend.h"
+#include "formulas/activation.h"
+#include "formulas/loss.h"
+#include "formulas/optimizer.h"
+#include "sparsenet/optimizer.h"
+#include "views.h"
 
 namespace sparsenet::cuda {
 
