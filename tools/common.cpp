@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <mpi.h>
 #include <omp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -9,9 +10,9 @@
 #include <filesystem>
 #include <new>
 
-#include "backend/out_of_memory.h"
-#include "comm/communicator.h"
 #include "sparsenet/error.h"
+#include "sparsenet/job.h"
+#include "sparsenet/resources.h"
 
 namespace sparsenet::cli {
 
@@ -26,6 +27,23 @@ std::string host_out_of_memory_message() {
     }
     return m + "; " + kOutOfMemoryAdvice;
 }
+
+namespace {
+
+// Ends every rank of the job after an error on this one: MPI_Abort when MPI is initialised, so
+// the other ranks never wait in a collective for this one (a rank that returned from main would
+// leave them waiting); without MPI, a non-zero exit makes mpirun end the others. The CLI's
+// decision, not the library's: the library throws and never ends the process.
+[[noreturn]] void abort_job(int code) {
+    std::fflush(nullptr);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+}
+
+}  // namespace
 
 int run_command(const std::string& command, const std::function<int()>& body) {
     int code = 0;

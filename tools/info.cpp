@@ -12,10 +12,10 @@
 
 #include "args.h"
 #include "common.h"
-#include "io/model_file.h"
 #include "sparsenet/config.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
+#include "sparsenet/model_info.h"
 
 namespace sparsenet::cli {
 namespace {
@@ -79,7 +79,7 @@ Json::Value dataset_info(const Dataset& d) {
     return v;
 }
 
-Json::Value model_info(const io::ModelFile& model) {
+Json::Value model_info(const ModelInfo& model) {
     const NetworkConfig& config = model.config;
     Json::Value v;
     v["name"] = config.name;
@@ -97,36 +97,35 @@ Json::Value model_info(const io::ModelFile& model) {
         if (l.normalize_l2 > 0.0f) layer["normalize_l2"] = l.normalize_l2;
         v["layers"].append(layer);
     }
-    uint64_t parameters = 0;
     v["weights"] = Json::Value(Json::arrayValue);
-    for (const io::ModelWeight& w : model.weights) {
+    for (const ModelInfo::Weight& w : model.weights) {
         Json::Value weight;
-        weight["from"] = w.input_layer;
-        weight["to"] = w.output_layer;
+        weight["from"] = w.from;
+        weight["to"] = w.to;
         weight["rows"] = Json::UInt64(w.rows);
         weight["cols"] = Json::UInt64(w.cols);
         if (w.shared) {  // uses another edge's matrix: no parameters of its own
             Json::Value shares;
-            shares["from"] = w.source_input_layer;
-            shares["to"] = w.source_output_layer;
+            shares["from"] = w.shares_from;
+            shares["to"] = w.shares_to;
             shares["transposed"] = w.transposed;
             weight["shares"] = shares;
-        } else {
-            parameters += w.rows * w.cols;
         }
         v["weights"].append(weight);
     }
     v["biases"] = Json::Value(Json::arrayValue);
-    for (const io::ModelBias& b : model.biases) {
+    for (const ModelInfo::Bias& b : model.biases) {
         Json::Value bias;
         bias["layer"] = b.layer;
-        bias["size"] = Json::UInt64(b.values.size());
+        bias["size"] = Json::UInt64(b.units);
         v["biases"].append(bias);
-        parameters += b.values.size();
     }
-    v["parameters"] = Json::UInt64(parameters);
-    if (model.training) {  // a checkpoint (train --checkpoint): where training stands
-        const io::ModelTrainingState& t = *model.training;
+    v["parameters"] = Json::UInt64(model.parameters);
+    for (const auto& [layer, count] : model.feature_names) {  // names the Recommender resolves
+        v["feature_names"][layer] = Json::UInt64(count);
+    }
+    if (model.checkpoint) {  // a checkpoint (train --checkpoint): where training stands
+        const ModelInfo::Checkpoint& t = *model.checkpoint;
         Json::Value c;
         c["epochs_complete"] = t.epochs_complete;
         c["batches_done"] = Json::UInt64(t.batches_done);
@@ -145,9 +144,9 @@ Json::Value model_info(const io::ModelFile& model) {
 Json::Value file_info(const std::string& path) {
     Json::Value v;
     v["path"] = path;
-    if (io::is_model_file(path)) {
+    if (is_model_file(path)) {
         v["type"] = "model";
-        v["model"] = model_info(io::read_model(path));
+        v["model"] = model_info(read_model_info(path));
     } else {
         v["type"] = "datasets";
         v["datasets"] = Json::Value(Json::arrayValue);

@@ -8,9 +8,9 @@
 #include <new>
 #include <string>
 
-#include "backend/device_choice.h"
-#include "comm/communicator.h"
 #include "common.h"
+#include "sparsenet/device_choice.h"
+#include "sparsenet/job.h"
 
 namespace sparsenet::cli {
 int train_main(int argc, char** argv);

@@ -12,12 +12,12 @@
 
 #include "args.h"
 #include "common.h"
-#include "common/resources.h"
 #include "sparsenet/convert.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
 #include "sparsenet/network.h"
 #include "sparsenet/predictor.h"
+#include "sparsenet/resources.h"
 
 namespace sparsenet::cli {
 namespace {
@@ -422,7 +422,7 @@ int predict_main(int argc, char** argv) {
         const std::string tmp = in_place ? out_path : out_path + ".tmp." + std::to_string(getpid());
         auto fail = [&](const std::string& what) {
             const std::string reason = std::strerror(errno);
-            const std::string hint = io::storage_hint(out_path);
+            const std::string hint = storage_hint(out_path);
             if (out != nullptr) std::fclose(out);
             if (!in_place) std::remove(tmp.c_str());
             throw Error(ErrorCategory::kIo, out_path +
@@ -466,7 +466,7 @@ int predict_main(int argc, char** argv) {
             out = nullptr;
             if (closed != 0) fail("closing " + tmp);
             if (std::rename(tmp.c_str(), out_path.c_str()) != 0) fail("renaming " + tmp + " to it");
-            if (!io::sync_parent_directory(out_path)) {
+            if (!sync_parent_directory(out_path)) {
                 throw Error(ErrorCategory::kIo, out_path +
                                                     ": written, but its directory could not be "
                                                     "flushed to disk (fsync): " +

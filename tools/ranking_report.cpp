@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "common.h"
-#include "common/resources.h"
 #include "sparsenet/error.h"
+#include "sparsenet/resources.h"
 
 namespace sparsenet::cli {
 namespace {
@@ -154,9 +154,9 @@ void write_text_file(const std::string& path, const std::string& text) {
         throw Error(ErrorCategory::kIo, path +
                                             ": write failed (a previous file of that name is "
                                             "left as it was)" +
-                                            io::storage_hint(path));
+                                            storage_hint(path));
     }
-    io::sync_parent_directory(path);  // best effort: the file itself is whole either way
+    sync_parent_directory(path);  // best effort: the file itself is whole either way
 }
 
 }  // namespace sparsenet::cli

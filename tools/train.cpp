@@ -11,11 +11,11 @@
 #include <memory>
 
 #include "args.h"
-#include "comm/communicator.h"
 #include "common.h"
 #include "progress.h"
 #include "sparsenet/config.h"
 #include "sparsenet/error.h"
+#include "sparsenet/job.h"
 #include "sparsenet/network.h"
 #include "sparsenet/trainer.h"
 #include "validation.h"

@@ -1,5 +1,5 @@
-// What make_backend("auto") (backend.h) took and why. Apart from backend.h so that the CLI, which
-// does not see the kernels' headers, can install a reporter.
+// What the "auto" device (Network, Recommender and the CLI's --device auto) took and why: a
+// program that wants the choice on stderr or in its log installs a reporter here.
 #pragma once
 
 #include <string>

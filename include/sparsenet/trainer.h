@@ -58,7 +58,7 @@ struct TrainOptions {
     // (SPARSENET_SYNC_EVERY_BATCHES=N changes it; 1 restores per-batch calls), at the epoch's end
     // and before a checkpoint, so calls come in bursts that end at most 16 batches late.
     std::function<void(const BatchProgress&)> on_batch;
-    std::function<void(const EpochStats&)> on_epoch;     // after every complete epoch
+    std::function<void(const EpochStats&)> on_epoch;  // after every complete epoch
     // Early stopping: called by fit() after every complete epoch (after on_epoch); true ends
     // fit() there. E.g. stop when a validation metric computed in on_epoch stops improving.
     std::function<bool(const EpochStats&)> early_stop;

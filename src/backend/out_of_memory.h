@@ -12,10 +12,6 @@
 
 namespace sparsenet {
 
-// The advice that ends every out-of-memory message (also the CLI's for std::bad_alloc): a smaller
-// --batch, a smaller network, or the network split over more ranks (docs/parallelism.md).
-extern const char* const kOutOfMemoryAdvice;
-
 // The Error(kDevice) of a failed backend allocation. `memory` names the memory ("host memory",
 // "device memory on cuda:0"); the message gives `what`, the size (bytes and human-readable), what
 // the backend already holds (`held` bytes in `buffers` allocations of allocate()), `detail` when

@@ -12,13 +12,16 @@
 // - Counts are elements of `type`; all_gather and reduce_scatter move equal blocks per rank
 //   (callers pad uneven shards to the largest block), as NCCL requires.
 // - Errors (a peer that died, a transport failure) throw sparsenet::Error(kCommunication)
-//   naming the collective; the caller ends the job (see abort()).
+//   naming the collective; the program decides whether to end the job (the CLI calls MPI_Abort:
+//   a rank that returned from main instead would leave the others waiting in a collective).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "sparsenet/job.h"  // launched_with_mpi, job_rank, job_size, job_rank_label
 
 namespace sparsenet {
 
@@ -57,11 +60,6 @@ class Communicator {
     virtual void gather(const void* send, void* recv, size_t count, CommType type, int root) = 0;
 
     virtual void barrier() = 0;
-
-    // Ends every rank of the job now with exit code `code` (MPI_Abort); local: flushes stdout
-    // and stderr, then std::_Exit. Called when one rank fails, so that the others never wait for
-    // it in a collective (returning from main instead would leave them waiting).
-    [[noreturn]] virtual void abort(int code) = 0;
 };
 
 // The process's communicator choice. `kind`: "auto" (MPI when this process was started by an MPI
@@ -72,29 +70,5 @@ class Communicator {
 // initialised on first use (unless the program did) and then finalised at exit; MPI calls come
 // from the thread that initialised it (docs/parallelism.md, "Communicators").
 std::shared_ptr<Communicator> make_communicator(const std::string& kind, Backend& backend);
-
-// True when the environment says an MPI launcher (mpirun, srun) started this process with more
-// than one rank (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_SIZE > 1). Never initialises MPI.
-bool launched_with_mpi();
-
-}  // namespace sparsenet
-
-namespace sparsenet {
-
-// Ends the whole job after an error on this rank: MPI_Abort when MPI is initialised (so the other
-// ranks never wait in a collective for this one), otherwise exits; `code` is the exit code.
-[[noreturn]] void abort_job(int code);
-
-// " (rank R of N)" when an MPI launcher started this process with more than one rank, else "".
-std::string job_rank_label();
-
-}  // namespace sparsenet
-
-namespace sparsenet {
-
-// This process's rank and the job's size as the MPI launcher's environment says (0 and 1
-// without one). Never initialises MPI.
-int job_rank();
-int job_size();
 
 }  // namespace sparsenet

@@ -1,7 +1,6 @@
-// The job-wide exit path of a rank that failed (src/comm/communicator.h).
-#include <mpi.h>
-
-#include <cstdio>
+// Where this process stands in an MPI job, from the launcher's environment
+// (include/sparsenet/job.h). Ending the job after a failure is the program's part
+// (tools/common.cpp).
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
@@ -9,16 +8,6 @@
 #include "comm/communicator.h"
 
 namespace sparsenet {
-
-void abort_job(int code) {
-    std::fflush(nullptr);
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    // mpirun then ends every rank of the job; without MPI, a non-zero exit makes it do the same.
-    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
-    std::_Exit(code);
-}
 
 namespace {
 

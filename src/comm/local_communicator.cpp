@@ -1,9 +1,7 @@
 // The one-rank communicator (local_communicator.h).
 #include "comm/local_communicator.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <iostream>
+#include <string>
 
 #include "backend/backend.h"
 #include "sparsenet/error.h"
@@ -39,13 +37,6 @@ void LocalCommunicator::gather(const void* send, void* recv, size_t count, CommT
                                int root) {
     check_root("gather", root);
     copy(send, recv, count, type);
-}
-
-void LocalCommunicator::abort(int code) {
-    std::cout.flush();
-    std::cerr.flush();
-    std::fflush(nullptr);
-    std::_Exit(code);
 }
 
 }  // namespace sparsenet

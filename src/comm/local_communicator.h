@@ -25,10 +25,6 @@ class LocalCommunicator final : public Communicator {
     void gather(const void* send, void* recv, size_t count, CommType type, int root) override;
     void barrier() override {}
 
-    // Flushes stdout and stderr, then std::_Exit(code): no destructors, no atexit handlers (the
-    // same as MPI_Abort does to the ranks of a job).
-    [[noreturn]] void abort(int code) override;
-
   private:
     void copy(const void* send, void* recv, size_t count, CommType type);
     static void check_root(const char* what, int root);

@@ -235,12 +235,6 @@ void MpiCommunicator::barrier() {
     check(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
-void MpiCommunicator::abort(int code) {
-    std::fflush(nullptr);
-    MPI_Abort(MPI_COMM_WORLD, code);
-    std::_Exit(code);  // MPI_Abort does not return; in case it does
-}
-
 // ---- host memory ----
 
 void MpiCommunicator::all_gather_host(const void* send, void* recv, size_t count, CommType type) {

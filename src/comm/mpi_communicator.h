@@ -84,7 +84,6 @@ class MpiCommunicator final : public Communicator {
     void barrier() override;
 
     // MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job.
-    [[noreturn]] void abort(int code) override;
 
     // This communicator's duplicate of MPI_COMM_WORLD (MPI_ERRORS_RETURN set on it).
     MPI_Comm comm() const { return comm_; }

@@ -1,4 +1,4 @@
-// The NCCL communicator (nccl_communicator.h). Compiles; untested on a GPU.
+// The NCCL communicator (nccl_communicator.h).
 #include "comm/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
@@ -136,7 +136,6 @@ class NcclCommunicator final : public Communicator {
     void broadcast(void* data, size_t count, CommType type, int root) override;
     void gather(const void* send, void* recv, size_t count, CommType type, int root) override;
     void barrier() override;
-    [[noreturn]] void abort(int code) override;
 
   private:
     void check(ncclResult_t result, const char* call) const;
@@ -262,12 +261,6 @@ void NcclCommunicator::gather(const void* send, void* recv, size_t count, CommTy
 void NcclCommunicator::barrier() {
     backend_.synchronize();  // this rank's enqueued collectives and ops are done
     bootstrap_.barrier();
-}
-
-void NcclCommunicator::abort(int code) {
-    std::fflush(nullptr);
-    (void)loaded().api.comm_abort(comm_);
-    bootstrap_.abort(code);
 }
 
 }  // namespace

@@ -37,9 +37,11 @@ bool sync_path(const std::string& path, bool directory) {
     return ok;
 }
 
+}  // namespace io
+
 bool sync_parent_directory(const std::string& path) {
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    return sync_path(parent.empty() ? "." : parent.string(), true) || errno == EINVAL;
+    return io::sync_path(parent.empty() ? "." : parent.string(), true) || errno == EINVAL;
 }
 
 std::string storage_hint(const std::string& path) {
@@ -60,5 +62,4 @@ std::string storage_hint(const std::string& path) {
     return hint;
 }
 
-}  // namespace io
 }  // namespace sparsenet

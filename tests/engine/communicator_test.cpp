@@ -206,13 +206,6 @@ TEST(LocalCommunicator, CopiesAndLeavesReductionsAlone) {
     EXPECT_THROW(local.gather(send.data(), recv.data(), 4, CommType::kFloat64, -1), Error);
 }
 
-TEST(LocalCommunicatorDeathTest, AbortEndsTheProcessWithTheCode) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    auto backend = make_backend("cpu", 1);
-    LocalCommunicator local(*backend);
-    EXPECT_EXIT(local.abort(3), ::testing::ExitedWithCode(3), "");
-}
-
 // Not started by mpirun: "mpi" is MPI's singleton mode, one rank. The library initialises MPI
 // (this process never did) and finalises it at exit.
 TEST(MpiCommunicator, SingletonIsOneRank) {
