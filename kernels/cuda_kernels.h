@@ -1,8 +1,9 @@
 // The seam between the CUDA backend (src/backend/cuda/cuda_backend.cpp, host C++) and its kernels
 // (kernels/cuda_*.cu, one file per op family): the launch context, the deferred-error status
 // block, growable device scratch, and one launcher per op. Launchers check nothing the backend
-// already checked (shapes are validated in cuda_backend.cpp, with the CPU backend's messages);
-// they enqueue work on ctx.stream and return without synchronising.
+// already checked (Backend validates every op's arguments once for all backends, in
+// src/backend/backend_ops.cpp); they enqueue work on ctx.stream and return without
+// synchronising.
 //
 // Errors: a failed launch throws Error(kDevice) naming the kernel and the CUDA error (see
 // check_launch for how a fault of an earlier kernel is told apart from this launch's). Errors

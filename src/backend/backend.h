@@ -30,10 +30,6 @@ class Backend {
     virtual ~Backend() = default;
     virtual std::string name() const = 0;  // "cpu", "cuda:0"
 
-    // Capability query, answered before a run starts. Returns false and says why when this
-    // backend cannot execute `op` with the given activation / loss.
-    virtual bool supports(Op op, Activation act, ErrorFunction loss, std::string* why) const = 0;
-
     // ---- memory (bytes) ----
     virtual void* allocate(size_t bytes,
                            const char* what) = 0;  // throws Error(kDevice) naming what
@@ -45,23 +41,28 @@ class Backend {
     virtual void synchronize() = 0;
 
     // ---- compute ----
+    // Each op checks its arguments, the same checks with the same messages on every backend
+    // (backend.cpp: shapes, leading dimensions, state slots; Error(kInternal) "<op>: <what>"), and
+    // then calls the backend's <op>_impl below. What only the data can show (a row id out of
+    // range, a count over a capacity) is checked by the implementation: the CPU at the call, a
+    // device at its next synchronisation.
     // z = x . w + beta * z.  x: [B, in] CSR batch, w: [in, out], z: [B, out].
-    virtual void csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
-                            MatrixView z, float beta) = 0;
+    void csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
+                    float beta);
 
     // grad.values[i, :] = alpha * sum over batch rows b that store row id rows[i] of
     // x[b, rows[i]] * dz[b, :]   (overwrite; deterministic: fixed summation order).
     // x: [B, in], dz: [B, out]; grad.capacity >= min(in, nnz of the batch).
-    virtual void csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
-                                 float alpha, const SparseRowGrad& grad) = 0;
+    void csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
+                         const SparseRowGrad& grad);
 
     // c = alpha * op(a) . op(b) + beta * c, op(m) = m or m^T.
-    virtual void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
-                      float beta, MatrixView c) = 0;
+    void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+              float beta, MatrixView c);
 
     // In place: z := f(z + bias) row by row. bias: [cols] or nullptr. SoftMax is row-wise.
-    virtual void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
-                                         MatrixView z) = 0;
+    void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+                                 MatrixView z);
 
     // In place: d := dL/dz from d = dL/da for element-wise activations (SoftMax is not accepted
     // here: its Jacobian is applied by output_delta).
@@ -69,16 +70,16 @@ class Backend {
     //  * mask != nullptr: a holds the activations after that dropout (as forward left them) and
     //    d the gradient with respect to them. Kept units: d := d * scale * f'(x) with
     //    x = dropout_input(a) the activation before dropout; dropped units: d := 0.
-    virtual void activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
-                                     const DropoutMask* mask, MatrixView d) = 0;
+    void activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+                             const DropoutMask* mask, MatrixView d);
 
     // out[c] = alpha * sum_r m[r, c] + beta * out[c].
-    virtual void column_sum(ConstMatrixView m, float alpha, float beta, float* out) = 0;
+    void column_sum(ConstMatrixView m, float alpha, float beta, float* out);
 
     // In place dropout: m[r, c] := kept ? scale * m[r, c] + shift : dropped (mask.params; with
     // inverted dropout m / (1 - p) or 0). mask.params.p <= 0 does nothing. The mask depends only
     // on (seed, example, global column), so activation_backward with the same mask sees it.
-    virtual void dropout(const DropoutMask& mask, MatrixView m) = 0;
+    void dropout(const DropoutMask& mask, MatrixView m);
 
     // delta := scale * w_b * dL/dz for an output layer with activation act and sparse targets
     // (never densified: a zero-target pass over [B, n] plus a correction at stored entries;
@@ -93,10 +94,9 @@ class Backend {
     // A row breaking that is Error(kInternal) naming the row and column (the CPU at the call,
     // writing nothing; a device at its next synchronisation); datasets never reach it so, since
     // Dataset::validate, the netCDF reader and the trainer refuse repeated columns.
-    virtual void output_delta(const formulas::LossParams& loss,
-                              const formulas::ActivationParams& act, ConstMatrixView a,
-                              const CsrBatchView& target, float scale, MatrixView delta,
-                              double* loss_sum) = 0;
+    void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                      ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
+                      double* loss_sum);
 
     // Sparseness penalty of a hidden layer (formulas/regularizer.h): rho_j = mean over the rows
     // of a[:, j], clamped; delta[r, j] += scale * beta * KL'(p, rho_j) for every row (0 where
@@ -104,15 +104,15 @@ class Backend {
     // (delta.data == nullptr: loss only). If loss_sum is not null, *loss_sum += rows * beta * sum_j
     // KL(p, rho_j) (the penalty counted once per example, like the losses). Means and sums in
     // double, in a fixed order. a, delta: [B, n].
-    virtual void sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
-                                    MatrixView delta, double* loss_sum) = 0;
+    void sparseness_penalty(float p, float beta, ConstMatrixView a, float scale, MatrixView delta,
+                            double* loss_sum);
 
     // DeltaNorm: every row of m whose L2 norm exceeds max_norm is scaled to norm max_norm.
-    virtual void normalize_rows(float max_norm, MatrixView m) = 0;
+    void normalize_rows(float max_norm, MatrixView m);
 
     // WeightNorm: every column of w (a unit's incoming weights) whose L2 norm exceeds max_norm is
     // scaled to norm max_norm. Norms are summed in double over the rows in order.
-    virtual void normalize_columns(float max_norm, MatrixView w) = 0;
+    void normalize_columns(float max_norm, MatrixView w);
 
     // ---- row statistics of a layer split by columns (model parallelism) ----
     // Each rank holds a column band [B, n_p] of the layer; a row-wise op becomes: a local
@@ -127,7 +127,7 @@ class Backend {
     // "v > max ? v : max", as the SoftMax's own max shift): a row with no non-NaN entry (cols ==
     // 0, or every entry NaN) gives -inf. (A NaN still poisons the SoftMax: exp_rows turns it
     // into NaN and so the row's sum.)
-    virtual void row_max(ConstMatrixView m, float* out) = 0;
+    void row_max(ConstMatrixView m, float* out);
 
     // In place: m[r, j] := exp(m[r, j] - shift[r]) (float exp, the SoftMax's formula), and
     // row_sum[r] = sum over j of the new m[r, j], accumulated in double, stored as float (0 for
@@ -135,15 +135,15 @@ class Backend {
     // all-reduced row_sum, this is bias_activation_forward's SoftMax (no bias) of the whole
     // row; one rank: the same within 4 ulps (division by the float sum instead of a
     // multiplication by the float reciprocal of the double sum; the exp values are identical).
-    virtual void exp_rows(const float* shift, MatrixView m, float* row_sum) = 0;
+    void exp_rows(const float* shift, MatrixView m, float* row_sum);
 
     // In place: m[r, j] := m[r, j] / divisor[r] (IEEE division: a zero divisor gives +-inf or
     // NaN).
-    virtual void divide_rows(const float* divisor, MatrixView m) = 0;
+    void divide_rows(const float* divisor, MatrixView m);
 
     // out[r] = sum over j of m[r, j]^2, accumulated in double, stored as float (0 for an empty
     // row).
-    virtual void row_sum_squares(ConstMatrixView m, float* out) = 0;
+    void row_sum_squares(ConstMatrixView m, float* out);
 
     // DeltaNorm with the squared row norms given: every row r with sq_norm[r] > max_norm^2
     // (compared in double) is scaled by float(max_norm / sqrt(sq_norm[r])) (in double); other
@@ -151,37 +151,74 @@ class Backend {
     // m this is normalize_rows within 4 ulps (the factor comes from the float-rounded squared
     // norm); with sq_norm all-reduced over the ranks, a row split by columns is clipped by its
     // whole norm.
-    virtual void clip_rows(float max_norm, const float* sq_norm, MatrixView m) = 0;
+    void clip_rows(float max_norm, const float* sq_norm, MatrixView m);
 
     // y := alpha * x + beta * y (beta == 0 overwrites y, NaNs included). x, y: [rows, cols].
     // Skip connections: a layer's pre-activation gains the skipped layer's activations, and the
     // skipped layer's gradient gains the layer's delta.
-    virtual void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) = 0;
+    void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y);
 
     // dense := beta * dense + G, G = grad.values at rows grad.rows and zero elsewhere (beta == 0
     // overwrites every row). dense: [rows, grad.cols]. Accumulates a sparse input's row-sparse
     // weight gradient into the dense gradient of a matrix that several edges share.
-    virtual void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) = 0;
+    void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense);
 
     // Dense update of w (and its state slots, same shape) with gradient g.
-    virtual void optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
-                                ConstMatrixView g, float* state1, float* state2) = 0;
+    void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
+                        float* state1, float* state2);
 
     // Update of w from a row-sparse gradient (grad.values at grad.rows, zero elsewhere).
     // SparseUpdate::kExact: the same result as the dense update with that zero-filled gradient
     // (only the touched rows are visited when formulas::zero_gradient_is_noop(step)).
     // SparseUpdate::kLazy: only the touched rows and their state are updated; untouched rows
     // keep their weights and state (docs/config-reference.md, "Sparse updates").
-    virtual void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
-                                     const SparseRowGrad& grad, float* state1, float* state2,
-                                     SparseUpdate mode) = 0;
+    void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+                             const SparseRowGrad& grad, float* state1, float* state2,
+                             SparseUpdate mode);
 
     // Per row: the k largest scores, excluding the columns stored in that row of `exclude`
     // (nullptr: nothing excluded), in descending order (ties: lower column first). Slots
     // beyond the available columns get score -inf and index UINT32_MAX.
     // scores: [B, n]; out_scores, out_indices: [B, k].
-    virtual void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                       float* out_scores, uint32_t* out_indices) = 0;
+    void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k, float* out_scores,
+               uint32_t* out_indices);
+
+  protected:
+    // The implementations: called only by the ops above, with arguments already checked.
+    virtual void csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
+                                 MatrixView z, float beta) = 0;
+    virtual void csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                                      float alpha, const SparseRowGrad& grad) = 0;
+    virtual void gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                           ConstMatrixView b, float beta, MatrixView c) = 0;
+    virtual void bias_activation_forward_impl(const formulas::ActivationParams& act,
+                                              const float* bias, MatrixView z) = 0;
+    virtual void activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
+                                          const DropoutMask* mask, MatrixView d) = 0;
+    virtual void column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) = 0;
+    virtual void dropout_impl(const DropoutMask& mask, MatrixView m) = 0;
+    virtual void output_delta_impl(const formulas::LossParams& loss,
+                                   const formulas::ActivationParams& act, ConstMatrixView a,
+                                   const CsrBatchView& target, float scale, MatrixView delta,
+                                   double* loss_sum) = 0;
+    virtual void sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
+                                         MatrixView delta, double* loss_sum) = 0;
+    virtual void normalize_rows_impl(float max_norm, MatrixView m) = 0;
+    virtual void normalize_columns_impl(float max_norm, MatrixView w) = 0;
+    virtual void row_max_impl(ConstMatrixView m, float* out) = 0;
+    virtual void exp_rows_impl(const float* shift, MatrixView m, float* row_sum) = 0;
+    virtual void divide_rows_impl(const float* divisor, MatrixView m) = 0;
+    virtual void row_sum_squares_impl(ConstMatrixView m, float* out) = 0;
+    virtual void clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) = 0;
+    virtual void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) = 0;
+    virtual void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) = 0;
+    virtual void optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
+                                     ConstMatrixView g, float* state1, float* state2) = 0;
+    virtual void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
+                                          const SparseRowGrad& grad, float* state1, float* state2,
+                                          SparseUpdate mode) = 0;
+    virtual void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+                            float* out_scores, uint32_t* out_indices) = 0;
 };
 
 // "cpu", "auto" (CUDA when built and a usable GPU exists, else CPU), "cuda[:N]".

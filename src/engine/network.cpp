@@ -173,17 +173,6 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
             if (layers[d].reaches_output) layer.reaches_output = true;
         }
     }
-    // Capability check before anything runs.
-    for (const Layer& layer : layers) {
-        if (!layer.is_output()) continue;
-        std::string why;
-        if (!backend->supports(Op::kOutputDelta, layer.config.activation, config.error_function,
-                               &why)) {
-            throw Error(ErrorCategory::kNotImplemented, where + ": layer '" + layer.config.name +
-                                                            "' cannot run on " + backend->name() +
-                                                            ": " + why);
-        }
-    }
 }
 
 engine::Band Network::Impl::moving_side() const {

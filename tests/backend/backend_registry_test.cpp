@@ -98,17 +98,6 @@ TEST(BackendRegistry, OpNames) {
     EXPECT_STREQ(to_string(Op::kNormalizeColumns), "normalize_columns");
 }
 
-TEST(CpuBackend, SupportsEverything) {
-    CpuBackend backend;
-    std::string why = "stale";
-    for (int op = 0; op <= int(Op::kNormalizeColumns); ++op)
-        for (int act = 0; act <= int(Activation::kSoftSign); ++act)
-            for (int loss = 0; loss <= int(ErrorFunction::kDataScaledMarginalCrossEntropy); ++loss)
-                EXPECT_TRUE(backend.supports(Op(op), Activation(act), ErrorFunction(loss), &why));
-    EXPECT_TRUE(why.empty());
-    EXPECT_TRUE(backend.supports(Op::kGemm, Activation::kLinear, ErrorFunction::kL2, nullptr));
-}
-
 TEST(CpuBackend, MemoryOps) {
     CpuBackend backend(2);
     for (size_t n : {size_t(1), size_t(1000), size_t(5) << 20}) {

@@ -70,11 +70,6 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_m
     if (threads_ < 1) threads_ = 1;
 }
 
-bool CpuBackend::supports(Op, Activation, ErrorFunction, std::string* why) const {
-    if (why != nullptr) why->clear();
-    return true;
-}
-
 // ---- memory ----
 
 void* CpuBackend::allocate(size_t bytes, const char* what) {
@@ -129,12 +124,12 @@ void CpuBackend::fill(float* dst, size_t n, float value) {
 
 // ---- compute ----
 
-void CpuBackend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
+void CpuBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
                             MatrixView z, float beta) {
     cpu::csr_matmul(csr(x), noise, cmat(w), mat(z), beta, threads_);
 }
 
-void CpuBackend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+void CpuBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
                                  float alpha, const SparseRowGrad& grad) {
     with_scratch(Op::kCsrWeightGrad, [&] {
         cpu::csr_weight_grad(csr(x), noise, cmat(dz), alpha, row_grad(grad), weight_grad_scratch_,
@@ -142,32 +137,32 @@ void CpuBackend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, Const
     });
 }
 
-void CpuBackend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
                       float beta, MatrixView c) {
     with_scratch(Op::kGemm, [&] {
         cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
     });
 }
 
-void CpuBackend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+void CpuBackend::bias_activation_forward_impl(const formulas::ActivationParams& act, const float* bias,
                                          MatrixView z) {
     cpu::bias_activation_forward(act, bias, mat(z), threads_);
 }
 
-void CpuBackend::activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+void CpuBackend::activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
                                      const DropoutMask* mask, MatrixView d) {
     cpu::activation_backward(act, cmat(a), mask, mat(d), threads_);
 }
 
-void CpuBackend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
+void CpuBackend::column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) {
     cpu::column_sum(cmat(m), alpha, beta, out, threads_);
 }
 
-void CpuBackend::dropout(const DropoutMask& mask, MatrixView m) {
+void CpuBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
     cpu::dropout(mask, mat(m), threads_);
 }
 
-void CpuBackend::output_delta(const formulas::LossParams& loss,
+void CpuBackend::output_delta_impl(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, ConstMatrixView a,
                               const CsrBatchView& target, float scale, MatrixView delta,
                               double* loss_sum) {
@@ -177,7 +172,7 @@ void CpuBackend::output_delta(const formulas::LossParams& loss,
     });
 }
 
-void CpuBackend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
+void CpuBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                     MatrixView delta, double* loss_sum) {
     with_scratch(Op::kSparsenessPenalty, [&] {
         cpu::sparseness_penalty(p, beta, cmat(a), scale, mat(delta), loss_sum, column_kl_,
@@ -185,48 +180,48 @@ void CpuBackend::sparseness_penalty(float p, float beta, ConstMatrixView a, floa
     });
 }
 
-void CpuBackend::normalize_rows(float max_norm, MatrixView m) {
+void CpuBackend::normalize_rows_impl(float max_norm, MatrixView m) {
     cpu::normalize_rows(max_norm, mat(m), threads_);
 }
 
-void CpuBackend::normalize_columns(float max_norm, MatrixView w) {
+void CpuBackend::normalize_columns_impl(float max_norm, MatrixView w) {
     cpu::normalize_columns(max_norm, mat(w), threads_);
 }
 
-void CpuBackend::row_max(ConstMatrixView m, float* out) {
+void CpuBackend::row_max_impl(ConstMatrixView m, float* out) {
     cpu::row_max(cmat(m), out, threads_);
 }
 
-void CpuBackend::exp_rows(const float* shift, MatrixView m, float* row_sum) {
+void CpuBackend::exp_rows_impl(const float* shift, MatrixView m, float* row_sum) {
     cpu::exp_rows(shift, mat(m), row_sum, threads_);
 }
 
-void CpuBackend::divide_rows(const float* divisor, MatrixView m) {
+void CpuBackend::divide_rows_impl(const float* divisor, MatrixView m) {
     cpu::divide_rows(divisor, mat(m), threads_);
 }
 
-void CpuBackend::row_sum_squares(ConstMatrixView m, float* out) {
+void CpuBackend::row_sum_squares_impl(ConstMatrixView m, float* out) {
     cpu::row_sum_squares(cmat(m), out, threads_);
 }
 
-void CpuBackend::clip_rows(float max_norm, const float* sq_norm, MatrixView m) {
+void CpuBackend::clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) {
     cpu::clip_rows(max_norm, sq_norm, mat(m), threads_);
 }
 
-void CpuBackend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) {
+void CpuBackend::add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) {
     cpu::add_matrix(alpha, cmat(x), beta, mat(y), threads_);
 }
 
-void CpuBackend::scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) {
+void CpuBackend::scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) {
     cpu::scatter_rows(row_grad(grad), beta, mat(dense), threads_);
 }
 
-void CpuBackend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
+void CpuBackend::optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
                                 ConstMatrixView g, float* state1, float* state2) {
     cpu::optimizer_step(step, mat(w), cmat(g), state1, state2, threads_);
 }
 
-void CpuBackend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+void CpuBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                      const SparseRowGrad& grad, float* state1, float* state2,
                                      SparseUpdate mode) {
     with_scratch(Op::kOptimizerStepRows, [&] {
@@ -235,7 +230,7 @@ void CpuBackend::optimizer_step_rows(const formulas::OptimizerStep& step, Matrix
     });
 }
 
-void CpuBackend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+void CpuBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
                        float* out_scores, uint32_t* out_indices) {
     with_scratch(Op::kTopK, [&] {
         if (exclude != nullptr) {

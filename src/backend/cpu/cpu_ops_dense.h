@@ -114,10 +114,6 @@ void gemm(bool trans_a, bool trans_b, T alpha, CMatT<T> a, CMatT<T> b, T beta, M
           int threads) {
     const size_t m = c.rows, n = c.cols;
     const size_t k = trans_a ? a.rows : a.cols;
-    check((trans_a ? a.cols : a.rows) == m, "gemm", "rows of op(a) != rows of c");
-    check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
-    check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
-    check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
     if (m == 0 || n == 0) return;
     if (k == 0) {  // op(a) . op(b) is zero: only the beta scaling remains
         for (size_t r = 0; r < m; ++r) {
@@ -230,11 +226,6 @@ inline uint64_t example_of(const BatchRows& rows, size_t r) {
 template <class T>
 void activation_backward(const formulas::ActivationParams& act, CMatT<T> a, const DropoutMask* mask,
                          MatT<T> d, int threads) {
-    if (act.kind == Activation::kSoftMax)
-        internal_error("activation_backward: SoftMax is applied by output_delta, not here");
-    check(a.rows == d.rows && a.cols == d.cols, "activation_backward", "shapes of a and d differ");
-    check(mask == nullptr || mask->rows.batch == d.rows, "activation_backward",
-          "mask batch size != rows of d");
     const size_t rows = d.rows, n = d.cols;
     if (rows == 0 || n == 0) return;
     const bool masked = mask != nullptr && mask->params.p > 0.0f;
@@ -296,7 +287,6 @@ void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
 // iteration, no reduction: bit-identical for any thread count.
 template <class T>
 void add_matrix(T alpha, CMatT<T> x, T beta, MatT<T> y, int threads) {
-    check(x.rows == y.rows && x.cols == y.cols, "add_matrix", "shapes of x and y differ");
     const size_t rows = y.rows, n = y.cols;
     if (rows == 0 || n == 0) return;
     const bool par = parallel_worth(rows * n, threads);
@@ -322,7 +312,6 @@ template <class T>
 void dropout(const DropoutMask& mask, MatT<T> m, int threads) {
     const formulas::DropoutParams& dp = mask.params;
     if (!(dp.p > 0.0f) || m.rows == 0 || m.cols == 0) return;
-    check(mask.rows.batch == m.rows, "dropout", "mask batch size != rows of m");
     const size_t n = m.cols;
     const bool par = parallel_worth(m.rows * n, threads);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
@@ -347,8 +336,6 @@ void dropout(const DropoutMask& mask, MatT<T> m, int threads) {
 template <class T>
 void sparseness_penalty(float p, float beta, CMatT<T> a, T scale, MatT<T> delta, double* loss_sum,
                         std::vector<double>& column_kl, int threads) {
-    check(delta.data == nullptr || (delta.rows == a.rows && delta.cols == a.cols),
-          "sparseness_penalty", "shapes of a and delta differ");
     constexpr size_t kBlock = 128;
     const size_t rows = a.rows, n = a.cols;
     if (rows == 0 || n == 0) return;
@@ -602,19 +589,10 @@ inline void dispatch_optimizer(OptimizerKind kind, F&& f) {
     internal_error("unknown optimizer kind");
 }
 
-inline void check_state(const formulas::OptimizerStep& step, const void* s1, const void* s2,
-                        const char* op) {
-    const int slots = formulas::optimizer_state_slots(step.kind);
-    check(slots < 1 || s1 != nullptr, op, "optimizer state slot 1 is null");
-    check(slots < 2 || s2 != nullptr, op, "optimizer state slot 2 is null");
-}
-
 // Dense update of w (and its state slots, laid out like w with w's ld) with gradient g.
 template <class T>
 void optimizer_step(const formulas::OptimizerStep& step, MatT<T> w, CMatT<T> g, T* state1,
                     T* state2, int threads) {
-    check(g.rows == w.rows && g.cols == w.cols, "optimizer_step", "shapes of w and g differ");
-    check_state(step, state1, state2, "optimizer_step");
     const size_t rows = w.rows, n = w.cols;
     if (rows == 0 || n == 0) return;
     const bool par = parallel_worth(rows * n, threads);
@@ -639,8 +617,6 @@ template <class T>
 void optimizer_step_rows(const formulas::OptimizerStep& step, MatT<T> w, const RowGradT<T>& grad,
                          T* state1, T* state2, SparseUpdate mode, RowsStepScratch<T>& scratch,
                          int threads) {
-    check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
-    check_state(step, state1, state2, "optimizer_step_rows");
     const size_t rows = w.rows, n = w.cols;
     const size_t count = *grad.count;
     check(count <= grad.capacity, "optimizer_step_rows", "row count exceeds the capacity");

@@ -22,9 +22,6 @@ inline T noise_scale(const SparseNoise& noise) {
 // + j, p) and s = 1/(1-p); otherwise s = 1. Entries are summed in CSR order, four at a time.
 template <class T>
 void csr_matmul(const CsrT<T>& x, SparseNoise noise, CMatT<T> w, MatT<T> z, T beta, int threads) {
-    check(z.rows == x.batch, "csr_matmul", "rows of z != batch size");
-    check(w.cols == z.cols, "csr_matmul", "columns of w != columns of z");
-    check(w.rows >= x.cols, "csr_matmul", "rows of w < input width");
     const size_t rows = z.rows, n = z.cols;
     if (rows == 0 || n == 0) return;
     const bool noisy = noise.p > 0.0f;
@@ -74,8 +71,6 @@ void csr_matmul(const CsrT<T>& x, SparseNoise noise, CMatT<T> w, MatT<T> z, T be
 template <class T>
 void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
                      const RowGradT<T>& grad, WeightGradScratch<T>& s, int threads) {
-    check(dz.rows == x.batch, "csr_weight_grad", "rows of dz != batch size");
-    check(grad.cols == dz.cols, "csr_weight_grad", "gradient width != columns of dz");
     const size_t rows = dz.rows, n = dz.cols, in = x.cols;
     const bool noisy = noise.p > 0.0f;
     const T scale = noise_scale<T>(noise);
@@ -186,7 +181,6 @@ void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
 // O(count * cols).
 template <class T>
 void scatter_rows(const RowGradT<T>& grad, T beta, MatT<T> dense, int threads) {
-    check(grad.cols == dense.cols, "scatter_rows", "gradient width != dense width");
     const size_t rows = dense.rows, n = dense.cols;
     const size_t count = *grad.count;
     check(count <= grad.capacity, "scatter_rows", "row count exceeds the capacity");
@@ -333,10 +327,6 @@ template <class T>
 void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                   CMatT<T> a, const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
                   std::vector<double>& row_loss, int threads) {
-    check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
-          "shapes of a and delta differ");
-    check(target.batch == a.rows, "output_delta", "target batch size != rows of a");
-    check(target.cols <= a.cols, "output_delta", "target width > columns of a");
     const size_t rows = a.rows, n = a.cols;
     if (rows == 0) return;
     // The correction at each stored target overwrites delta[j] and adds j's loss: a row holding
@@ -421,9 +411,6 @@ void top_k(CMatT<T> scores, const CsrT<T>* exclude, size_t k, T* out_scores, uin
            std::vector<ScoreIndex<T>>& scratch, int threads) {
     const size_t rows = scores.rows, n = scores.cols;
     if (rows == 0 || k == 0) return;
-    check(n <= size_t(UINT32_MAX), "top_k", "too many columns");
-    check(exclude == nullptr || exclude->batch == rows, "top_k",
-          "exclusion batch size != rows of scores");
     const size_t kk = std::min(k, n);
     const size_t cap = 2 * kk + 64;
     const int team = std::max(threads, 1);

@@ -1,5 +1,5 @@
 // The CUDA backend: lifetime, memory, transfers, cuBLAS GEMM, the device registry, and the op
-// entry points (shape checks with the CPU backend's messages, then the launchers of
+// implementations (arguments checked by Backend, backend_ops.cpp; then the launchers of
 // kernels/cuda_*.cu). See cuda_backend.h for the execution model.
 #include "backend/cuda/cuda_backend.h"
 
@@ -255,15 +255,10 @@ std::unique_ptr<Backend> create_backend(int index) {
 
 namespace {
 
+// The implementation's own limit (cuBLAS takes int dimensions); the op's argument checks are
+// Backend's (backend_ops.cpp).
 void check(bool ok, const char* op, const char* what) {
     if (!ok) throw Error(ErrorCategory::kInternal, std::string(op) + ": " + what);
-}
-
-void check_state(const formulas::OptimizerStep& step, const void* s1, const void* s2,
-                 const char* op) {
-    const int slots = formulas::optimizer_state_slots(step.kind);
-    check(slots < 1 || s1 != nullptr, op, "optimizer state slot 1 is null");
-    check(slots < 2 || s2 != nullptr, op, "optimizer state slot 2 is null");
 }
 
 std::string status_message(const cuda::DeviceStatus& s) {
@@ -438,13 +433,6 @@ void CudaBackend::activate() const {
                      "selecting cuda:" + std::to_string(device_));
 }
 
-bool CudaBackend::supports(Op, Activation, ErrorFunction, std::string* why) const {
-    // Every op, with every activation and every loss the CPU backend runs (the kernels call the
-    // same formulas), so nothing is refused.
-    if (why != nullptr) why->clear();
-    return true;
-}
-
 // ---- memory ----
 
 void* CudaBackend::allocate(size_t bytes, const char* what) {
@@ -590,31 +578,22 @@ void CudaBackend::synchronize() {
 
 // ---- compute ----
 
-void CudaBackend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
+void CudaBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
                              MatrixView z, float beta) {
-    check(z.rows == x.batch.batch, "csr_matmul", "rows of z != batch size");
-    check(w.cols == z.cols, "csr_matmul", "columns of w != columns of z");
-    check(w.rows >= x.cols, "csr_matmul", "rows of w < input width");
     activate();
     cuda::launch_csr_matmul(ctx_, x, noise, w, z, beta);
 }
 
-void CudaBackend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+void CudaBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
                                   float alpha, const SparseRowGrad& grad) {
-    check(dz.rows == x.batch.batch, "csr_weight_grad", "rows of dz != batch size");
-    check(grad.cols == dz.cols, "csr_weight_grad", "gradient width != columns of dz");
     activate();
     cuda::launch_csr_weight_grad(ctx_, x, noise, dz, alpha, grad, weight_grad_scratch_);
 }
 
-void CudaBackend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                        ConstMatrixView b, float beta, MatrixView c) {
     const size_t m = c.rows, n = c.cols;
     const size_t k = trans_a ? a.rows : a.cols;
-    check((trans_a ? a.cols : a.rows) == m, "gemm", "rows of op(a) != rows of c");
-    check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
-    check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
-    check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
     if (m == 0 || n == 0) return;
     activate();
     if (k == 0) {  // op(a) . op(b) is zero: only the beta scaling remains
@@ -637,130 +616,107 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView 
             " GEMM on cuda:" + std::to_string(device_));
 }
 
-void CudaBackend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+void CudaBackend::bias_activation_forward_impl(const formulas::ActivationParams& act, const float* bias,
                                           MatrixView z) {
     activate();
     cuda::launch_bias_activation_forward(ctx_, act, bias, z);
 }
 
-void CudaBackend::activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+void CudaBackend::activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
                                       const DropoutMask* mask, MatrixView d) {
-    if (act.kind == Activation::kSoftMax) {
-        throw Error(ErrorCategory::kInternal,
-                    "activation_backward: SoftMax is applied by output_delta, not here");
-    }
-    check(a.rows == d.rows && a.cols == d.cols, "activation_backward", "shapes of a and d differ");
-    check(mask == nullptr || mask->rows.batch == d.rows, "activation_backward",
-          "mask batch size != rows of d");
     activate();
     cuda::launch_activation_backward(ctx_, act, a, mask, d);
 }
 
-void CudaBackend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
+void CudaBackend::column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) {
     activate();
     cuda::launch_column_sum(ctx_, m, alpha, beta, out, reduce_scratch_);
 }
 
-void CudaBackend::dropout(const DropoutMask& mask, MatrixView m) {
+void CudaBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
     if (!(mask.params.p > 0.0f) || m.rows == 0 || m.cols == 0) return;
-    check(mask.rows.batch == m.rows, "dropout", "mask batch size != rows of m");
     activate();
     cuda::launch_dropout(ctx_, mask, m);
 }
 
-void CudaBackend::output_delta(const formulas::LossParams& loss,
+void CudaBackend::output_delta_impl(const formulas::LossParams& loss,
                                const formulas::ActivationParams& act, ConstMatrixView a,
                                const CsrBatchView& target, float scale, MatrixView delta,
                                double* loss_sum) {
-    check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
-          "shapes of a and delta differ");
-    check(target.batch.batch == a.rows, "output_delta", "target batch size != rows of a");
-    check(target.cols <= a.cols, "output_delta", "target width > columns of a");
     activate();
     cuda::launch_output_delta(ctx_, loss, act, a, target, scale, delta, loss_sum,
                               row_loss_scratch_);
 }
 
-void CudaBackend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
+void CudaBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                      MatrixView delta, double* loss_sum) {
-    check(delta.data == nullptr || (delta.rows == a.rows && delta.cols == a.cols),
-          "sparseness_penalty", "shapes of a and delta differ");
     activate();
     cuda::launch_sparseness_penalty(ctx_, p, beta, a, scale, delta, loss_sum, reduce_scratch_);
 }
 
-void CudaBackend::normalize_rows(float max_norm, MatrixView m) {
+void CudaBackend::normalize_rows_impl(float max_norm, MatrixView m) {
     activate();
     cuda::launch_normalize_rows(ctx_, max_norm, m);
 }
 
-void CudaBackend::normalize_columns(float max_norm, MatrixView w) {
+void CudaBackend::normalize_columns_impl(float max_norm, MatrixView w) {
     activate();
     cuda::launch_normalize_columns(ctx_, max_norm, w, reduce_scratch_);
 }
 
-void CudaBackend::row_max(ConstMatrixView m, float* out) {
+void CudaBackend::row_max_impl(ConstMatrixView m, float* out) {
     activate();
     cuda::launch_row_max(ctx_, m, out);
 }
 
-void CudaBackend::exp_rows(const float* shift, MatrixView m, float* row_sum) {
+void CudaBackend::exp_rows_impl(const float* shift, MatrixView m, float* row_sum) {
     activate();
     cuda::launch_exp_rows(ctx_, shift, m, row_sum);
 }
 
-void CudaBackend::divide_rows(const float* divisor, MatrixView m) {
+void CudaBackend::divide_rows_impl(const float* divisor, MatrixView m) {
     activate();
     cuda::launch_divide_rows(ctx_, divisor, m);
 }
 
-void CudaBackend::row_sum_squares(ConstMatrixView m, float* out) {
+void CudaBackend::row_sum_squares_impl(ConstMatrixView m, float* out) {
     activate();
     cuda::launch_row_sum_squares(ctx_, m, out);
 }
 
-void CudaBackend::clip_rows(float max_norm, const float* sq_norm, MatrixView m) {
+void CudaBackend::clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) {
     activate();
     cuda::launch_clip_rows(ctx_, max_norm, sq_norm, m);
 }
 
-void CudaBackend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) {
-    check(x.rows == y.rows && x.cols == y.cols, "add_matrix", "shapes of x and y differ");
+void CudaBackend::add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) {
     activate();
     cuda::launch_add_matrix(ctx_, alpha, x, beta, y);
 }
 
-void CudaBackend::scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) {
-    check(grad.cols == dense.cols, "scatter_rows", "gradient width != dense width");
+void CudaBackend::scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) {
     if (dense.rows == 0 || dense.cols == 0) return;
     activate();
     cuda::launch_scale_matrix(ctx_, beta, dense);
     cuda::launch_scatter_rows_add(ctx_, grad, dense);
 }
 
-void CudaBackend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w,
+void CudaBackend::optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
                                  ConstMatrixView g, float* state1, float* state2) {
-    check(g.rows == w.rows && g.cols == w.cols, "optimizer_step", "shapes of w and g differ");
-    check_state(step, state1, state2, "optimizer_step");
     activate();
     cuda::launch_optimizer_step(ctx_, step, w, g, state1, state2);
 }
 
-void CudaBackend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+void CudaBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                       const SparseRowGrad& grad, float* state1, float* state2,
                                       SparseUpdate mode) {
-    check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
-    check_state(step, state1, state2, "optimizer_step_rows");
     activate();
     cuda::launch_optimizer_step_rows(ctx_, step, w, grad, state1, state2, mode, row_map_scratch_);
 }
 
-void CudaBackend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+void CudaBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
                         float* out_scores, uint32_t* out_indices) {
     if (scores.rows == 0 || k == 0) return;
-    check(scores.cols <= size_t(UINT32_MAX), "top_k", "too many columns");
-    check(exclude == nullptr || exclude->batch.batch == scores.rows, "top_k",
-          "exclusion batch size != rows of scores");
     activate();
     cuda::launch_top_k(ctx_, scores, exclude, k, out_scores, out_indices, top_k_scratch_);
 }

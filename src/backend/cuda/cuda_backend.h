@@ -50,8 +50,6 @@ class CudaBackend final : public Backend {
     // too, so they run in call order with the ops (src/comm/nccl_communicator.cpp).
     cudaStream_t compute_stream() const { return ctx_.stream; }
 
-    bool supports(Op op, Activation act, ErrorFunction loss, std::string* why) const override;
-
     void* allocate(size_t bytes, const char* what) override;
     void deallocate(void* p) override;
     void upload(void* dst, const void* host_src, size_t bytes) override;
@@ -60,41 +58,42 @@ class CudaBackend final : public Backend {
     void fill(float* dst, size_t n, float value) override;
     void synchronize() override;
 
-    void csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
-                    float beta) override;
-    void csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
-                         const SparseRowGrad& grad) override;
-    void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
-              float beta, MatrixView c) override;
-    void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
-                                 MatrixView z) override;
-    void activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
-                             const DropoutMask* mask, MatrixView d) override;
-    void column_sum(ConstMatrixView m, float alpha, float beta, float* out) override;
-    void dropout(const DropoutMask& mask, MatrixView m) override;
-    void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
-                      ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
-                      double* loss_sum) override;
-    void sparseness_penalty(float p, float beta, ConstMatrixView a, float scale, MatrixView delta,
-                            double* loss_sum) override;
-    void normalize_rows(float max_norm, MatrixView m) override;
-    void normalize_columns(float max_norm, MatrixView w) override;
-    void row_max(ConstMatrixView m, float* out) override;
-    void exp_rows(const float* shift, MatrixView m, float* row_sum) override;
-    void divide_rows(const float* divisor, MatrixView m) override;
-    void row_sum_squares(ConstMatrixView m, float* out) override;
-    void clip_rows(float max_norm, const float* sq_norm, MatrixView m) override;
-    void add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
-    void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) override;
-    void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
-                        float* state1, float* state2) override;
-    void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
-                             const SparseRowGrad& grad, float* state1, float* state2,
-                             SparseUpdate mode) override;
-    void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k, float* out_scores,
-               uint32_t* out_indices) override;
-
   private:
+    // The op table (backend.h): Backend checks the arguments, then calls these.
+    void csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
+                         float beta) override;
+    void csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                              float alpha, const SparseRowGrad& grad) override;
+    void gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+                   float beta, MatrixView c) override;
+    void bias_activation_forward_impl(const formulas::ActivationParams& act, const float* bias,
+                                      MatrixView z) override;
+    void activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
+                                  const DropoutMask* mask, MatrixView d) override;
+    void column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) override;
+    void dropout_impl(const DropoutMask& mask, MatrixView m) override;
+    void output_delta_impl(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                           ConstMatrixView a, const CsrBatchView& target, float scale,
+                           MatrixView delta, double* loss_sum) override;
+    void sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
+                                 MatrixView delta, double* loss_sum) override;
+    void normalize_rows_impl(float max_norm, MatrixView m) override;
+    void normalize_columns_impl(float max_norm, MatrixView w) override;
+    void row_max_impl(ConstMatrixView m, float* out) override;
+    void exp_rows_impl(const float* shift, MatrixView m, float* row_sum) override;
+    void divide_rows_impl(const float* divisor, MatrixView m) override;
+    void row_sum_squares_impl(ConstMatrixView m, float* out) override;
+    void clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) override;
+    void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
+    void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) override;
+    void optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
+                             float* state1, float* state2) override;
+    void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
+                                  const SparseRowGrad& grad, float* state1, float* state2,
+                                  SparseUpdate mode) override;
+    void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+                    float* out_scores, uint32_t* out_indices) override;
+
     static constexpr int kStagingSlots = 2;
     static constexpr size_t kStagingBytes = size_t(4) << 20;
 

@@ -1,0 +1,199 @@
+// The front of the op table (backend.h): every op checks its arguments here, once for all
+// backends, then calls the backend's <op>_impl. So the CPU and CUDA backends refuse the same
+// calls with the same text, and an implementation starts from arguments it can trust (the
+// tiny-cuda-nn pattern: validate, then call the implementation).
+//
+// What is checked: the shapes that must agree, leading dimensions (a view with more than one row
+// needs ld >= cols), SoftMax at activation_backward, and the optimizer's state slots. Every
+// failure is Error(kInternal) "<op>: <what>": the engine builds these arguments, so a failure is
+// a bug in sparsenet, never bad user input (that is refused earlier, naming the file or key).
+// Not checked here: what only the data shows (a column or row id out of range, a count over a
+// capacity) and an implementation's own limits (BLAS's int dimensions); the implementations
+// check those, the CPU at the call and a device at its next synchronisation.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet {
+namespace {
+
+void check(bool ok, const char* op, const char* what) {
+    if (!ok) throw Error(ErrorCategory::kInternal, std::string(op) + ": " + what);
+}
+
+// A view whose rows overlap (ld < cols) would read or write another row's elements.
+template <class View>
+void check_ld(const View& m, const char* op, const char* what) {
+    check(m.rows <= 1 || m.ld >= m.cols, op, what);
+}
+
+void check_state(const formulas::OptimizerStep& step, const void* s1, const void* s2,
+                 const char* op) {
+    const int slots = formulas::optimizer_state_slots(step.kind);
+    check(slots < 1 || s1 != nullptr, op, "optimizer state slot 1 is null");
+    check(slots < 2 || s2 != nullptr, op, "optimizer state slot 2 is null");
+}
+
+}  // namespace
+
+void Backend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
+                         float beta) {
+    check(z.rows == x.batch.batch, "csr_matmul", "rows of z != batch size");
+    check(w.cols == z.cols, "csr_matmul", "columns of w != columns of z");
+    check(w.rows >= x.cols, "csr_matmul", "rows of w < input width");
+    check_ld(w, "csr_matmul", "ld of w < its columns");
+    check_ld(z, "csr_matmul", "ld of z < its columns");
+    csr_matmul_impl(x, noise, w, z, beta);
+}
+
+void Backend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                              float alpha, const SparseRowGrad& grad) {
+    check(dz.rows == x.batch.batch, "csr_weight_grad", "rows of dz != batch size");
+    check(grad.cols == dz.cols, "csr_weight_grad", "gradient width != columns of dz");
+    check_ld(dz, "csr_weight_grad", "ld of dz < its columns");
+    csr_weight_grad_impl(x, noise, dz, alpha, grad);
+}
+
+void Backend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+                   float beta, MatrixView c) {
+    const size_t m = c.rows, n = c.cols;
+    const size_t k = trans_a ? a.rows : a.cols;
+    check((trans_a ? a.cols : a.rows) == m, "gemm", "rows of op(a) != rows of c");
+    check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
+    check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
+    check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
+    gemm_impl(trans_a, trans_b, alpha, a, b, beta, c);
+}
+
+void Backend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
+                                      MatrixView z) {
+    check_ld(z, "bias_activation_forward", "ld of z < its columns");
+    bias_activation_forward_impl(act, bias, z);
+}
+
+void Backend::activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
+                                  const DropoutMask* mask, MatrixView d) {
+    check(act.kind != Activation::kSoftMax, "activation_backward",
+          "SoftMax is applied by output_delta, not here");
+    check(a.rows == d.rows && a.cols == d.cols, "activation_backward", "shapes of a and d differ");
+    check(mask == nullptr || mask->rows.batch == d.rows, "activation_backward",
+          "mask batch size != rows of d");
+    check_ld(a, "activation_backward", "ld of a < its columns");
+    check_ld(d, "activation_backward", "ld of d < its columns");
+    activation_backward_impl(act, a, mask, d);
+}
+
+void Backend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
+    check_ld(m, "column_sum", "ld of m < its columns");
+    column_sum_impl(m, alpha, beta, out);
+}
+
+void Backend::dropout(const DropoutMask& mask, MatrixView m) {
+    // p <= 0 is a no-op whatever the mask holds (callers pass an empty mask then).
+    const bool active = mask.params.p > 0.0f && m.rows > 0 && m.cols > 0;
+    check(!active || mask.rows.batch == m.rows, "dropout", "mask batch size != rows of m");
+    check_ld(m, "dropout", "ld of m < its columns");
+    dropout_impl(mask, m);
+}
+
+void Backend::output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                           ConstMatrixView a, const CsrBatchView& target, float scale,
+                           MatrixView delta, double* loss_sum) {
+    check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
+          "shapes of a and delta differ");
+    check(target.batch.batch == a.rows, "output_delta", "target batch size != rows of a");
+    check(target.cols <= a.cols, "output_delta", "target width > columns of a");
+    check_ld(a, "output_delta", "ld of a < its columns");
+    check_ld(delta, "output_delta", "ld of delta < its columns");
+    output_delta_impl(loss, act, a, target, scale, delta, loss_sum);
+}
+
+void Backend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
+                                 MatrixView delta, double* loss_sum) {
+    check(delta.data == nullptr || (delta.rows == a.rows && delta.cols == a.cols),
+          "sparseness_penalty", "shapes of a and delta differ");
+    check_ld(a, "sparseness_penalty", "ld of a < its columns");
+    sparseness_penalty_impl(p, beta, a, scale, delta, loss_sum);
+}
+
+void Backend::normalize_rows(float max_norm, MatrixView m) {
+    check_ld(m, "normalize_rows", "ld of m < its columns");
+    normalize_rows_impl(max_norm, m);
+}
+
+void Backend::normalize_columns(float max_norm, MatrixView w) {
+    check_ld(w, "normalize_columns", "ld of w < its columns");
+    normalize_columns_impl(max_norm, w);
+}
+
+void Backend::row_max(ConstMatrixView m, float* out) {
+    check_ld(m, "row_max", "ld of m < its columns");
+    row_max_impl(m, out);
+}
+
+void Backend::exp_rows(const float* shift, MatrixView m, float* row_sum) {
+    check_ld(m, "exp_rows", "ld of m < its columns");
+    exp_rows_impl(shift, m, row_sum);
+}
+
+void Backend::divide_rows(const float* divisor, MatrixView m) {
+    check_ld(m, "divide_rows", "ld of m < its columns");
+    divide_rows_impl(divisor, m);
+}
+
+void Backend::row_sum_squares(ConstMatrixView m, float* out) {
+    check_ld(m, "row_sum_squares", "ld of m < its columns");
+    row_sum_squares_impl(m, out);
+}
+
+void Backend::clip_rows(float max_norm, const float* sq_norm, MatrixView m) {
+    check_ld(m, "clip_rows", "ld of m < its columns");
+    clip_rows_impl(max_norm, sq_norm, m);
+}
+
+void Backend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView y) {
+    check(x.rows == y.rows && x.cols == y.cols, "add_matrix", "shapes of x and y differ");
+    check_ld(x, "add_matrix", "ld of x < its columns");
+    check_ld(y, "add_matrix", "ld of y < its columns");
+    add_matrix_impl(alpha, x, beta, y);
+}
+
+void Backend::scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) {
+    check(grad.cols == dense.cols, "scatter_rows", "gradient width != dense width");
+    check_ld(dense, "scatter_rows", "ld of dense < its columns");
+    scatter_rows_impl(grad, beta, dense);
+}
+
+void Backend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
+                             float* state1, float* state2) {
+    check(g.rows == w.rows && g.cols == w.cols, "optimizer_step", "shapes of w and g differ");
+    check_state(step, state1, state2, "optimizer_step");
+    check_ld(w, "optimizer_step", "ld of w < its columns");
+    check_ld(g, "optimizer_step", "ld of g < its columns");
+    optimizer_step_impl(step, w, g, state1, state2);
+}
+
+void Backend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
+                                  const SparseRowGrad& grad, float* state1, float* state2,
+                                  SparseUpdate mode) {
+    check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
+    check_state(step, state1, state2, "optimizer_step_rows");
+    check_ld(w, "optimizer_step_rows", "ld of w < its columns");
+    optimizer_step_rows_impl(step, w, grad, state1, state2, mode);
+}
+
+void Backend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
+                    float* out_scores, uint32_t* out_indices) {
+    if (scores.rows > 0 && k > 0) {  // nothing to rank: a no-op whatever the rest holds
+        check(scores.cols <= size_t(UINT32_MAX), "top_k", "too many columns");
+        check(exclude == nullptr || exclude->batch.batch == scores.rows, "top_k",
+              "exclusion batch size != rows of scores");
+        check_ld(scores, "top_k", "ld of scores < its columns");
+    }
+    top_k_impl(scores, exclude, k, out_scores, out_indices);
+}
+
+}  // namespace sparsenet

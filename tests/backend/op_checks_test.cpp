@@ -1,0 +1,234 @@
+// Validate once (src/backend/backend_ops.cpp): every op of the table, called with arguments that
+// disagree, is refused with the same Error(kInternal) "<op>: <what>" on every available backend,
+// before the implementation touches any memory (the views below point at a small host buffer,
+// or nowhere, and the call must throw before reading it). Backends: the CPU always; CUDA where
+// a GPU is present (skip without one, fail under SPARSENET_REQUIRE_CUDA=1 or with a GPU that
+// cannot be used: support/cuda_test_policy.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "sparsenet/error.h"
+#include "support/cuda_test_policy.h"
+
+namespace sparsenet {
+namespace {
+
+// Never read or written: every call below throws before it would be.
+float g_unused[64];
+
+MatrixView mat(size_t rows, size_t cols, size_t ld) {
+    return {g_unused, rows, cols, ld};
+}
+MatrixView mat(size_t rows, size_t cols) {
+    return mat(rows, cols, cols);
+}
+ConstMatrixView cmat(size_t rows, size_t cols) {
+    return mat(rows, cols);
+}
+
+CsrBatchView csr(size_t batch, uint32_t cols) {
+    CsrBatchView x;
+    x.batch.batch = batch;
+    x.cols = cols;
+    return x;
+}
+
+SparseRowGrad row_grad(size_t cols) {
+    SparseRowGrad g;
+    g.cols = cols;
+    g.capacity = 4;
+    return g;
+}
+
+DropoutMask mask(size_t batch, float p) {
+    DropoutMask m;
+    m.params.p = p;
+    m.rows.batch = batch;
+    return m;
+}
+
+formulas::ActivationParams act(Activation kind) {
+    formulas::ActivationParams a;
+    a.kind = kind;
+    return a;
+}
+
+formulas::OptimizerStep adam() {
+    formulas::OptimizerStep s;
+    s.kind = OptimizerKind::kAdam;  // two state slots
+    return s;
+}
+
+struct BadCall {
+    std::string expected;  // the whole message
+    std::function<void(Backend&)> call;
+};
+
+// Every op at least once, every check at least once.
+std::vector<BadCall> bad_calls() {
+    const auto sigmoid = act(Activation::kSigmoid);
+    const formulas::LossParams loss;
+    float state[8] = {};
+    const DropoutMask batch2 = mask(2, 0.5f);
+    const CsrBatchView exclude2 = csr(2, 4);
+    return {
+        {"csr_matmul: rows of z != batch size",
+         [](Backend& b) { b.csr_matmul(csr(2, 3), {}, cmat(3, 4), mat(3, 4), 0.0f); }},
+        {"csr_matmul: columns of w != columns of z",
+         [](Backend& b) { b.csr_matmul(csr(2, 3), {}, cmat(3, 5), mat(2, 4), 0.0f); }},
+        {"csr_matmul: rows of w < input width",
+         [](Backend& b) { b.csr_matmul(csr(2, 3), {}, cmat(2, 4), mat(2, 4), 0.0f); }},
+        {"csr_matmul: ld of z < its columns",
+         [](Backend& b) { b.csr_matmul(csr(2, 3), {}, cmat(3, 4), mat(2, 4, 3), 0.0f); }},
+        {"csr_weight_grad: rows of dz != batch size",
+         [](Backend& b) { b.csr_weight_grad(csr(2, 3), {}, cmat(3, 4), 1.0f, row_grad(4)); }},
+        {"csr_weight_grad: gradient width != columns of dz",
+         [](Backend& b) { b.csr_weight_grad(csr(2, 3), {}, cmat(2, 4), 1.0f, row_grad(5)); }},
+        {"gemm: rows of op(a) != rows of c",
+         [](Backend& b) { b.gemm(false, false, 1, cmat(3, 2), cmat(2, 4), 0, mat(2, 4)); }},
+        {"gemm: inner dimensions of op(a), op(b) differ",
+         [](Backend& b) { b.gemm(false, false, 1, cmat(2, 3), cmat(2, 4), 0, mat(2, 4)); }},
+        {"gemm: columns of op(b) != columns of c",
+         [](Backend& b) { b.gemm(false, true, 1, cmat(2, 3), cmat(5, 3), 0, mat(2, 4)); }},
+        {"gemm: ld < cols",
+         [](Backend& b) { b.gemm(false, false, 1, cmat(2, 3), cmat(3, 4), 0, mat(2, 4, 2)); }},
+        {"bias_activation_forward: ld of z < its columns",
+         [sigmoid](Backend& b) { b.bias_activation_forward(sigmoid, nullptr, mat(2, 4, 1)); }},
+        {"activation_backward: SoftMax is applied by output_delta, not here",
+         [](Backend& b) {
+             b.activation_backward(act(Activation::kSoftMax), cmat(2, 4), nullptr, mat(2, 4));
+         }},
+        {"activation_backward: shapes of a and d differ",
+         [sigmoid](Backend& b) { b.activation_backward(sigmoid, cmat(2, 4), nullptr, mat(2, 3)); }},
+        {"activation_backward: mask batch size != rows of d",
+         [sigmoid](Backend& b) {
+             const DropoutMask m = mask(3, 0.5f);
+             b.activation_backward(sigmoid, cmat(2, 4), &m, mat(2, 4));
+         }},
+        {"column_sum: ld of m < its columns",
+         [](Backend& b) { b.column_sum(ConstMatrixView(mat(2, 4, 2)), 1, 0, g_unused); }},
+        {"dropout: mask batch size != rows of m",
+         [batch2](Backend& b) { b.dropout(batch2, mat(3, 4)); }},
+        {"output_delta: shapes of a and delta differ",
+         [sigmoid, loss](Backend& b) {
+             b.output_delta(loss, sigmoid, cmat(2, 4), csr(2, 4), 1, mat(2, 5), nullptr);
+         }},
+        {"output_delta: target batch size != rows of a",
+         [sigmoid, loss](Backend& b) {
+             b.output_delta(loss, sigmoid, cmat(2, 4), csr(3, 4), 1, mat(2, 4), nullptr);
+         }},
+        {"output_delta: target width > columns of a",
+         [sigmoid, loss](Backend& b) {
+             b.output_delta(loss, sigmoid, cmat(2, 4), csr(2, 5), 1, mat(2, 4), nullptr);
+         }},
+        {"sparseness_penalty: shapes of a and delta differ",
+         [](Backend& b) { b.sparseness_penalty(0.05f, 1, cmat(2, 4), 1, mat(3, 4), nullptr); }},
+        {"normalize_rows: ld of m < its columns",
+         [](Backend& b) { b.normalize_rows(1, mat(2, 4, 3)); }},
+        {"normalize_columns: ld of w < its columns",
+         [](Backend& b) { b.normalize_columns(1, mat(2, 4, 3)); }},
+        {"row_max: ld of m < its columns",
+         [](Backend& b) { b.row_max(ConstMatrixView(mat(2, 4, 3)), g_unused); }},
+        {"exp_rows: ld of m < its columns",
+         [](Backend& b) { b.exp_rows(g_unused, mat(2, 4, 3), g_unused); }},
+        {"divide_rows: ld of m < its columns",
+         [](Backend& b) { b.divide_rows(g_unused, mat(2, 4, 3)); }},
+        {"row_sum_squares: ld of m < its columns",
+         [](Backend& b) { b.row_sum_squares(ConstMatrixView(mat(2, 4, 3)), g_unused); }},
+        {"clip_rows: ld of m < its columns",
+         [](Backend& b) { b.clip_rows(1, g_unused, mat(2, 4, 3)); }},
+        {"add_matrix: shapes of x and y differ",
+         [](Backend& b) { b.add_matrix(1, cmat(2, 4), 0, mat(4, 2)); }},
+        {"scatter_rows: gradient width != dense width",
+         [](Backend& b) { b.scatter_rows(row_grad(3), 0, mat(2, 4)); }},
+        {"optimizer_step: shapes of w and g differ",
+         [state](Backend& b) mutable {
+             b.optimizer_step(adam(), mat(2, 4), cmat(2, 3), state, state);
+         }},
+        {"optimizer_step: optimizer state slot 2 is null",
+         [state](Backend& b) mutable {
+             b.optimizer_step(adam(), mat(2, 4), cmat(2, 4), state, nullptr);
+         }},
+        {"optimizer_step_rows: gradient width != weight width",
+         [state](Backend& b) mutable {
+             b.optimizer_step_rows(adam(), mat(2, 4), row_grad(3), state, state,
+                                   SparseUpdate::kExact);
+         }},
+        {"optimizer_step_rows: optimizer state slot 1 is null",
+         [state](Backend& b) mutable {
+             b.optimizer_step_rows(adam(), mat(2, 4), row_grad(4), nullptr, state,
+                                   SparseUpdate::kLazy);
+         }},
+        {"top_k: exclusion batch size != rows of scores",
+         [exclude2](Backend& b) {
+             uint32_t ids[4];
+             b.top_k(cmat(3, 4), &exclude2, 1, g_unused, ids);
+         }},
+    };
+}
+
+// The ops of the table, by name, as the calls above cover them.
+TEST(OpChecks, EveryOpOfTheTableHasABadCall) {
+    std::vector<std::string> covered;
+    for (const BadCall& c : bad_calls())
+        covered.push_back(c.expected.substr(0, c.expected.find(':')));
+    for (int op = 0; op <= int(Op::kClipRows); ++op) {
+        const std::string name = to_string(Op(op));
+        EXPECT_NE(std::find(covered.begin(), covered.end(), name), covered.end())
+            << "no bad call for op " << name;
+    }
+}
+
+class OpChecksOn : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        try {
+            backend_ = make_backend(GetParam(), 1);
+        } catch (const Error& e) {
+            if (GetParam() == "cpu") throw;
+            SPARSENET_CUDA_UNAVAILABLE(e.what());
+        }
+    }
+    std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(OpChecksOn, EveryBadCallIsRefusedWithTheSameMessage) {
+    for (const BadCall& c : bad_calls()) {
+        try {
+            c.call(*backend_);
+            ADD_FAILURE() << backend_->name() << " accepted the call that should fail with \""
+                          << c.expected << "\"";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.category(), ErrorCategory::kInternal) << e.what();
+            EXPECT_EQ(std::string(e.what()), c.expected) << "on " << backend_->name();
+        }
+    }
+}
+
+// The same arguments with the mismatch removed are accepted: the checks refuse only what is
+// wrong. (The checks are one code for every backend; empty shapes, so the CPU has nothing to
+// read or write.)
+TEST(OpChecks, AgreeingEmptyShapesAreAccepted) {
+    std::unique_ptr<Backend> backend = make_backend("cpu", 1);
+    Backend& b = *backend;
+    EXPECT_NO_THROW(b.csr_matmul(csr(0, 3), {}, cmat(3, 4), mat(0, 4), 0.0f));
+    EXPECT_NO_THROW(b.gemm(false, false, 1, cmat(0, 3), cmat(3, 4), 0, mat(0, 4)));
+    EXPECT_NO_THROW(b.add_matrix(1, cmat(0, 4), 0, mat(0, 4)));
+    EXPECT_NO_THROW(b.dropout(mask(7, 0.0f), mat(2, 4)));  // p = 0: a no-op, the mask unread
+    EXPECT_NO_THROW(b.top_k(cmat(0, 4), nullptr, 5, nullptr, nullptr));
+    EXPECT_NO_THROW(b.row_max(ConstMatrixView(mat(1, 4, 0)), g_unused));  // one row: ld unused
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, OpChecksOn, ::testing::Values("cpu", "cuda:0"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                             return info.param == "cpu" ? std::string("Cpu") : std::string("Cuda");
+                         });
+
+}  // namespace
+}  // namespace sparsenet
