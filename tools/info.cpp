@@ -83,7 +83,7 @@ Json::Value model_info(const ModelInfo& model) {
     const NetworkConfig& config = model.config;
     Json::Value v;
     v["name"] = config.name;
-    v["kind"] = config.kind;
+    v["kind"] = to_string(config.kind);
     v["loss"] = to_string(config.error_function);
     v["layers"] = Json::Value(Json::arrayValue);
     for (const LayerConfig& l : config.layers) {

@@ -242,8 +242,8 @@ int predict_main(int argc, char** argv) {
         NetworkOptions net_options;
         net_options.device = device;
         net_options.threads = threads;
-        net_options.comm = comm;
-        net_options.parallel = parallel;
+        net_options.comm = parse_comm_kind(comm);
+        net_options.parallel = parse_parallel_mode(parallel);
         Network network = Network::load(model_path, net_options);
         const NetworkConfig& config = network.config();
         std::vector<const LayerConfig*> inputs;

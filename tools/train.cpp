@@ -219,8 +219,8 @@ int train_main(int argc, char** argv) {
         net_options.device = device;
         net_options.threads = threads;
         net_options.seed = options.seed;
-        net_options.comm = comm;
-        net_options.parallel = parallel;
+        net_options.comm = parse_comm_kind(comm);
+        net_options.parallel = parse_parallel_mode(parallel);
         net_options.batch = options.batch;  // what --parallel auto weighs
 
         std::vector<std::string> files{input_path};

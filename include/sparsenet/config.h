@@ -43,6 +43,10 @@ enum class WeightInitScheme {
     kSelu,
 };
 
+// The network's Kind: a label DSSTNE's configs carry (nothing depends on it).
+enum class NetworkKind { kFeedForward, kAutoEncoder };
+
+const char* to_string(NetworkKind v);
 const char* to_string(LayerKind v);
 const char* to_string(Activation v);
 const char* to_string(ErrorFunction v);
@@ -141,7 +145,7 @@ struct TrainingConfig {
 struct NetworkConfig {
     double version = 0.9;
     std::string name;
-    std::string kind = "FeedForward";  // FeedForward | AutoEncoder (a label only)
+    NetworkKind kind = NetworkKind::kFeedForward;  // a label only
     ErrorFunction error_function = ErrorFunction::kCrossEntropy;
     SmceParams smce;  // also DataScaledMarginalCrossEntropy's margins (either key sets them)
     float denoising_p = 0.0f;

@@ -12,23 +12,35 @@
 
 namespace sparsenet {
 
+// Which ranks split the network (NetworkOptions::comm).
+enum class CommKind { kAuto, kLocal, kMpi, kNccl };
+// How several ranks share the work (NetworkOptions::parallel).
+enum class ParallelMode { kAuto, kModel, kData };
+
+const char* to_string(CommKind v);      // "auto", "local", "mpi", "nccl"
+const char* to_string(ParallelMode v);  // "auto", "model", "data"
+// The spellings of the CLI's --comm and --parallel (case-insensitive); anything else is
+// Error(kUsage) with the value and the accepted ones.
+CommKind parse_comm_kind(const std::string& text);
+ParallelMode parse_parallel_mode(const std::string& text);
+
 struct NetworkOptions {
     std::string device = "auto";  // "auto" | "cpu" | "cuda[:N]"
     int threads = 0;              // CPU threads; 0 = all cores
     uint64_t seed = 12134;        // weight initialisation (DSSTNE's fixed seed by default)
     // Model parallelism (docs/parallelism.md): the ranks that split every layer's weights.
-    // "auto": every rank of the MPI job when the process was started by mpirun with more than
+    // kAuto: every rank of the MPI job when the process was started by mpirun with more than
     // one rank (over NCCL when the device is a GPU and NCCL was built, else MPI), otherwise this
-    // process alone; "local": this process alone; "mpi" or "nccl": force one. A network split
+    // process alone; kLocal: this process alone; kMpi or kNccl: force one. A network split
     // over several ranks makes every call collective (each rank makes it, in the same order):
     // create/load, training, prediction, save and get_parameter (whole values on every rank).
-    std::string comm = "auto";
-    // How several ranks share the work (docs/parallelism.md): "model" splits every layer's
-    // weights across them; "data" replicates the weights, gives each rank its share of every
-    // batch and sums the gradients (all-reduce); "auto" takes the one that moves fewer bytes per
-    // step for `batch` rows, and "data" when the network has something a split network cannot
+    CommKind comm = CommKind::kAuto;
+    // How several ranks share the work (docs/parallelism.md): kModel splits every layer's
+    // weights across them; kData replicates the weights, gives each rank its share of every
+    // batch and sums the gradients (all-reduce); kAuto takes the one that moves fewer bytes per
+    // step for `batch` rows, and kData when the network has something a split network cannot
     // run yet.
-    std::string parallel = "auto";
+    ParallelMode parallel = ParallelMode::kAuto;
     uint32_t batch = 0;  // the batch size "auto" weighs; 0: the config's Training one, else 1024
 };
 

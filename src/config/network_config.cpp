@@ -321,7 +321,9 @@ const std::vector<EnumName<SparseUpdate>> kSparseUpdates = {{"Exact", SparseUpda
                                                             {"Lazy", SparseUpdate::kLazy}};
 const char* const kSparseUpdateList = "Exact, Lazy";
 
-const std::vector<std::string> kNetworkKinds = {"FeedForward", "AutoEncoder"};
+const std::vector<EnumName<NetworkKind>> kNetworkKinds = {
+    {"FeedForward", NetworkKind::kFeedForward}, {"AutoEncoder", NetworkKind::kAutoEncoder}};
+const char* const kNetworkKindList = "FeedForward, AutoEncoder";
 const std::vector<std::string> kLayerTypes = {"FullyConnected"};
 const std::vector<std::string> kLayerTypesNotImpl = {"Convolutional", "Pooling"};
 const std::vector<std::string> kLayerKindsNotImpl = {"Target"};
@@ -1050,13 +1052,7 @@ NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::
     }
     if (Field f = top.get("Name")) cfg.name = get_string(ctx, f, "a string (the network name)");
     if (Field f = top.get("Kind")) {
-        const std::string expected = "one of " + join(kNetworkKinds);
-        std::string k = get_string(ctx, f, "a string, " + expected);
-        cfg.kind.clear();
-        for (const std::string& n : kNetworkKinds) {
-            if (iequals(k, n)) cfg.kind = n;
-        }
-        if (cfg.kind.empty()) fail(ctx, f.path, "unknown value " + quote(k), expected);
+        cfg.kind = get_enum(ctx, f, "Kind", kNetworkKinds, kNone, kNetworkKindList);
     }
     if (Field f = top.get("ErrorFunction")) {
         cfg.error_function =
@@ -1153,7 +1149,7 @@ std::vector<ConfigKeySet> config_key_sets() {
 }
 
 std::vector<ConfigValueSet> config_value_sets() {
-    return {{"$.Kind", kNetworkKinds, kNone},
+    return {{"$.Kind", names_of(kNetworkKinds), kNone},
             {"$.ErrorFunction", names_of(kErrorFunctions), kNone},
             {"$.Layers[].Kind", names_of(kLayerKinds), kLayerKindsNotImpl},
             {"$.Layers[].Type", kLayerTypes, kLayerTypesNotImpl},

@@ -12,6 +12,16 @@
 
 namespace sparsenet {
 
+const char* to_string(NetworkKind v) {
+    switch (v) {
+        case NetworkKind::kFeedForward:
+            return "FeedForward";
+        case NetworkKind::kAutoEncoder:
+            return "AutoEncoder";
+    }
+    return "Unknown";
+}
+
 const char* to_string(LayerKind v) {
     switch (v) {
         case LayerKind::kInput:
@@ -342,7 +352,7 @@ std::string NetworkConfig::to_json() const {
     std::string r = "{\n";
     r += "    \"Version\": " + json_double(version) + ",\n";
     r += "    \"Name\": " + json_string(name) + ",\n";
-    r += "    \"Kind\": " + json_string(kind) + ",\n";
+    r += std::string("    \"Kind\": \"") + to_string(kind) + "\",\n";
     r += std::string("    \"ErrorFunction\": \"") + to_string(error_function) + "\",\n";
     r += "    \"ScaledMarginalCrossEntropy\": { \"oneTarget\": " + json_float(smce.one_target) +
          ", \"zeroTarget\": " + json_float(smce.zero_target) +

@@ -224,29 +224,26 @@ void Network::Impl::plan_parallel(const std::string& where) {
     job_ranks = comm ? comm->size() : 1;
     job_rank = comm ? comm->rank() : 0;
     data_parallel = false;
-    std::string mode = options.parallel;
-    for (char& c : mode) c = char(std::tolower(static_cast<unsigned char>(c)));
-    if (mode != "auto" && mode != "model" && mode != "data") {
-        throw Error(ErrorCategory::kUsage, "parallel mode '" + options.parallel +
-                                               "' is unknown; expected auto, model or data");
-    }
+    ParallelMode mode = options.parallel;
     if (job_ranks == 1) {
         plan_split(where, 1, 0);
         return;
     }
-    if (mode == "auto") {
+    if (mode == ParallelMode::kAuto) {
         try {
             plan_split(where, job_ranks, job_rank);
             const double batch = options.batch > 0 ? double(options.batch)
                                  : config.training ? double(config.training->batch)
                                                    : 1024.0;
-            mode = model_bytes_per_step(batch) <= data_bytes_per_step(job_ranks) ? "model" : "data";
+            mode = model_bytes_per_step(batch) <= data_bytes_per_step(job_ranks)
+                       ? ParallelMode::kModel
+                       : ParallelMode::kData;
         } catch (const Error& e) {
             if (e.category() != ErrorCategory::kNotImplemented) throw;
-            mode = "data";  // something a split network cannot run yet
+            mode = ParallelMode::kData;  // something a split network cannot run yet
         }
     }
-    if (mode == "model") {
+    if (mode == ParallelMode::kModel) {
         plan_split(where, job_ranks, job_rank);
         return;
     }
@@ -814,7 +811,7 @@ Network Network::create(const NetworkConfig& config,
         impl->config = config;
         impl->options = options;
         impl->backend = make_backend(options.device, options.threads);
-        impl->comm = make_communicator(options.comm, *impl->backend);
+        impl->comm = make_communicator(to_string(options.comm), *impl->backend);
         impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
         impl->allocate_parameters();
         impl->initialize_weights(options.seed);

@@ -156,7 +156,7 @@ struct Recommender::Impl {
         net_options.threads = opts.threads_per_call;
         // One process serves the whole model; its contexts run forward passes concurrently,
         // which a network split across ranks cannot (its passes are collectives).
-        net_options.comm = "local";
+        net_options.comm = CommKind::kLocal;
         return Network::load(path, net_options);
     }
 

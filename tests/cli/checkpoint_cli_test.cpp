@@ -136,7 +136,7 @@ class CheckpointCli : public ::testing::Test {
         no.device = "cpu";
         no.threads = 2;
         no.seed = 9;
-        no.comm = "local";
+        no.comm = CommKind::kLocal;
         Network net = Network::create(config, widths, no);
         TrainOptions o = train_options(config);
         o.epochs = kEpochs;
@@ -222,7 +222,7 @@ TEST_F(CheckpointCli, SigkillAtRandomPointsNeverLeavesATornCheckpoint) {
             << " differs from the uninterrupted run's";
         NetworkOptions no;
         no.device = "cpu";
-        no.comm = "local";
+        no.comm = CommKind::kLocal;
         ASSERT_TRUE(identical(flatten(Network::load(ck, no)), it->second));
         EXPECT_GE(pos, last) << "round " << round << ": a checkpoint went backwards";
         last = pos;

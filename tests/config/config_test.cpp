@@ -90,7 +90,7 @@ TEST(ConfigParse, MinimalNetworkGetsAllDefaults) {
     NetworkConfig c = NetworkConfig::from_json(net());
     EXPECT_EQ(c.version, 0.9);
     EXPECT_EQ(c.name, "");
-    EXPECT_EQ(c.kind, "FeedForward");
+    EXPECT_STREQ(to_string(c.kind), "FeedForward");
     EXPECT_EQ(c.error_function, ErrorFunction::kCrossEntropy);
     EXPECT_EQ(c.smce.one_target, 0.9f);
     EXPECT_EQ(c.smce.zero_target, 0.1f);
@@ -139,7 +139,7 @@ TEST(ConfigParse, EveryTopLevelKeyIsRead) {
         "Denoising": { "p": 0.2 }, "ShuffleIndices": false,)"));
     EXPECT_EQ(c.version, 0.81);
     EXPECT_EQ(c.name, "My net");
-    EXPECT_EQ(c.kind, "AutoEncoder");
+    EXPECT_STREQ(to_string(c.kind), "AutoEncoder");
     EXPECT_EQ(c.error_function, ErrorFunction::kScaledMarginalCrossEntropy);
     EXPECT_EQ(c.smce.one_target, 1.0f);
     EXPECT_EQ(c.smce.zero_target, 0.0f);
@@ -205,7 +205,7 @@ TEST(ConfigParse, KeysAreCaseInsensitive) {
             "ACTIVATION": "LINEAR" } ] })");
     EXPECT_EQ(c.version, 0.75);
     EXPECT_EQ(c.name, "n");
-    EXPECT_EQ(c.kind, "FeedForward");
+    EXPECT_STREQ(to_string(c.kind), "FeedForward");
     EXPECT_EQ(c.error_function, ErrorFunction::kL2);
     EXPECT_EQ(c.smce.one_target, 0.8f);
     EXPECT_EQ(c.smce.zero_target, 0.2f);
@@ -341,9 +341,12 @@ TEST(ConfigParse, ScaledMarginalCrossEntropyKeysAreEachOptional) {
 }
 
 TEST(ConfigParse, TopLevelKindValues) {
-    EXPECT_EQ(NetworkConfig::from_json(net(R"("Kind": "FeedForward",)")).kind, "FeedForward");
-    EXPECT_EQ(NetworkConfig::from_json(net(R"("Kind": "FEEDFORWARD",)")).kind, "FeedForward");
-    EXPECT_EQ(NetworkConfig::from_json(net(R"("Kind": "autoencoder",)")).kind, "AutoEncoder");
+    EXPECT_STREQ(to_string(NetworkConfig::from_json(net(R"("Kind": "FeedForward",)")).kind),
+                 "FeedForward");
+    EXPECT_STREQ(to_string(NetworkConfig::from_json(net(R"("Kind": "FEEDFORWARD",)")).kind),
+                 "FeedForward");
+    EXPECT_STREQ(to_string(NetworkConfig::from_json(net(R"("Kind": "autoencoder",)")).kind),
+                 "AutoEncoder");
 }
 
 TEST(ConfigParse, NAcceptsIntegerOneElementArrayAutoAndIntegralReals) {
@@ -448,7 +451,7 @@ TEST(ConfigEquality, ComparesEveryField) {
     };
     EXPECT_TRUE(differs([](NetworkConfig& c) { c.version = 0.8; }));
     EXPECT_TRUE(differs([](NetworkConfig& c) { c.name = "x"; }));
-    EXPECT_TRUE(differs([](NetworkConfig& c) { c.kind = "AutoEncoder"; }));
+    EXPECT_TRUE(differs([](NetworkConfig& c) { c.kind = NetworkKind::kAutoEncoder; }));
     EXPECT_TRUE(differs([](NetworkConfig& c) { c.error_function = ErrorFunction::kL2; }));
     EXPECT_TRUE(differs([](NetworkConfig& c) { c.smce.one_target = 1; }));
     EXPECT_TRUE(differs([](NetworkConfig& c) { c.smce.zero_target = 0; }));
@@ -1037,7 +1040,7 @@ TEST(ConfigToJson, ProgrammaticConfigRoundTrips) {
     NetworkConfig c;
     c.version = 0.95;
     c.name = "built";
-    c.kind = "AutoEncoder";
+    c.kind = NetworkKind::kAutoEncoder;
     c.error_function = ErrorFunction::kL2;
     c.shuffle_indices = false;
     LayerConfig in;

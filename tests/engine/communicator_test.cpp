@@ -17,6 +17,7 @@
 #include "comm/local_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "sparsenet/error.h"
+#include "sparsenet/network.h"
 
 namespace sparsenet {
 namespace {
@@ -117,6 +118,22 @@ TEST(Communicator, MakeCommunicatorChoosesAndRefuses) {
     EXPECT_EQ(bogus.category(), ErrorCategory::kUsage);
     EXPECT_EQ(std::string(bogus.what()),
               "unknown communicator \"bogus\": expected auto, local, mpi or nccl");
+
+    // NetworkOptions::comm's spellings (the CLI's --comm) name the same kinds, with the same
+    // refusal; --parallel's likewise.
+    for (CommKind k : {CommKind::kAuto, CommKind::kLocal, CommKind::kMpi, CommKind::kNccl}) {
+        EXPECT_EQ(parse_comm_kind(to_string(k)), k);
+    }
+    EXPECT_EQ(parse_comm_kind("LOCAL"), CommKind::kLocal);
+    EXPECT_EQ(parse_comm_kind("Mpi"), CommKind::kMpi);
+    EXPECT_EQ(std::string(error_of([] { parse_comm_kind("bogus"); }).what()), bogus.what());
+    EXPECT_EQ(parse_parallel_mode("Data"), ParallelMode::kData);
+    EXPECT_EQ(parse_parallel_mode("model"), ParallelMode::kModel);
+    EXPECT_EQ(to_string(parse_parallel_mode("AUTO")), std::string("auto"));
+    const Error mode = error_of([] { parse_parallel_mode("pipeline"); });
+    EXPECT_EQ(mode.category(), ErrorCategory::kUsage);
+    EXPECT_EQ(std::string(mode.what()),
+              "parallel mode 'pipeline' is unknown; expected auto, model or data");
 
     // NCCL needs the CUDA backend (and a build with NCCL): refused on the CPU backend.
     const Error nccl = error_of([&] { make_communicator("nccl", *backend); });

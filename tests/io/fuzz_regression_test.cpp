@@ -69,7 +69,7 @@ NetworkOptions cpu_options() {
     NetworkOptions options;
     options.device = "cpu";
     options.threads = 1;
-    options.comm = "local";
+    options.comm = CommKind::kLocal;
     return options;
 }
 

@@ -106,8 +106,8 @@ NetworkOptions on(const std::string& comm, const std::string& parallel = "model"
     NetworkOptions o;
     o.device = "cpu";
     o.threads = 1;
-    o.comm = comm;
-    o.parallel = parallel;
+    o.comm = parse_comm_kind(comm);
+    o.parallel = parse_parallel_mode(parallel);
     return o;
 }
 
