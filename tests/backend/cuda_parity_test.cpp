@@ -1286,18 +1286,6 @@ TEST_F(CudaParity, TopKExactlyMatchesTheCpu) {
 
 // ---- full training on both devices ----
 
-const char* kAutoencoder = R"({
-  "Version": 0.9, "Name": "ae", "Kind": "AutoEncoder",
-  "Denoising": {"p": 0.2},
-  "ScaledMarginalCrossEntropy": {"oneTarget": 0.9, "zeroTarget": 0.1, "oneScale": 1, "zeroScale": 1},
-  "ErrorFunction": "ScaledMarginalCrossEntropy",
-  "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
-    {"Name": "Hidden", "Kind": "Hidden", "N": 48, "Activation": "Tanh", "pDropout": 0.1},
-    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid",
-     "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -4.0}}
-  ]})";
-
 // SoftMax + multinomial CrossEntropy, a sparseness penalty, WeightNorm, DeltaNorm, SELU with
 // alpha dropout.
 const char* kSoftmaxNet = R"({
@@ -1407,7 +1395,7 @@ TEST_F(CudaParity, TrainingAutoencoderAdamMatchesTheCpu) {
     OptimizerOptions opt;
     opt.kind = OptimizerKind::kAdam;
     opt.learning_rate = 0.003f;
-    compare_training(parity_device(), kAutoencoder, opt);
+    compare_training(parity_device(), testing::sparse_autoencoder_json().c_str(), opt);
 }
 
 TEST_F(CudaParity, TrainingSoftmaxNesterovLazyMatchesTheCpu) {

@@ -16,18 +16,6 @@
 namespace sparsenet {
 namespace {
 
-const char* kAutoencoder = R"({
-  "Version": 0.9, "Name": "ae", "Kind": "AutoEncoder",
-  "Denoising": {"p": 0.2},
-  "ScaledMarginalCrossEntropy": {"oneTarget": 0.9, "zeroTarget": 0.1, "oneScale": 1, "zeroScale": 1},
-  "ErrorFunction": "ScaledMarginalCrossEntropy",
-  "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
-    {"Name": "Hidden", "Kind": "Hidden", "N": 48, "Activation": "Tanh", "pDropout": 0.1},
-    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid",
-     "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -4.0}}
-  ]})";
-
 GeneratedData planted(uint64_t users, uint32_t items, uint64_t nnz, double holdout) {
     GenerateOptions g;
     g.users = users;
@@ -40,7 +28,7 @@ GeneratedData planted(uint64_t users, uint32_t items, uint64_t nnz, double holdo
 }
 
 struct Fixture {
-    NetworkConfig config = NetworkConfig::from_json(kAutoencoder);
+    NetworkConfig config = NetworkConfig::from_json(testing::sparse_autoencoder_json());
     Dataset in, out;
     explicit Fixture(const Dataset& train) : in(train), out(train) {
         in.name = "in";

@@ -13,8 +13,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "sparsenet/config.h"
 #include "sparsenet/network.h"
 #include "sparsenet/trainer.h"
+#include "test_configs.h"  // generated from tests/data/configs (tests/CMakeLists.txt)
 
 namespace sparsenet::testing {
 
@@ -95,6 +97,15 @@ void expect_same_dataset(const Dataset& a, const Dataset& b, const std::string& 
     EXPECT_EQ(a.example_rows, b.example_rows);
     EXPECT_EQ(a.dense, b.dense);
     EXPECT_EQ(a.sparse_ignore_zero, b.sparse_ignore_zero);
+}
+
+std::string sparse_autoencoder_json(uint32_t hidden) {
+    NetworkConfig config =
+        NetworkConfig::from_json(kSparseAutoencoderJson, "sparse_autoencoder.json");
+    for (LayerConfig& layer : config.layers) {
+        if (layer.kind == LayerKind::kHidden) layer.n = hidden;
+    }
+    return config.to_json();
 }
 
 std::string read_file(const std::string& path) {

@@ -54,6 +54,11 @@ bool contains(const std::string& text, const std::string& part);
 // EXPECTs every field of the two datasets equal (`what` names the comparison in failures).
 void expect_same_dataset(const Dataset& a, const Dataset& b, const std::string& what = "");
 
+// The sparse autoencoder that several tests train (tests/data/configs/sparse_autoencoder.json:
+// ScaledMarginalCrossEntropy, denoising, a Tanh hidden layer with dropout, a sigmoid output), as
+// JSON, with `hidden` units in its hidden layer.
+std::string sparse_autoencoder_json(uint32_t hidden = 48);
+
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
 
