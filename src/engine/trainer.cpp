@@ -66,8 +66,9 @@ size_t count_nonfinite(const DeviceArray<float>& a, size_t n,
     if (n == 0) return 0;
     std::vector<float> host(n);
     a.download(host.data(), n);
-    return size_t(std::count_if(host.begin(), host.end(),
-                                [&](float v) { return !std::isfinite(v) || std::fabs(v) > limit; }));
+    return size_t(std::count_if(host.begin(), host.end(), [&](float v) {
+        return !std::isfinite(v) || std::fabs(v) > limit;
+    }));
 }
 
 }  // namespace
@@ -423,8 +424,7 @@ struct Trainer::Impl {
         const bool gradients = first >= per_pass;
         const engine::Layer& layer = net.layers[net.order[(first % per_pass) / 3]];
         const char* what[] = {"the weights into", "the bias of", "the activations of"};
-        const char* what_grad[] = {"the gradient of the weights into",
-                                   "the bias gradient of"};
+        const char* what_grad[] = {"the gradient of the weights into", "the bias gradient of"};
         std::string text = std::string("the first non-finite values are in ") +
                            (gradients ? what_grad[first % 3] : what[first % 3]) + " layer '" +
                            layer.config.name + "'";

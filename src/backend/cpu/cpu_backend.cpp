@@ -125,32 +125,32 @@ void CpuBackend::fill(float* dst, size_t n, float value) {
 // ---- compute ----
 
 void CpuBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
-                            MatrixView z, float beta) {
+                                 MatrixView z, float beta) {
     cpu::csr_matmul(csr(x), noise, cmat(w), mat(z), beta, threads_);
 }
 
 void CpuBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
-                                 float alpha, const SparseRowGrad& grad) {
+                                      float alpha, const SparseRowGrad& grad) {
     with_scratch(Op::kCsrWeightGrad, [&] {
         cpu::csr_weight_grad(csr(x), noise, cmat(dz), alpha, row_grad(grad), weight_grad_scratch_,
                              threads_);
     });
 }
 
-void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
-                      float beta, MatrixView c) {
+void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                           ConstMatrixView b, float beta, MatrixView c) {
     with_scratch(Op::kGemm, [&] {
         cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
     });
 }
 
-void CpuBackend::bias_activation_forward_impl(const formulas::ActivationParams& act, const float* bias,
-                                         MatrixView z) {
+void CpuBackend::bias_activation_forward_impl(const formulas::ActivationParams& act,
+                                              const float* bias, MatrixView z) {
     cpu::bias_activation_forward(act, bias, mat(z), threads_);
 }
 
 void CpuBackend::activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
-                                     const DropoutMask* mask, MatrixView d) {
+                                          const DropoutMask* mask, MatrixView d) {
     cpu::activation_backward(act, cmat(a), mask, mat(d), threads_);
 }
 
@@ -163,9 +163,9 @@ void CpuBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
 }
 
 void CpuBackend::output_delta_impl(const formulas::LossParams& loss,
-                              const formulas::ActivationParams& act, ConstMatrixView a,
-                              const CsrBatchView& target, float scale, MatrixView delta,
-                              double* loss_sum) {
+                                   const formulas::ActivationParams& act, ConstMatrixView a,
+                                   const CsrBatchView& target, float scale, MatrixView delta,
+                                   double* loss_sum) {
     with_scratch(Op::kOutputDelta, [&] {
         cpu::output_delta(loss, act, cmat(a), csr(target), scale, mat(delta), loss_sum, row_loss_,
                           threads_);
@@ -173,7 +173,7 @@ void CpuBackend::output_delta_impl(const formulas::LossParams& loss,
 }
 
 void CpuBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
-                                    MatrixView delta, double* loss_sum) {
+                                         MatrixView delta, double* loss_sum) {
     with_scratch(Op::kSparsenessPenalty, [&] {
         cpu::sparseness_penalty(p, beta, cmat(a), scale, mat(delta), loss_sum, column_kl_,
                                 threads_);
@@ -217,13 +217,13 @@ void CpuBackend::scatter_rows_impl(const SparseRowGrad& grad, float beta, Matrix
 }
 
 void CpuBackend::optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
-                                ConstMatrixView g, float* state1, float* state2) {
+                                     ConstMatrixView g, float* state1, float* state2) {
     cpu::optimizer_step(step, mat(w), cmat(g), state1, state2, threads_);
 }
 
 void CpuBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
-                                     const SparseRowGrad& grad, float* state1, float* state2,
-                                     SparseUpdate mode) {
+                                          const SparseRowGrad& grad, float* state1, float* state2,
+                                          SparseUpdate mode) {
     with_scratch(Op::kOptimizerStepRows, [&] {
         cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, mode,
                                  rows_step_scratch_, threads_);
@@ -231,7 +231,7 @@ void CpuBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, M
 }
 
 void CpuBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                       float* out_scores, uint32_t* out_indices) {
+                            float* out_scores, uint32_t* out_indices) {
     with_scratch(Op::kTopK, [&] {
         if (exclude != nullptr) {
             const cpu::CsrT<float> ex = csr(*exclude);

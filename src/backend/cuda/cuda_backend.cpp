@@ -579,19 +579,19 @@ void CudaBackend::synchronize() {
 // ---- compute ----
 
 void CudaBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
-                             MatrixView z, float beta) {
+                                  MatrixView z, float beta) {
     activate();
     cuda::launch_csr_matmul(ctx_, x, noise, w, z, beta);
 }
 
 void CudaBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
-                                  float alpha, const SparseRowGrad& grad) {
+                                       float alpha, const SparseRowGrad& grad) {
     activate();
     cuda::launch_csr_weight_grad(ctx_, x, noise, dz, alpha, grad, weight_grad_scratch_);
 }
 
 void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
-                       ConstMatrixView b, float beta, MatrixView c) {
+                            ConstMatrixView b, float beta, MatrixView c) {
     const size_t m = c.rows, n = c.cols;
     const size_t k = trans_a ? a.rows : a.cols;
     if (m == 0 || n == 0) return;
@@ -616,14 +616,14 @@ void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrix
             " GEMM on cuda:" + std::to_string(device_));
 }
 
-void CudaBackend::bias_activation_forward_impl(const formulas::ActivationParams& act, const float* bias,
-                                          MatrixView z) {
+void CudaBackend::bias_activation_forward_impl(const formulas::ActivationParams& act,
+                                               const float* bias, MatrixView z) {
     activate();
     cuda::launch_bias_activation_forward(ctx_, act, bias, z);
 }
 
 void CudaBackend::activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
-                                      const DropoutMask* mask, MatrixView d) {
+                                           const DropoutMask* mask, MatrixView d) {
     activate();
     cuda::launch_activation_backward(ctx_, act, a, mask, d);
 }
@@ -640,16 +640,16 @@ void CudaBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
 }
 
 void CudaBackend::output_delta_impl(const formulas::LossParams& loss,
-                               const formulas::ActivationParams& act, ConstMatrixView a,
-                               const CsrBatchView& target, float scale, MatrixView delta,
-                               double* loss_sum) {
+                                    const formulas::ActivationParams& act, ConstMatrixView a,
+                                    const CsrBatchView& target, float scale, MatrixView delta,
+                                    double* loss_sum) {
     activate();
     cuda::launch_output_delta(ctx_, loss, act, a, target, scale, delta, loss_sum,
                               row_loss_scratch_);
 }
 
 void CudaBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
-                                     MatrixView delta, double* loss_sum) {
+                                          MatrixView delta, double* loss_sum) {
     activate();
     cuda::launch_sparseness_penalty(ctx_, p, beta, a, scale, delta, loss_sum, reduce_scratch_);
 }
@@ -702,20 +702,20 @@ void CudaBackend::scatter_rows_impl(const SparseRowGrad& grad, float beta, Matri
 }
 
 void CudaBackend::optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
-                                 ConstMatrixView g, float* state1, float* state2) {
+                                      ConstMatrixView g, float* state1, float* state2) {
     activate();
     cuda::launch_optimizer_step(ctx_, step, w, g, state1, state2);
 }
 
 void CudaBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
-                                      const SparseRowGrad& grad, float* state1, float* state2,
-                                      SparseUpdate mode) {
+                                           const SparseRowGrad& grad, float* state1, float* state2,
+                                           SparseUpdate mode) {
     activate();
     cuda::launch_optimizer_step_rows(ctx_, step, w, grad, state1, state2, mode, row_map_scratch_);
 }
 
 void CudaBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                        float* out_scores, uint32_t* out_indices) {
+                             float* out_scores, uint32_t* out_indices) {
     if (scores.rows == 0 || k == 0) return;
     activate();
     cuda::launch_top_k(ctx_, scores, exclude, k, out_scores, out_indices, top_k_scratch_);
