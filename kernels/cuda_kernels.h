@@ -183,7 +183,7 @@ void launch_normalize_columns(const Context& ctx, float max_norm, MatrixView w, 
 void launch_row_max(const Context& ctx, ConstMatrixView m, float* out);
 void launch_exp_rows(const Context& ctx, const float* shift, MatrixView m, float* row_sum);
 void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m);
-void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out);
+void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out, ReduceScratch& s);
 void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m);
 
 // kernels/cuda_csr_matmul.cu

@@ -23,9 +23,10 @@
 // result is bit-identical on every run; it differs from the CPU's single sequential double sum
 // by double rounding only (far below the float result's ulp). Row norms: one block of 256
 // threads per row, a fixed-order block reduction in double; the row statistics (row_max,
-// exp_rows, row_sum_squares) likewise, one block of 256 threads per row; divide_rows and
-// clip_rows are element-wise (elementwise_shape). The penalty's loss is summed over the
-// columns by one block in a fixed order. Tolerance: 1e-5 relative (cuda_parity_test.cpp).
+// exp_rows, row_sum_squares) likewise, one block of 256 threads per row (row_sum_squares of a row
+// over 65,536 values: a block per 8,192-value segment, then the segments added in order);
+// divide_rows and clip_rows are element-wise (elementwise_shape). The penalty's loss is summed over
+// the columns by one block in a fixed order. Tolerance: 1e-5 relative (cuda_parity_test.cpp).
 #include <string>
 
 #include "cuda_common.cuh"
@@ -209,6 +210,43 @@ __global__ void __launch_bounds__(kRowThreads)
     if (threadIdx.x == 0) out[blockIdx.x] = float(norm2);
 }
 
+// Long rows (the trainer's guard sums a whole [batch, n] activation as one row of millions of
+// values): one block per (segment, row), each writing its segment's sum in double, then one
+// thread per row adding its segments in order. The single-block-per-row kernel above took
+// 306 us for one 256 x 27,278 activation on an H100 (one SM busy), 53% of a dsstne-bench step;
+// the split version takes 23 + 3 us
+// (benchmarks/results/gpu/2026-11-25-h100-profile-dsstne-bench.txt).
+constexpr size_t kLongRow = 65536;
+constexpr size_t kRowSegment = 8192;
+
+__global__ void __launch_bounds__(kRowThreads)
+    row_segment_squares_kernel(ConstMatrixView m, size_t segments, double* partial) {
+    __shared__ double smem[kRowThreads / 32];
+    const size_t r = blockIdx.y, s = blockIdx.x;
+    const float* row = m.data + r * m.ld;
+    const size_t j0 = s * kRowSegment;
+    const size_t j1 = j0 + kRowSegment < m.cols ? j0 + kRowSegment : m.cols;
+    double norm2 = 0.0;
+    for (size_t j = j0 + threadIdx.x; j < j1; j += kRowThreads) {
+        const double v = double(row[j]);
+        norm2 += v * v;
+    }
+    norm2 = block_sum<kRowThreads>(norm2, smem);
+    if (threadIdx.x == 0) partial[r * segments + s] = norm2;
+}
+
+// One block per row, a fixed-order block reduction of its segments (one thread adding 855
+// segments in turn took 21 us).
+__global__ void __launch_bounds__(kRowThreads)
+    row_segments_finalize_kernel(const double* partial, size_t segments, float* out) {
+    __shared__ double smem[kRowThreads / 32];
+    const double* pr = partial + size_t(blockIdx.x) * segments;
+    double acc = 0.0;
+    for (size_t s = threadIdx.x; s < segments; s += kRowThreads) acc += pr[s];
+    acc = block_sum<kRowThreads>(acc, smem);
+    if (threadIdx.x == 0) out[blockIdx.x] = float(acc);
+}
+
 __global__ void divide_rows_kernel(const float* divisor, MatrixView m) {
     const size_t c = SN_THIS_COLUMN();
     if (c >= m.cols) return;
@@ -257,11 +295,23 @@ void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m) 
     check_launch(ctx, "divide_rows_kernel");
 }
 
-void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out) {
+void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out, ReduceScratch& s) {
     if (m.rows == 0) return;
     check_row_grid(m.rows, "row_sum_squares");
-    row_sum_squares_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
-    check_launch(ctx, "row_sum_squares_kernel");
+    if (m.cols <= kLongRow || m.rows > 65535) {  // gridDim.y holds at most 65,535 rows
+        row_sum_squares_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
+        check_launch(ctx, "row_sum_squares_kernel");
+        return;
+    }
+    const size_t segments = (m.cols + kRowSegment - 1) / kRowSegment;
+    double* partial =
+        s.partial.get_as<double>(ctx, segments * m.rows, "row_sum_squares segment partial sums");
+    row_segment_squares_kernel<<<dim3(unsigned(segments), unsigned(m.rows)), kRowThreads, 0,
+                                 ctx.stream>>>(m, segments, partial);
+    check_launch(ctx, "row_segment_squares_kernel");
+    row_segments_finalize_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(partial,
+                                                                                   segments, out);
+    check_launch(ctx, "row_segments_finalize_kernel");
 }
 
 void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m) {

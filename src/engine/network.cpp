@@ -538,6 +538,10 @@ void Network::Impl::initialize_weights(uint64_t seed) {
         }
         w.w.upload(host.data(), host.size());
     }
+    initialize_biases();
+}
+
+void Network::Impl::initialize_biases() {
     for (Layer& layer : layers) {
         if (layer.is_input()) continue;
         std::vector<float> bias(layer.n_local, layer.config.weight_init.bias);
@@ -803,17 +807,29 @@ Network::Network(Network&&) noexcept = default;
 Network& Network::operator=(Network&&) noexcept = default;
 Network::~Network() = default;
 
+namespace {
+// A network's structure and (uninitialised) parameters: create() then draws them, load() reads
+// them from the file.
+template <class Impl>
+std::unique_ptr<Impl> allocated_network(const NetworkConfig& config,
+                                        const std::map<std::string, uint32_t>& dataset_widths,
+                                        const NetworkOptions& options) {
+    auto impl = std::make_unique<Impl>();
+    impl->config = config;
+    impl->options = options;
+    impl->backend = make_backend(options.device, options.threads);
+    impl->comm = make_communicator(to_string(options.comm), *impl->backend);
+    impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
+    impl->allocate_parameters();
+    return impl;
+}
+}  // namespace
+
 Network Network::create(const NetworkConfig& config,
                         const std::map<std::string, uint32_t>& dataset_widths,
                         const NetworkOptions& options) {
     return host_memory_guard("creating a network", [&] {
-        auto impl = std::make_unique<Impl>();
-        impl->config = config;
-        impl->options = options;
-        impl->backend = make_backend(options.device, options.threads);
-        impl->comm = make_communicator(to_string(options.comm), *impl->backend);
-        impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
-        impl->allocate_parameters();
+        auto impl = allocated_network<Impl>(config, dataset_widths, options);
         impl->initialize_weights(options.seed);
         return Network(std::move(impl));
     });
@@ -826,9 +842,10 @@ Network Network::load(const std::string& path, const NetworkOptions& options) {
         for (const LayerConfig& layer : file.layout().config.layers) {
             if (layer.kind != LayerKind::kHidden) widths[layer.dataset] = layer.n;
         }
-        Network net = create(file.layout().config, widths, options);
-        net.impl_->restore(file, /*with_state=*/false);
-        return net;
+        auto impl = allocated_network<Impl>(file.layout().config, widths, options);
+        impl->initialize_biases();  // restore reads every owned matrix and the file's biases
+        impl->restore(file, /*with_state=*/false);
+        return Network(std::move(impl));
     });
 }
 

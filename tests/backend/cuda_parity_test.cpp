@@ -508,8 +508,10 @@ TEST_F(CudaParity, CsrWeightGradCapacityTooSmallIsReported) {
         FAIL() << "expected Error";
     } catch (const Error& e) {
         EXPECT_EQ(e.category(), ErrorCategory::kInternal);
-        EXPECT_NE(std::string(e.what()).find("gradient capacity is 2"), std::string::npos)
-            << e.what();
+        // The CPU says "the batch touches N rows but the gradient capacity is 2"; the device may
+        // find it first as a tile overflowing the scratch sized by that capacity ("... the
+        // gradient capacity must be >= ..."), as on the first H100 run.
+        EXPECT_NE(std::string(e.what()).find("gradient capacity"), std::string::npos) << e.what();
     }
     dev().synchronize();  // reported once
 }

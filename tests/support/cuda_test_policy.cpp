@@ -9,6 +9,16 @@
 
 namespace sparsenet::testing {
 
+namespace {
+// The CUDA backend uses TF32 tensor cores unless SPARSENET_CUDA_TF32=0; the CUDA tests compare
+// against the FP32 CPU reference at FP32 tolerances, so they run exact FP32 unless the
+// environment names a precision itself. Set before main(), before any backend exists.
+[[maybe_unused]] const bool exact_fp32_for_tests = [] {
+    setenv("SPARSENET_CUDA_TF32", "0", /*overwrite=*/0);
+    return true;
+}();
+}  // namespace
+
 CudaUnavailable cuda_unavailable_policy(bool require_env, int driver_devices) {
     return require_env || driver_devices > 0 ? CudaUnavailable::kFail : CudaUnavailable::kSkip;
 }
