@@ -4,7 +4,8 @@
 and its peers (median, with every repetition as a dot); from a batch-size sweep (`bench.py --batch
 64,128,... --tag batch-sweep`), seconds per epoch against the batch size; and for each protocol A
 quality run (benchmarks/quality/), validation and test Recall@20 per epoch beside EASE and the
-published numbers.
+published numbers; from the GPU validation runs (benchmarks/results/gpu/), seconds per epoch of
+sparsenet and PyTorch on the GPU.
 
 usage: benchmarks/plot.py [--results benchmarks/results] [--out docs/img]
 """
@@ -95,6 +96,45 @@ def quality_plot(run, path):
     print("wrote", os.path.relpath(path, ROOT))
 
 
+def gpu_runs(results):
+    """The GPU validation runs (benchmarks/results/gpu/*.json), oldest first (by "started")."""
+    runs = [json.load(open(f)) for f in glob.glob(os.path.join(results, "gpu", "*.json"))]
+    runs = [r for r in runs if not r.get("dry_run") and r.get("device")]
+    return sorted(runs, key=lambda r: r["started"])
+
+
+def gpu_plot(runs, path):
+    """Seconds per epoch on the GPU: the newest run's sparsenet and PyTorch (TF32 and FP32), with
+    the first run's sparsenet beside them."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, workload in zip(axes, ("dsstne_bench", "mult_dae")):
+        have = [r for r in runs if (r.get(workload) or {}).get("tf32", {}).get("sparsenet_s_per_epoch")]
+        if not have:
+            continue
+        first, last = have[0], have[-1]
+        f, w = first[workload], last[workload]
+        bars = [(f"sparsenet TF32\nfirst run\n{first['started'][11:16]}", f["tf32"]["sparsenet_s_per_epoch"],
+                 "#aec7e8"),
+                ("sparsenet\nTF32", w["tf32"]["sparsenet_s_per_epoch"], COLORS["sparsenet"]),
+                ("sparsenet\nFP32", w["sparsenet_s_per_epoch"], COLORS["sparsenet"]),
+                ("PyTorch eager\nTF32", w["tf32"]["pytorch_eager_s_per_epoch"], COLORS["pytorch-sparse"]),
+                ("PyTorch eager\nFP32", w["pytorch_eager_s_per_epoch"], COLORS["pytorch-sparse"]),
+                ("torch.compile\nTF32", w["torch_compile_s_per_epoch"], "#d62728")]
+        bars = [b for b in bars if b[1]]
+        for i, (name, value, color) in enumerate(bars):
+            ax.bar(i, value, color=color)
+            ax.text(i, value, f"{value:.2f} s", ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7, rotation=30)
+        ax.set_ylabel("seconds per epoch (lower is better)")
+        ax.set_ylim(0, max(b[1] for b in bars) * 1.2)
+        shape = w["shape"]
+        ax.set_title(f"{workload.replace('_', '-')}: {shape['users']} users x {shape['items']} items, "
+                     f"batch {w['batch']}\n{last['device']}, {last['started'][:10]}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print("wrote", os.path.relpath(path, ROOT))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
@@ -104,6 +144,9 @@ def main():
     runs = [r for r in (latest(a.results, w) for w in ("dsstne-bench", "mult-dae")) if r]
     if runs:
         systems_plot(runs, os.path.join(a.out, "bench-cpu-training.png"))
+    gpu = gpu_runs(a.results)
+    if gpu:
+        gpu_plot(gpu, os.path.join(a.out, "bench-gpu-training.png"))
     sweep = latest(a.results, "dsstne-bench", "batch-sweep")
     if sweep:
         sweep_plot(sweep, os.path.join(a.out, "bench-cpu-batch-sweep.png"))
