@@ -225,6 +225,120 @@ TEST(OpChecks, AgreeingEmptyShapesAreAccepted) {
     EXPECT_NO_THROW(b.row_max(ConstMatrixView(mat(1, 4, 0)), g_unused));  // one row: ld unused
 }
 
+// A backend whose implementations only record that they were reached: the bad calls must be
+// refused by the shared checks (Backend's non-virtual ops) before any _impl runs, with the same
+// messages the CPU backend gives; calls that agree reach the _impl.
+class RecordingBackend : public Backend {
+  public:
+    std::vector<std::string> reached;
+
+    std::string name() const override { return "recording"; }
+    void* allocate(size_t, const char*) override { return g_unused; }
+    void deallocate(void*) override {}
+    void upload(void*, const void*, size_t) override {}
+    void download(void*, const void*, size_t) override {}
+    void copy(void*, const void*, size_t) override {}
+    void fill(float*, size_t, float) override {}
+    void synchronize() override {}
+
+  protected:
+    void csr_matmul_impl(const CsrBatchView&, SparseNoise, ConstMatrixView, MatrixView,
+                         float) override {
+        reached.push_back("csr_matmul");
+    }
+    void csr_weight_grad_impl(const CsrBatchView&, SparseNoise, ConstMatrixView, float,
+                              const SparseRowGrad&) override {
+        reached.push_back("csr_weight_grad");
+    }
+    void gemm_impl(bool, bool, float, ConstMatrixView, ConstMatrixView, float,
+                   MatrixView) override {
+        reached.push_back("gemm");
+    }
+    void bias_activation_forward_impl(const formulas::ActivationParams&, const float*,
+                                      MatrixView) override {
+        reached.push_back("bias_activation_forward");
+    }
+    void activation_backward_impl(const formulas::ActivationParams&, ConstMatrixView,
+                                  const DropoutMask*, MatrixView) override {
+        reached.push_back("activation_backward");
+    }
+    void column_sum_impl(ConstMatrixView, float, float, float*) override {
+        reached.push_back("column_sum");
+    }
+    void dropout_impl(const DropoutMask&, MatrixView) override { reached.push_back("dropout"); }
+    void output_delta_impl(const formulas::LossParams&, const formulas::ActivationParams&,
+                           ConstMatrixView, const CsrBatchView&, float, MatrixView,
+                           double*) override {
+        reached.push_back("output_delta");
+    }
+    void sparseness_penalty_impl(float, float, ConstMatrixView, float, MatrixView,
+                                 double*) override {
+        reached.push_back("sparseness_penalty");
+    }
+    void normalize_rows_impl(float, MatrixView) override { reached.push_back("normalize_rows"); }
+    void normalize_columns_impl(float, MatrixView) override {
+        reached.push_back("normalize_columns");
+    }
+    void row_max_impl(ConstMatrixView, float*) override { reached.push_back("row_max"); }
+    void exp_rows_impl(const float*, MatrixView, float*) override { reached.push_back("exp_rows"); }
+    void divide_rows_impl(const float*, MatrixView) override { reached.push_back("divide_rows"); }
+    void row_sum_squares_impl(ConstMatrixView, float*) override {
+        reached.push_back("row_sum_squares");
+    }
+    void clip_rows_impl(float, const float*, MatrixView) override {
+        reached.push_back("clip_rows");
+    }
+    void add_matrix_impl(float, ConstMatrixView, float, MatrixView) override {
+        reached.push_back("add_matrix");
+    }
+    void scatter_rows_impl(const SparseRowGrad&, float, MatrixView) override {
+        reached.push_back("scatter_rows");
+    }
+    void optimizer_step_impl(const formulas::OptimizerStep&, MatrixView, ConstMatrixView, float*,
+                             float*) override {
+        reached.push_back("optimizer_step");
+    }
+    void optimizer_step_rows_impl(const formulas::OptimizerStep&, MatrixView, const SparseRowGrad&,
+                                  float*, float*, SparseUpdate) override {
+        reached.push_back("optimizer_step_rows");
+    }
+    void top_k_impl(ConstMatrixView, const CsrBatchView*, size_t, float*, uint32_t*) override {
+        reached.push_back("top_k");
+    }
+};
+
+TEST(OpChecks, BadCallsNeverReachAnImplementationAndMatchTheCpuMessages) {
+    std::unique_ptr<Backend> cpu = make_backend("cpu", 1);
+    for (const BadCall& c : bad_calls()) {
+        RecordingBackend rec;
+        std::string got;
+        try {
+            c.call(rec);
+        } catch (const Error& e) {
+            got = e.what();
+        }
+        EXPECT_EQ(got, c.expected);
+        EXPECT_TRUE(rec.reached.empty())
+            << "\"" << c.expected << "\" reached " << rec.reached.front() << "_impl";
+        std::string on_cpu;
+        try {
+            c.call(*cpu);
+        } catch (const Error& e) {
+            on_cpu = e.what();
+        }
+        EXPECT_EQ(on_cpu, got) << "the CPU backend's message differs";
+    }
+}
+
+// The recording is not vacuous: calls that agree reach the implementation, once each.
+TEST(OpChecks, AgreeingCallsReachTheImplementation) {
+    RecordingBackend rec;
+    rec.gemm(false, false, 1, cmat(2, 3), cmat(3, 4), 0, mat(2, 4));
+    rec.add_matrix(1, cmat(2, 4), 0, mat(2, 4));
+    rec.row_sum_squares(cmat(2, 4), g_unused);
+    EXPECT_EQ(rec.reached, (std::vector<std::string>{"gemm", "add_matrix", "row_sum_squares"}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, OpChecksOn, ::testing::Values("cpu", "cuda:0"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                              return info.param == "cpu" ? std::string("Cpu") : std::string("Cuda");
