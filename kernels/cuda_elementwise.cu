@@ -13,7 +13,7 @@
 //  * Determinism: one thread per output element, no atomics: bit-identical on every run. The
 //    element formulas are kernels/formulas/ (the CPU's own); results differ from the CPU only by
 //    the device's transcendental functions (a few ulp) and fused multiply-adds: within 1e-5
-//    relative (tests/backend/cuda_parity_test.cpp).
+//    relative (tests/backend/activation_test.cpp, CudaParity.*).
 //  * Dropout masks: formulas::keep_unit(seed, example, col_offset + c, p), the CPU's hash.
 #include "cuda_common.cuh"
 #include "formulas/activation.h"

@@ -18,7 +18,7 @@
 // into row_loss[b] (scratch), and a second kernel (one block) adds the B row losses in a fixed
 // order to *loss_sum (device memory): deterministic, bit-identical on every run. Differences
 // from the CPU come from the device's log/exp (a few ulp per term) and the summation grouping
-// (double): within 1e-5 relative (cuda_parity_test.cpp).
+// (double): within 1e-5 relative (output_delta_test.cpp, CudaParity.*).
 // A stored target column >= n is skipped and reported (Error(kInternal) at the next sync), and
 // so is a target row whose column ids are not strictly increasing (a repeated column would make
 // two threads write one delta): the CPU throws the same error at the call.

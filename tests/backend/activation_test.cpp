@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 
 namespace sparsenet {
 namespace {
@@ -343,3 +344,88 @@ TEST(ColumnSum, DeterministicAcrossThreadCounts) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- activations ----
+
+TEST_F(CudaParity, BiasActivationForwardEveryActivation) {
+    struct Shape {
+        size_t rows, cols;
+    };
+    int cases = 0;
+    for (int k = 0; k < kActivations; ++k)
+        for (const Shape s :
+             {Shape{1, 1}, Shape{7, 5}, Shape{64, 130}, Shape{3, 1000}, Shape{33, 4099}})
+            for (bool with_bias : {false, true}) {
+                const formulas::ActivationParams act = act_params(Activation(k));
+                const uint64_t seed = uint64_t(++cases);
+                const Dense<float> z0 =
+                    testing::random_dense<float>(s.rows, s.cols, 3, seed, -4, 4, kPad);
+                std::vector<float> bias(s.cols);
+                std::mt19937_64 rng(seed);
+                for (float& v : bias) v = float(int(rng() % 200) - 100) / 50.0f;
+                DevMat zd(dev(), z0);
+                DeviceArray<float> bd = dev_array(dev(), bias, "test bias");
+                dev().bias_activation_forward(act, with_bias ? bd.data() : nullptr, zd.view());
+                Dense<float> want = z0;
+                cpu_.bias_activation_forward(act, with_bias ? bias.data() : nullptr, want.view());
+                ASSERT_TRUE(close_dense(want, zd.get(z0), 1e-5, 0.05))
+                    << to_string(Activation(k)) << " " << s.rows << "x" << s.cols
+                    << (with_bias ? " bias" : "");
+            }
+}
+
+TEST_F(CudaParity, ActivationBackwardWithAndWithoutDropoutMask) {
+    int cases = 0;
+    for (int k = 0; k < kActivations; ++k) {
+        const Activation kind = Activation(k);
+        const formulas::ActivationParams act = act_params(kind);
+        if (kind == Activation::kSoftMax) {
+            Dense<float> a(2, 3), d(2, 3);
+            DevMat ad(dev(), a), dd(dev(), d);
+            try {
+                dev().activation_backward(act, ad.cview(), nullptr, dd.view());
+                FAIL() << "SoftMax must be refused";
+            } catch (const Error& e) {
+                EXPECT_EQ(e.category(), ErrorCategory::kInternal);
+            }
+            continue;
+        }
+        for (size_t cols : {1, 5, 130, 1001})
+            for (int mask_kind : {0, 1, 2})  // none, inverted, alpha (the ELU/SELU kind)
+                for (bool permuted : {false, true}) {
+                    const uint64_t seed = uint64_t(++cases) * 3;
+                    const size_t rows = 37;
+                    Dense<float> a = testing::random_dense<float>(rows, cols, 2, seed, -3, 3, kPad);
+                    cpu_.bias_activation_forward(act, nullptr, a.view());  // valid outputs
+                    const TestBatch batch = testing::make_batch(rows + 10, rows, permuted, seed);
+                    DropoutMask mask;
+                    mask.rows = batch.view();
+                    mask.col_offset = permuted ? 9 : 0;
+                    if (mask_kind == 1) mask.params = formulas::inverted_dropout(0.3f, seed);
+                    if (mask_kind == 2)
+                        mask.params = formulas::alpha_dropout(0.2f, seed, -act.lambda * act.alpha);
+                    if (mask_kind != 0) cpu_.dropout(mask, a.view());  // as forward left them
+                    const Dense<float> d0 =
+                        testing::random_dense<float>(rows, cols, 4, seed + 1, -1, 1, kPad);
+                    DeviceArray<uint32_t> rows_d = dev_array(dev(), batch.rows, "mask rows");
+                    DropoutMask dmask = mask;
+                    dmask.rows.rows = batch.rows.empty() ? nullptr : rows_d.data();
+                    DevMat ad(dev(), a), dd(dev(), d0);
+                    dev().activation_backward(act, ad.cview(), mask_kind ? &dmask : nullptr,
+                                              dd.view());
+                    Dense<float> want = d0;
+                    cpu_.activation_backward(act, a.cview(), mask_kind ? &mask : nullptr,
+                                             want.view());
+                    ASSERT_TRUE(close_dense(want, dd.get(d0), 1e-5, 0.05))
+                        << to_string(kind) << " cols=" << cols << " mask=" << mask_kind
+                        << (permuted ? " permuted" : "");
+                }
+    }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

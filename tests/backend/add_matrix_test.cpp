@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 
 namespace sparsenet {
 namespace {
@@ -81,3 +82,32 @@ TEST(AddMatrix, ShapeMismatchIsInternalError) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- add_matrix, scatter_rows ----
+
+TEST_F(CudaParity, AddMatrix) {
+    int cases = 0;
+    for (size_t rows : {1, 7, 300})
+        for (size_t cols : {1, 33, 130})
+            for (auto ab : {std::pair<float, float>{1, 1}, {0.5f, 0}, {-2, 0.3f}}) {
+                const uint64_t seed = uint64_t(++cases) * 5;
+                const Dense<float> x = testing::random_dense<float>(rows, cols, 1, seed);
+                Dense<float> y = testing::random_dense<float>(rows, cols, 3, seed + 1, -1, 1, kPad);
+                if (ab.second == 0.0f)
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t c = 0; c < cols; ++c) y.at(r, c) = kNaN;
+                DevMat xd(dev(), x), yd(dev(), y);
+                dev().add_matrix(ab.first, xd.cview(), ab.second, yd.view());
+                Dense<float> want = y;
+                cpu_.add_matrix(ab.first, x.cview(), ab.second, want.view());
+                ASSERT_TRUE(close_dense(want, yd.get(y), 1e-5, 0.05))
+                    << rows << "x" << cols << " alpha=" << ab.first << " beta=" << ab.second;
+            }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 #include "formulas/rng.h"
 
 namespace sparsenet {
@@ -183,3 +184,81 @@ TEST(CsrMatmul, RejectsMismatchedShapes) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- csr_matmul ----
+
+struct MatmulCase {
+    size_t batch;
+    uint32_t in;
+    size_t out;
+    RowShape shape;
+    bool valued, permuted;
+    float p, beta;
+    uint32_t col_offset;
+    uint64_t seed;
+};
+
+void run_matmul(Backend& cpu, Backend& dev, const MatmulCase& c) {
+    const std::string what = testing::case_name(c.shape, c.valued, c.batch, c.out, c.permuted) +
+                             " in=" + std::to_string(c.in) + " p=" + std::to_string(c.p) +
+                             " beta=" + std::to_string(c.beta);
+    const Dataset d = testing::random_dataset(c.batch + 4, c.in, c.shape, c.valued, c.seed);
+    const TestBatch batch = testing::make_batch(d.rows, c.batch, c.permuted, c.seed + 1);
+    const Dense<float> w = testing::random_dense<float>(c.in, c.out, 2, c.seed + 2);
+    Dense<float> z = testing::random_dense<float>(c.batch, c.out, 3, c.seed + 3, -1, 1, kPad);
+    if (c.beta == 0.0f)
+        for (size_t b = 0; b < c.batch; ++b)
+            for (size_t o = 0; o < c.out; ++o) z.at(b, o) = kNaN;
+    SparseNoise noise;
+    noise.p = c.p;
+    noise.seed = c.seed * 7919 + 11;
+
+    DevCsr x(dev, d, batch, c.col_offset);
+    DevMat wd(dev, w), zd(dev, z);
+    dev.csr_matmul(x.view, noise, wd.cview(), zd.view(), c.beta);
+    const Dense<float> got = zd.get(z);
+
+    Dense<float> want = z;
+    cpu.csr_matmul(x.host, noise, w.cview(), want.view(), c.beta);
+    // Magnitude: the same product on |w| (values are positive), plus |beta * z|.
+    Dense<float> mag = z;
+    for (size_t b = 0; b < c.batch; ++b)
+        for (size_t o = 0; o < c.out; ++o)
+            mag.at(b, o) = c.beta == 0.0f ? 0.0f : std::fabs(c.beta * z.at(b, o));
+    const Dense<float> wabs = abs_of(w);
+    cpu.csr_matmul(x.host, noise, wabs.cview(), mag.view(), 1.0f);
+    ASSERT_TRUE(close_by_magnitude(want, got, mag, 1e-5)) << what;
+}
+
+TEST_F(CudaParity, CsrMatmulOverGrid) {
+    int cases = 0;
+    for (size_t batch : {1, 7, 64, 300})
+        for (size_t out : {1, 33, 130, 600})
+            for (RowShape shape : testing::kAllShapes)
+                for (bool valued : {false, true})
+                    for (bool permuted : {false, true})
+                        for (float p : {0.0f, 0.3f})
+                            for (float beta : {0.0f, 1.0f, 0.5f}) {
+                                const MatmulCase c{batch,
+                                                   50,
+                                                   out,
+                                                   shape,
+                                                   valued,
+                                                   permuted,
+                                                   p,
+                                                   beta,
+                                                   permuted ? 17u : 0u,
+                                                   uint64_t(++cases)};
+                                run_matmul(cpu_, dev(), c);
+                                if (HasFatalFailure()) return;
+                            }
+    // A wide input (long power-law rows: > 128 entries staged per block) and a wide output.
+    run_matmul(cpu_, dev(), {64, 5000, 1100, RowShape::kPowerLaw, true, true, 0.2f, 0.0f, 3, 99});
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 #include "formulas/rng.h"
 
 namespace sparsenet {
@@ -224,3 +225,117 @@ TEST(CsrWeightGrad, DoubleInstantiation) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- csr_weight_grad ----
+
+struct GradCase {
+    size_t batch;
+    uint32_t in;
+    size_t out;
+    RowShape shape;
+    bool valued, permuted;
+    float p;
+    bool capacity_at_least_in;
+    uint64_t seed;
+};
+
+void run_weight_grad(Backend& cpu, Backend& dev, const GradCase& c) {
+    const std::string what = testing::case_name(c.shape, c.valued, c.batch, c.out, c.permuted) +
+                             " in=" + std::to_string(c.in) + " p=" + std::to_string(c.p);
+    const Dataset d = testing::random_dataset(c.batch + 4, c.in, c.shape, c.valued, c.seed);
+    const TestBatch batch = testing::make_batch(d.rows, c.batch, c.permuted, c.seed + 1);
+    const Dense<float> dz = testing::random_dense<float>(c.batch, c.out, 5, c.seed + 2);
+    size_t nnz = 0;
+    for (size_t b = 0; b < c.batch; ++b)
+        nnz += d.offsets[batch.example(b) + 1] - d.offsets[batch.example(b)];
+    const size_t capacity = c.capacity_at_least_in ? size_t(c.in) + 5 : std::min<size_t>(c.in, nnz);
+    SparseNoise noise;
+    noise.p = c.p;
+    noise.seed = c.seed * 31 + 7;
+    const float alpha = 0.75f;
+
+    // CPU, on host memory.
+    std::vector<uint32_t> rows_c(std::max<size_t>(capacity, 1)), count_c(1, 99);
+    std::vector<float> values_c(std::max<size_t>(capacity * c.out, 1));
+    SparseRowGrad gc{rows_c.data(), count_c.data(), values_c.data(), capacity, c.out};
+    const CsrBatchView host = testing::csr_view(d, batch, 5);
+    cpu.csr_weight_grad(host, noise, dz.cview(), alpha, gc);
+    // Magnitude: the same gradient of |dz|.
+    std::vector<uint32_t> rows_m(rows_c.size()), count_m(1);
+    std::vector<float> values_m(values_c.size());
+    SparseRowGrad gm{rows_m.data(), count_m.data(), values_m.data(), capacity, c.out};
+    const Dense<float> dz_abs = abs_of(dz);
+    cpu.csr_weight_grad(host, noise, dz_abs.cview(), alpha, gm);
+
+    // Device, twice (determinism).
+    DevCsr x(dev, d, batch, 5);
+    DevMat dzd(dev, dz);
+    RowGrad g(dev, capacity, c.out);
+    std::vector<float> first;
+    for (int run = 0; run < 2; ++run) {
+        dev.fill(g.values.data(), g.values.size(), kNaN);  // overwrite semantics
+        dev.csr_weight_grad(x.view, noise, dzd.cview(), alpha, g.view());
+        const uint32_t count = g.get_count();
+        ASSERT_EQ(count, count_c[0]) << what;
+        const std::vector<uint32_t> rows = fetch(g.rows, count);
+        ASSERT_TRUE(std::equal(rows.begin(), rows.end(), rows_c.begin())) << what;
+        const std::vector<float> values = fetch(g.values, size_t(count) * c.out);
+        for (size_t i = 0; i < values.size(); ++i)
+            ASSERT_LE(std::fabs(values[i] - values_c[i]), 1e-5 * values_m[i] + 1e-6)
+                << what << " element " << i << " cpu " << values_c[i] << " device " << values[i];
+        if (run == 0) {
+            first = values;
+        } else {
+            ASSERT_EQ(0, std::memcmp(first.data(), values.data(), values.size() * sizeof(float)))
+                << what << ": two device runs differ";
+        }
+    }
+}
+
+TEST_F(CudaParity, CsrWeightGradOverGrid) {
+    int cases = 0;
+    for (size_t batch : {1, 7, 64, 1500})
+        for (size_t out : {1, 33, 130})
+            for (RowShape shape : testing::kAllShapes)
+                for (bool valued : {false, true})
+                    for (float p : {0.0f, 0.3f})
+                        for (bool cap_in : {false, true}) {
+                            const bool permuted = (cases % 2) == 0;
+                            run_weight_grad(cpu_, dev(),
+                                            {batch, 40, out, shape, valued, permuted, p, cap_in,
+                                             uint64_t(++cases)});
+                            if (HasFatalFailure()) return;
+                        }
+    // Wide inputs: capacity < in (one tile of pairs bounded by nnz), and capacity >= in with
+    // B * in above the pair budget (several tiles of rows).
+    run_weight_grad(cpu_, dev(), {300, 3000, 65, RowShape::kPowerLaw, true, true, 0.2f, false, 7});
+    run_weight_grad(cpu_, dev(), {1000, 20000, 33, RowShape::kUniform, false, true, 0.0f, true, 8});
+}
+
+TEST_F(CudaParity, CsrWeightGradCapacityTooSmallIsReported) {
+    const Dataset d = testing::random_dataset(20, 40, RowShape::kUniform, false, 3);
+    const TestBatch batch = testing::make_batch(d.rows, 16, false, 4);
+    const Dense<float> dz = testing::random_dense<float>(16, 8, 0, 5);
+    DevCsr x(dev(), d, batch);
+    DevMat dzd(dev(), dz);
+    RowGrad g(dev(), 2, 8);  // the batch touches far more than 2 rows
+    try {
+        dev().csr_weight_grad(x.view, SparseNoise{}, dzd.cview(), 1.0f, g.view());
+        dev().synchronize();  // the CUDA backend reports it here (the CPU at the call)
+        FAIL() << "expected Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kInternal);
+        // The CPU says "the batch touches N rows but the gradient capacity is 2"; the device may
+        // find it first as a tile overflowing the scratch sized by that capacity ("... the
+        // gradient capacity must be >= ..."), as on the first H100 run.
+        EXPECT_NE(std::string(e.what()).find("gradient capacity"), std::string::npos) << e.what();
+    }
+    dev().synchronize();  // reported once
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

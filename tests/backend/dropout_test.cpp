@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 #include "formulas/dropout.h"
 #include "formulas/rng.h"
 
@@ -235,3 +236,45 @@ TEST(AlphaDropout, OpAppliesTheMapAndKeepsSeluMoments) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+TEST_F(CudaParity, DropoutInvertedAndAlpha) {
+    int cases = 0;
+    for (size_t cols : {1, 33, 130, 2049})
+        for (float p : {0.0f, 0.25f, 0.9f})
+            for (bool alpha : {false, true})
+                for (bool permuted : {false, true}) {
+                    const uint64_t seed = uint64_t(++cases) * 101;
+                    const size_t rows = 29;
+                    const Dense<float> m0 =
+                        testing::random_dense<float>(rows, cols, 2, seed, -2, 2, kPad);
+                    const TestBatch batch = testing::make_batch(rows + 5, rows, permuted, seed);
+                    DropoutMask mask;
+                    mask.rows = batch.view();
+                    mask.col_offset = permuted ? 11 : 0;
+                    mask.params = alpha ? formulas::alpha_dropout(p, seed, -1.7580993f)
+                                        : formulas::inverted_dropout(p, seed);
+                    DeviceArray<uint32_t> rows_d = dev_array(dev(), batch.rows, "mask rows");
+                    DropoutMask dmask = mask;
+                    dmask.rows.rows = batch.rows.empty() ? nullptr : rows_d.data();
+                    DevMat md(dev(), m0);
+                    dev().dropout(dmask, md.view());
+                    Dense<float> want = m0;
+                    cpu_.dropout(mask, want.view());
+                    const Dense<float> got = md.get(m0);
+                    ASSERT_TRUE(close_dense(want, got, 1e-6, 0.0, 1e-6))
+                        << "cols=" << cols << " p=" << p << (alpha ? " alpha" : " inverted");
+                    // The mask itself is exact: a unit is dropped on both or on neither.
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t c = 0; c < cols; ++c)
+                            if (want.at(r, c) == mask.params.dropped && p > 0.0f) {
+                                ASSERT_EQ(got.at(r, c), mask.params.dropped) << r << "," << c;
+                            }
+                }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

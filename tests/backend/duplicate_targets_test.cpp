@@ -3,8 +3,8 @@
 // raced on it). The behaviour is now defined: such rows are refused everywhere, with the file,
 // dataset, row and column named: by the netCDF reader (the converter merges repeated
 // interactions, so its files never hold one), by the trainer for datasets built in memory, and by
-// the op itself (Error(kInternal), nothing written). cuda_parity_test checks the device reports
-// the same row (OutputDeltaRefusesRepeatedTargetColumns).
+// the op itself (Error(kInternal), nothing written). On a GPU, cuda_defects_test checks that the
+// device reports the same row (CudaDefects.OutputDeltaReportsARepeatedTargetColumn).
 #include <gtest/gtest.h>
 #include <netcdf.h>
 

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 
 namespace sparsenet {
 namespace {
@@ -95,3 +96,52 @@ TEST(Gemm, RejectsMismatchedShapes) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- gemm ----
+
+TEST_F(CudaParity, GemmEveryTransposeAndShape) {
+    struct Shape {
+        size_t m, n, k;
+    };
+    int cases = 0;
+    for (const Shape s : {Shape{1, 1, 1}, Shape{7, 5, 3}, Shape{64, 130, 33}, Shape{300, 70, 513},
+                          Shape{3, 600, 27}, Shape{5, 9, 0}})
+        for (bool ta : {false, true})
+            for (bool tb : {false, true})
+                for (float beta : {0.0f, 1.0f, 0.5f})
+                    for (float alpha : {1.0f, -0.7f}) {
+                        const uint64_t seed = uint64_t(++cases) * 13;
+                        const Dense<float> a = ta ? testing::random_dense<float>(s.k, s.m, 2, seed)
+                                                  : testing::random_dense<float>(s.m, s.k, 2, seed);
+                        const Dense<float> b =
+                            tb ? testing::random_dense<float>(s.n, s.k, 1, seed + 1)
+                               : testing::random_dense<float>(s.k, s.n, 1, seed + 1);
+                        Dense<float> c =
+                            testing::random_dense<float>(s.m, s.n, 3, seed + 2, -1, 1, kPad);
+                        if (beta == 0.0f)
+                            for (size_t r = 0; r < s.m; ++r)
+                                for (size_t j = 0; j < s.n; ++j) c.at(r, j) = kNaN;
+                        DevMat ad(dev(), a), bd(dev(), b), cd(dev(), c);
+                        dev().gemm(ta, tb, alpha, ad.cview(), bd.cview(), beta, cd.view());
+                        const Dense<float> got = cd.get(c);
+                        Dense<float> want = c;
+                        cpu_.gemm(ta, tb, alpha, a.cview(), b.cview(), beta, want.view());
+                        Dense<float> mag = c;
+                        for (size_t r = 0; r < s.m; ++r)
+                            for (size_t j = 0; j < s.n; ++j)
+                                mag.at(r, j) = beta == 0.0f ? 0.0f : std::fabs(beta * c.at(r, j));
+                        const Dense<float> aa = abs_of(a), ba = abs_of(b);
+                        cpu_.gemm(ta, tb, std::fabs(alpha), aa.cview(), ba.cview(), 1.0f,
+                                  mag.view());
+                        ASSERT_TRUE(close_by_magnitude(want, got, mag, 1e-4))
+                            << "m=" << s.m << " n=" << s.n << " k=" << s.k << " ta=" << ta
+                            << " tb=" << tb << " beta=" << beta << " alpha=" << alpha;
+                    }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

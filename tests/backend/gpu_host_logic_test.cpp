@@ -3,7 +3,7 @@
 // EARLIER kernel, which must not be blamed on the kernel just launched. The message functions are
 // pure (the CUDA runtime's error strings need no driver). Also the host-side choices of two
 // kernels: csr_matmul's thread mapping by width and csr_weight_grad's plan. The kernels
-// themselves are tested by cuda_parity_test and cuda_defects_test on a GPU.
+// themselves are tested by the parity tests (CudaParity.*) and cuda_defects_test on a GPU.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 #include "formulas/optimizer.h"
 
 namespace sparsenet {
@@ -320,3 +321,116 @@ TEST(OptimizerDouble, EveryKindMatchesReferenceTightly) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- optimizers ----
+
+formulas::OptimizerStep make_step(OptimizerKind kind, bool regularised, int t) {
+    formulas::OptimizerStep s;
+    s.kind = kind;
+    s.learning_rate = 0.01f / (1.0f + 0.1f * float(t - 1));
+    s.mu = 0.9f;
+    s.mu1 = 0.999f;
+    s.epsilon = (kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamW) ? 1e-8f : 1e-9f;
+    s.l2 = regularised ? 1e-3f : 0.0f;
+    s.l1 = regularised ? 1e-4f : 0.0f;
+    s.bias_correction1 = float(1.0 / (1.0 - std::pow(0.9, t)));
+    s.bias_correction2 = float(1.0 / (1.0 - std::pow(0.999, t)));
+    return s;
+}
+
+TEST_F(CudaParity, OptimizerStepEveryKind) {
+    struct Shape {
+        size_t rows, cols;
+    };
+    int cases = 0;
+    for (int k = 0; k < kOptimizers; ++k)
+        for (bool reg : {false, true})
+            for (const Shape s : {Shape{1, 1}, Shape{7, 130}, Shape{300, 33}}) {
+                const OptimizerKind kind = OptimizerKind(k);
+                const uint64_t seed = uint64_t(++cases) * 37;
+                Dense<float> w = testing::random_dense<float>(s.rows, s.cols, 2, seed, -1, 1, kPad);
+                Dense<float> s1(s.rows, s.cols, 2, kPad), s2(s.rows, s.cols, 2, kPad);
+                for (size_t r = 0; r < s.rows; ++r)
+                    for (size_t c = 0; c < s.cols; ++c) s1.at(r, c) = s2.at(r, c) = 0.0f;
+                DevMat wd(dev(), w), s1d(dev(), s1), s2d(dev(), s2);
+                const int slots = formulas::optimizer_state_slots(kind);
+                for (int t = 1; t <= 3; ++t) {
+                    const Dense<float> g =
+                        testing::random_dense<float>(s.rows, s.cols, 1, seed + t, -0.5, 0.5);
+                    DevMat gd(dev(), g);
+                    const formulas::OptimizerStep step = make_step(kind, reg, t);
+                    dev().optimizer_step(step, wd.view(), gd.cview(),
+                                         slots >= 1 ? s1d.buf.data() : nullptr,
+                                         slots >= 2 ? s2d.buf.data() : nullptr);
+                    cpu_.optimizer_step(step, w.view(), g.cview(),
+                                        slots >= 1 ? s1.data.data() : nullptr,
+                                        slots >= 2 ? s2.data.data() : nullptr);
+                }
+                const std::string what = std::string(to_string(kind)) + (reg ? " l1/l2" : "") +
+                                         " " + std::to_string(s.rows) + "x" +
+                                         std::to_string(s.cols);
+                ASSERT_TRUE(close_dense(w, wd.get(w), 1e-5, 0.05)) << what << " weights";
+                ASSERT_TRUE(close_dense(s1, s1d.get(s1), 1e-5, 0.05)) << what << " state 1";
+                ASSERT_TRUE(close_dense(s2, s2d.get(s2), 1e-5, 0.05)) << what << " state 2";
+            }
+}
+
+TEST_F(CudaParity, OptimizerStepRowsExactAndLazy) {
+    int cases = 0;
+    for (int k = 0; k < kOptimizers; ++k)
+        for (bool reg : {false, true})
+            for (SparseUpdate mode : {SparseUpdate::kExact, SparseUpdate::kLazy})
+                for (size_t cols : {1, 33, 130}) {
+                    const OptimizerKind kind = OptimizerKind(k);
+                    const uint64_t seed = uint64_t(++cases) * 43;
+                    const size_t rows = 60;
+                    Dense<float> w = testing::random_dense<float>(rows, cols, 2, seed, -1, 1, kPad);
+                    Dense<float> s1(rows, cols, 2, kPad), s2(rows, cols, 2, kPad);
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t c = 0; c < cols; ++c) s1.at(r, c) = s2.at(r, c) = 0.0f;
+                    DevMat wd(dev(), w), s1d(dev(), s1), s2d(dev(), s2);
+                    const int slots = formulas::optimizer_state_slots(kind);
+                    std::mt19937_64 rng(seed);
+                    for (int t = 1; t <= 3; ++t) {
+                        std::vector<uint32_t> all(rows);
+                        std::iota(all.begin(), all.end(), 0u);
+                        std::shuffle(all.begin(), all.end(), rng);
+                        const size_t count = t == 2 ? 0 : 5 + rng() % 20;
+                        const size_t capacity = count + 2;
+                        std::vector<uint32_t> ids(all.begin(), all.begin() + count);
+                        std::sort(ids.begin(), ids.end());
+                        ids.resize(capacity, 0u);
+                        std::vector<uint32_t> count_h{uint32_t(count)};
+                        const Dense<float> g =
+                            testing::random_dense<float>(capacity, cols, 0, seed + t, -0.5, 0.5);
+                        std::vector<float> values(g.data.begin(), g.data.begin() + capacity * cols);
+                        SparseRowGrad gc{ids.data(), count_h.data(), values.data(), capacity, cols};
+                        DeviceArray<uint32_t> ids_d = dev_array(dev(), ids, "ids");
+                        DeviceArray<uint32_t> count_d = dev_array(dev(), count_h, "count");
+                        DeviceArray<float> values_d = dev_array(dev(), values, "values");
+                        SparseRowGrad gd{ids_d.data(), count_d.data(), values_d.data(), capacity,
+                                         cols};
+                        const formulas::OptimizerStep step = make_step(kind, reg, t);
+                        dev().optimizer_step_rows(step, wd.view(), gd,
+                                                  slots >= 1 ? s1d.buf.data() : nullptr,
+                                                  slots >= 2 ? s2d.buf.data() : nullptr, mode);
+                        cpu_.optimizer_step_rows(step, w.view(), gc,
+                                                 slots >= 1 ? s1.data.data() : nullptr,
+                                                 slots >= 2 ? s2.data.data() : nullptr, mode);
+                    }
+                    const std::string what = std::string(to_string(kind)) + (reg ? " l1/l2" : "") +
+                                             (mode == SparseUpdate::kExact ? " exact" : " lazy") +
+                                             " cols=" + std::to_string(cols);
+                    const Dense<float> got = wd.get(w);
+                    ASSERT_TRUE(close_dense(w, got, 1e-5, 0.05)) << what << " weights";
+                    ASSERT_TRUE(close_dense(s1, s1d.get(s1), 1e-5, 0.05)) << what << " state 1";
+                    ASSERT_TRUE(close_dense(s2, s2d.get(s2), 1e-5, 0.05)) << what << " state 2";
+                }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 #include "formulas/loss.h"
 
 namespace sparsenet {
@@ -279,3 +280,174 @@ TEST(OutputDelta, TargetsOnlyCorrectTheirOwnRow) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+TEST_F(CudaParity, OutputDeltaWithRowTotalsOnAColumnBand) {
+    formulas::ActivationParams act;
+    act.kind = Activation::kSoftMax;
+    formulas::LossParams loss;
+    loss.kind = ErrorFunction::kCrossEntropy;
+    loss.multinomial = true;
+    int cases = 0;
+    for (uint32_t n : {9u, 1000u})
+        for (RowShape shape : testing::kAllShapes)
+            for (bool valued : {false, true}) {
+                const uint64_t seed = uint64_t(++cases) * 37;
+                const size_t rows = 17;
+                const Dataset t = testing::random_dataset(rows + 5, n, shape, valued, seed);
+                const TestBatch batch = testing::make_batch(t.rows, rows, true, seed + 1);
+                // The band [c0, n) renumbered from 0, and the whole rows' target sums.
+                const uint32_t c0 = n / 3;
+                Dataset tb;
+                tb.rows = t.rows;
+                tb.cols = n - c0;
+                std::vector<float> totals(t.rows);
+                for (uint64_t r = 0; r < t.rows; ++r) {
+                    double sum = 0;
+                    for (uint64_t e = t.offsets[r]; e < t.offsets[r + 1]; ++e) {
+                        sum += testing::entry_value(t, e);
+                        if (t.indices[e] < c0) continue;
+                        tb.indices.push_back(t.indices[e] - c0);
+                        if (valued) tb.values.push_back(t.values[e]);
+                    }
+                    tb.offsets.push_back(tb.indices.size());
+                    totals[r] = float(sum);
+                }
+                Dense<float> a = testing::random_dense<float>(rows, n, 2, seed + 2, -3, 3, kPad);
+                cpu_.bias_activation_forward(act, nullptr, a.view());
+                const Dense<float> ab_host = [&] {  // the band of a, padded
+                    Dense<float> b(rows, n - c0, 2, kPad);
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t c = c0; c < n; ++c) b.at(r, c - c0) = a.at(r, c);
+                    return b;
+                }();
+                const Dense<float> d0 =
+                    testing::random_dense<float>(rows, n - c0, 3, seed + 3, -1, 1, kPad);
+                DevCsr target(dev(), tb, batch, c0);
+                DeviceArray<float> totals_d = dev_array(dev(), totals, "row totals");
+                target.view.row_totals = totals_d.data();
+                target.host.row_totals = totals.data();
+                DevMat ad(dev(), ab_host), dd(dev(), d0);
+                DeviceArray<double> ld(dev(), 1, "loss");
+                const double start = 0.5;
+                ld.upload(&start, 1);
+                dev().output_delta(loss, act, ad.cview(), target.view, 0.25f, dd.view(), ld.data());
+                Dense<float> want = d0;
+                double loss_cpu = start;
+                cpu_.output_delta(loss, act, ab_host.cview(), target.host, 0.25f, want.view(),
+                                  &loss_cpu);
+                const std::string what = "n=" + std::to_string(n) + " " +
+                                         testing::shape_name(shape) + (valued ? " valued" : "");
+                ASSERT_TRUE(close_dense(want, dd.get(d0), 1e-5, 0.05)) << what;
+                const double got = fetch(ld, 1)[0];
+                ASSERT_TRUE(close_scalar(loss_cpu, got, 1e-5, 1e-6))
+                    << what << " loss cpu " << loss_cpu << " device " << got;
+            }
+}
+
+// ---- output_delta ----
+
+struct DeltaCombo {
+    Activation act;
+    ErrorFunction loss;
+    bool multinomial;
+};
+
+std::vector<DeltaCombo> delta_combos() {
+    std::vector<DeltaCombo> v;
+    for (int a = 0; a < kActivations; ++a)
+        for (int l = 0; l < kLosses; ++l) v.push_back({Activation(a), ErrorFunction(l), false});
+    v.push_back({Activation::kSoftMax, ErrorFunction::kCrossEntropy, true});
+    return v;
+}
+
+TEST_F(CudaParity, OutputDeltaEveryLossAndActivation) {
+    int cases = 0;
+    for (const DeltaCombo& combo : delta_combos())
+        for (size_t n : {5, 130, 1000})
+            for (bool ignore_zero : {false, true})
+                for (bool weighted : {false, true})
+                    for (bool boosted : {false, true}) {
+                        if (boosted && combo.act == Activation::kSoftMax) continue;
+                        const uint64_t seed = uint64_t(++cases) * 29;
+                        const RowShape shape = testing::kAllShapes[cases % 4];
+                        const bool valued = (cases / 4) % 2 == 1;
+                        const size_t rows = n == 1000 ? 17 : 64;
+                        const formulas::ActivationParams act = act_params(combo.act);
+                        formulas::LossParams loss;
+                        loss.kind = combo.loss;
+                        loss.multinomial = combo.multinomial;
+                        loss.ignore_zero = ignore_zero;
+                        if (boosted) {
+                            loss.boost_one = 1.5f;
+                            loss.boost_zero = 0.5f;
+                        }
+                        Dense<float> a =
+                            testing::random_dense<float>(rows, n, 2, seed, -3, 3, kPad);
+                        cpu_.bias_activation_forward(act, nullptr, a.view());
+                        const Dataset t =
+                            testing::random_dataset(rows + 6, uint32_t(n), shape, valued, seed + 1);
+                        const TestBatch batch = testing::make_batch(t.rows, rows, true, seed + 2);
+                        std::vector<float> wts(t.rows);
+                        std::mt19937_64 rng(seed);
+                        for (float& w : wts) w = 0.5f + float(rng() % 100) / 40.0f;
+                        const Dense<float> d0 =
+                            testing::random_dense<float>(rows, n, 3, seed + 3, -1, 1, kPad);
+                        const float scale = 1.0f / float(rows);
+
+                        DevCsr target(dev(), t, batch, 0, weighted ? &wts : nullptr);
+                        DevMat ad(dev(), a), dd(dev(), d0);
+                        DeviceArray<double> ld(dev(), 1, "loss");
+                        const double start = 1.5;
+                        ld.upload(&start, 1);
+                        dev().output_delta(loss, act, ad.cview(), target.view, scale, dd.view(),
+                                           ld.data());
+                        Dense<float> want = d0;
+                        double loss_cpu = start;
+                        cpu_.output_delta(loss, act, a.cview(), target.host, scale, want.view(),
+                                          &loss_cpu);
+                        const std::string what =
+                            std::string(to_string(combo.act)) + "/" + to_string(combo.loss) +
+                            (combo.multinomial ? " multinomial" : "") + " n=" + std::to_string(n) +
+                            (ignore_zero ? " ignore-zero" : "") + (weighted ? " weighted" : "") +
+                            (boosted ? " boosted" : "") + " " + testing::shape_name(shape);
+                        ASSERT_TRUE(close_dense(want, dd.get(d0), 1e-5, 0.05)) << what;
+                        const double got = fetch(ld, 1)[0];
+                        ASSERT_TRUE(close_scalar(loss_cpu, got, 1e-5, 1e-6))
+                            << what << " loss cpu " << loss_cpu << " device " << got;
+                        // No loss requested: the delta alone, and nothing else is written.
+                        DevMat dd2(dev(), d0);
+                        dev().output_delta(loss, act, ad.cview(), target.view, scale, dd2.view(),
+                                           nullptr);
+                        ASSERT_TRUE(close_dense(want, dd2.get(d0), 1e-5, 0.05)) << what;
+                    }
+}
+
+TEST_F(CudaParity, OutputDeltaLossIsDeterministic) {
+    const size_t rows = 512, n = 3000;
+    const formulas::ActivationParams act = act_params(Activation::kSigmoid);
+    formulas::LossParams loss;
+    loss.kind = ErrorFunction::kCrossEntropy;
+    Dense<float> a = testing::random_dense<float>(rows, n, 0, 5, -3, 3);
+    cpu_.bias_activation_forward(act, nullptr, a.view());
+    const Dataset t = testing::random_dataset(rows, uint32_t(n), RowShape::kPowerLaw, false, 6);
+    const TestBatch batch = testing::make_batch(t.rows, rows, true, 7);
+    DevCsr target(dev(), t, batch);
+    DevMat ad(dev(), a), dd(dev(), a);
+    DeviceArray<double> ld(dev(), 1, "loss");
+    double first = 0;
+    for (int run = 0; run < 3; ++run) {
+        const double zero = 0;
+        ld.upload(&zero, 1);
+        dev().output_delta(loss, act, ad.cview(), target.view, 0.5f, dd.view(), ld.data());
+        const double got = fetch(ld, 1)[0];
+        if (run == 0) first = got;
+        ASSERT_EQ(std::memcmp(&first, &got, sizeof(double)), 0) << "run " << run;
+    }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 
 namespace sparsenet {
 namespace {
@@ -183,3 +184,44 @@ TEST(NormalizeColumns, DeterministicAcrossThreadCounts) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+TEST_F(CudaParity, SparsenessPenalty) {
+    int cases = 0;
+    for (size_t rows : {1, 7, 64, 700})
+        for (size_t cols : {1, 33, 300})
+            for (float p : {0.05f, 0.3f})
+                for (bool relu_like : {false, true})
+                    for (bool with_delta : {false, true}) {
+                        const uint64_t seed = uint64_t(++cases) * 17;
+                        // Sigmoid outputs, or values whose column means leave (0, 1) (clamped).
+                        const Dense<float> a =
+                            relu_like
+                                ? testing::random_dense<float>(rows, cols, 2, seed, 0, 2.5)
+                                : testing::random_dense<float>(rows, cols, 2, seed, 0.01, 0.99);
+                        const Dense<float> d0 =
+                            testing::random_dense<float>(rows, cols, 3, seed + 1, -1, 1, kPad);
+                        const float beta = 0.7f, scale = 1.0f / float(rows);
+                        DevMat ad(dev(), a), dd(dev(), d0);
+                        DeviceArray<double> ld(dev(), 1, "loss");
+                        const double start = 0.25;
+                        ld.upload(&start, 1);
+                        dev().sparseness_penalty(p, beta, ad.cview(), scale,
+                                                 with_delta ? dd.view() : MatrixView{}, ld.data());
+                        Dense<float> want = d0;
+                        double loss = start;
+                        cpu_.sparseness_penalty(p, beta, a.cview(), scale,
+                                                with_delta ? want.view() : MatrixView{}, &loss);
+                        const double got_loss = fetch(ld, 1)[0];
+                        ASSERT_TRUE(close_scalar(loss, got_loss, 1e-5, 1e-9))
+                            << "loss cpu " << loss << " device " << got_loss;
+                        ASSERT_TRUE(close_dense(want, dd.get(d0), 1e-5, 0.05))
+                            << rows << "x" << cols << " p=" << p;
+                    }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

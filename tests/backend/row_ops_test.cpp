@@ -28,6 +28,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 #include "formulas/loss.h"
 
 namespace sparsenet {
@@ -600,3 +601,202 @@ TEST(RowOps, OpNamesAndSupport) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- reductions ----
+
+TEST_F(CudaParity, ColumnSum) {
+    int cases = 0;
+    for (size_t rows : {0, 1, 7, 64, 1000, 5000})
+        for (size_t cols : {1, 5, 130, 1000})
+            for (float alpha : {1.0f, 0.5f})
+                for (float beta : {0.0f, 1.0f, -0.3f}) {
+                    const uint64_t seed = uint64_t(++cases) * 7;
+                    const Dense<float> m = testing::random_dense<float>(rows, cols, 3, seed);
+                    std::vector<float> out0(cols);
+                    std::mt19937_64 rng(seed);
+                    for (float& v : out0) v = beta == 0.0f ? kNaN : float(rng() % 100) / 50.0f;
+                    DevMat md(dev(), m);
+                    DeviceArray<float> od = dev_array(dev(), out0, "column sums");
+                    dev().column_sum(md.cview(), alpha, beta, od.data());
+                    std::vector<float> want = out0;
+                    cpu_.column_sum(m.cview(), alpha, beta, want.data());
+                    const std::vector<float> got = fetch(od, cols);
+                    // Relative to the sum of |terms|.
+                    for (size_t c = 0; c < cols; ++c) {
+                        double mag = beta == 0.0f ? 0.0 : std::fabs(beta * out0[c]);
+                        for (size_t r = 0; r < rows; ++r) mag += std::fabs(alpha * m.at(r, c));
+                        ASSERT_LE(std::fabs(got[c] - want[c]), 1e-5 * mag + 1e-7)
+                            << rows << "x" << cols << " col " << c << " cpu " << want[c]
+                            << " device " << got[c];
+                    }
+                }
+}
+
+TEST_F(CudaParity, NormalizeRowsAndColumns) {
+    int cases = 0;
+    for (size_t rows : {1, 7, 64, 1000})
+        for (size_t cols : {1, 33, 130, 1000})
+            for (bool by_columns : {false, true}) {
+                const uint64_t seed = uint64_t(++cases) * 23;
+                Dense<float> m = testing::random_dense<float>(rows, cols, 2, seed, -1, 1, kPad);
+                // Some rows / columns far longer than the bound, the others shorter.
+                std::mt19937_64 rng(seed);
+                if (by_columns) {
+                    for (size_t c = 0; c < cols; ++c)
+                        if (rng() % 3 == 0)
+                            for (size_t r = 0; r < rows; ++r) m.at(r, c) *= 10.0f;
+                } else {
+                    for (size_t r = 0; r < rows; ++r)
+                        if (rng() % 3 == 0)
+                            for (size_t c = 0; c < cols; ++c) m.at(r, c) *= 10.0f;
+                }
+                const float max_norm =
+                    float(std::sqrt(double(by_columns ? rows : cols) / 3.0) * 1.5);
+                DevMat md(dev(), m);
+                Dense<float> want = m;
+                if (by_columns) {
+                    dev().normalize_columns(max_norm, md.view());
+                    cpu_.normalize_columns(max_norm, want.view());
+                } else {
+                    dev().normalize_rows(max_norm, md.view());
+                    cpu_.normalize_rows(max_norm, want.view());
+                }
+                const Dense<float> got = md.get(m);
+                ASSERT_TRUE(close_dense(want, got, 1e-6, 0.0, 1e-7))
+                    << rows << "x" << cols << (by_columns ? " columns" : " rows");
+                // What the CPU left alone, the device left alone too, bit for bit.
+                for (size_t r = 0; r < rows; ++r)
+                    for (size_t c = 0; c < cols; ++c)
+                        if (bits(want.at(r, c)) == bits(m.at(r, c))) {
+                            ASSERT_EQ(bits(got.at(r, c)), bits(m.at(r, c))) << r << "," << c;
+                        }
+            }
+}
+
+// ---- row statistics of a column-split layer (model parallelism) ----
+
+// Per row: row_max (exact: NaNs ignored, -inf for empty rows), exp_rows with the CPU's max
+// (element-wise 1e-5, sums relative 1e-5), divide_rows (IEEE division: bit for bit; NaN as NaN),
+// row_sum_squares (relative 1e-6), clip_rows with the CPU's squared norms (the factor is
+// computed in double on both: 1e-6, and rows within the bound untouched bit for bit); then the
+// SoftMax composed of them on the device against the CPU's SoftMax (1e-5, as the SoftMax).
+TEST_F(CudaParity, RowStatisticsOps) {
+    struct Shape {
+        size_t rows, cols;
+    };
+    formulas::ActivationParams softmax;
+    softmax.kind = Activation::kSoftMax;
+    int cases = 0;
+    for (const Shape s : {Shape{1, 1}, Shape{3, 0}, Shape{7, 5}, Shape{64, 130}, Shape{3, 1000},
+                          Shape{33, 4099}, Shape{5, 5000}}) {
+        const uint64_t seed = uint64_t(++cases) * 31;
+        const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+        Dense<float> m = testing::random_dense<float>(s.rows, s.cols, 3, seed, -4, 4, kPad);
+        std::mt19937_64 rng(seed);
+        for (size_t r = 0; r < s.rows; ++r) {  // spread rows, long rows, NaN and inf entries
+            const uint64_t kind = rng() % 5;
+            for (size_t c = 0; c < s.cols; ++c) {
+                if (kind == 1) m.at(r, c) *= 20.0f;
+                if (kind == 2 && r > 0) m.at(r, c) *= 10.0f;
+            }
+            if (kind == 3 && s.cols > 2) m.at(r, rng() % s.cols) = kNaN;
+            if (kind == 4 && s.cols > 2) m.at(r, rng() % s.cols) = -kInf;
+        }
+        DevMat md(dev(), m);
+        DeviceArray<float> out_d(dev(), s.rows + 1, "row stats");
+
+        // row_max
+        std::vector<float> want_max(s.rows);
+        cpu_.row_max(m.cview(), want_max.data());
+        dev().row_max(md.cview(), out_d.data());
+        const std::vector<float> got_max = fetch(out_d, s.rows);
+        for (size_t r = 0; r < s.rows; ++r)
+            ASSERT_EQ(got_max[r], want_max[r]) << what << " row_max " << r;  // +0 == -0
+
+        // row_sum_squares (of the rows without NaN; NaN rows give NaN on both)
+        std::vector<float> want_sq(s.rows);
+        cpu_.row_sum_squares(m.cview(), want_sq.data());
+        dev().row_sum_squares(md.cview(), out_d.data());
+        const std::vector<float> got_sq = fetch(out_d, s.rows);
+        for (size_t r = 0; r < s.rows; ++r) {
+            if (std::isnan(want_sq[r]) || std::isinf(want_sq[r])) {  // NaN payloads may differ
+                ASSERT_TRUE(std::isnan(got_sq[r]) == std::isnan(want_sq[r]) &&
+                            (std::isnan(got_sq[r]) || got_sq[r] == want_sq[r]))
+                    << what << " row_sum_squares " << r << " cpu " << want_sq[r] << " device "
+                    << got_sq[r];
+                continue;
+            }
+            ASSERT_TRUE(close_scalar(want_sq[r], got_sq[r], 1e-6, 0.0))
+                << what << " row_sum_squares " << r << " cpu " << want_sq[r] << " device "
+                << got_sq[r];
+        }
+
+        // exp_rows with the CPU's maxima, then divide_rows by the CPU's sums
+        DeviceArray<float> shift_d = dev_array(dev(), want_max, "shift");
+        Dense<float> want_e = m;
+        std::vector<float> want_sum(s.rows);
+        cpu_.exp_rows(want_max.data(), want_e.view(), want_sum.data());
+        dev().exp_rows(shift_d.data(), md.view(), out_d.data());
+        const Dense<float> got_e = md.get(m);
+        ASSERT_TRUE(close_dense(want_e, got_e, 1e-5, 0.0, 1e-37)) << what << " exp_rows";
+        const std::vector<float> got_sum = fetch(out_d, s.rows);
+        for (size_t r = 0; r < s.rows; ++r) {
+            if (std::isnan(want_sum[r])) {
+                ASSERT_TRUE(std::isnan(got_sum[r])) << what << " exp_rows sum " << r;
+                continue;
+            }
+            ASSERT_TRUE(close_scalar(want_sum[r], got_sum[r], 1e-5, 0.0))
+                << what << " exp_rows sum " << r << " cpu " << want_sum[r] << " device "
+                << got_sum[r];
+        }
+        DevMat ed(dev(), want_e);  // the CPU's exp values: divide_rows compared bit for bit
+        DeviceArray<float> sum_d = dev_array(dev(), want_sum, "sums");
+        Dense<float> want_q = want_e;
+        cpu_.divide_rows(want_sum.data(), want_q.view());
+        dev().divide_rows(sum_d.data(), ed.view());
+        const Dense<float> got_q = ed.get(want_e);
+        for (size_t i = 0; i < want_q.data.size(); ++i) {
+            if (std::isnan(want_q.data[i])) {  // NaN: any NaN (the device's payload differs)
+                ASSERT_TRUE(std::isnan(got_q.data[i])) << what << " divide_rows " << i;
+                continue;
+            }
+            ASSERT_EQ(bits(got_q.data[i]), bits(want_q.data[i])) << what << " divide_rows " << i;
+        }
+
+        // clip_rows with the CPU's squared norms
+        const float max_norm = float(std::sqrt(double(s.cols) / 3.0) * 1.5 * 4.0);
+        DeviceArray<float> sq_d = dev_array(dev(), want_sq, "squared norms");
+        DevMat cd(dev(), m);
+        Dense<float> want_c = m;
+        cpu_.clip_rows(max_norm, want_sq.data(), want_c.view());
+        dev().clip_rows(max_norm, sq_d.data(), cd.view());
+        const Dense<float> got_c = cd.get(m);
+        ASSERT_TRUE(close_dense(want_c, got_c, 1e-6, 0.0, 0.0)) << what << " clip_rows";
+        for (size_t r = 0; r < s.rows; ++r)
+            for (size_t c = 0; c < s.cols; ++c)
+                if (bits(want_c.at(r, c)) == bits(m.at(r, c))) {
+                    ASSERT_EQ(bits(got_c.at(r, c)), bits(m.at(r, c))) << what << " clip_rows";
+                }
+
+        // The SoftMax composed on the device (rows without NaN/inf) vs the CPU's SoftMax.
+        Dense<float> z = testing::random_dense<float>(s.rows, s.cols, 3, seed + 1, -30, 30, kPad);
+        DevMat zd(dev(), z);
+        dev().row_max(zd.cview(), out_d.data());
+        DeviceArray<float> row_sum_d(dev(), s.rows + 1, "row sums");
+        dev().exp_rows(out_d.data(), zd.view(), row_sum_d.data());
+        dev().divide_rows(row_sum_d.data(), zd.view());
+        Dense<float> want_z = z;
+        cpu_.bias_activation_forward(softmax, nullptr, want_z.view());
+        ASSERT_TRUE(close_dense(want_z, zd.get(z), 1e-5, 0.05)) << what << " composed SoftMax";
+    }
+}
+
+// output_delta (SoftMax, multinomial CrossEntropy) on a column band of the targets with
+// row_totals set, as element-wise output_delta (1e-5).
+
+}  // namespace
+}  // namespace sparsenet::parity

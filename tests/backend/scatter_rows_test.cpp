@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 
 namespace sparsenet {
 namespace {
@@ -128,3 +129,46 @@ TEST(ScatterRows, BrokenContractsAreInternalErrors) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+TEST_F(CudaParity, ScatterRows) {
+    int cases = 0;
+    for (size_t cols : {1, 33, 130})
+        for (size_t count : {0, 1, 17, 50})
+            for (float beta : {0.0f, 1.0f, 0.5f}) {
+                const uint64_t seed = uint64_t(++cases) * 41;
+                const size_t rows = 50, capacity = count + 3;
+                std::vector<uint32_t> all(rows);
+                std::iota(all.begin(), all.end(), 0u);
+                std::mt19937_64 rng(seed);
+                std::shuffle(all.begin(), all.end(), rng);
+                std::vector<uint32_t> ids(all.begin(), all.begin() + count);
+                std::sort(ids.begin(), ids.end());
+                ids.resize(capacity, 0u);
+                const Dense<float> vals = testing::random_dense<float>(capacity, cols, 0, seed + 1);
+                Dense<float> dense =
+                    testing::random_dense<float>(rows, cols, 2, seed + 2, -1, 1, kPad);
+                if (beta == 0.0f)
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t c = 0; c < cols; ++c) dense.at(r, c) = kNaN;
+                std::vector<uint32_t> count_h{uint32_t(count)};
+                std::vector<float> values_h(vals.data.begin(), vals.data.begin() + capacity * cols);
+                SparseRowGrad gc{ids.data(), count_h.data(), values_h.data(), capacity, cols};
+                DeviceArray<uint32_t> ids_d = dev_array(dev(), ids, "ids");
+                DeviceArray<uint32_t> count_d = dev_array(dev(), count_h, "count");
+                DeviceArray<float> values_d = dev_array(dev(), values_h, "values");
+                SparseRowGrad gd{ids_d.data(), count_d.data(), values_d.data(), capacity, cols};
+                DevMat dd(dev(), dense);
+                dev().scatter_rows(gd, beta, dd.view());
+                Dense<float> want = dense;
+                cpu_.scatter_rows(gc, beta, want.view());
+                ASSERT_TRUE(close_dense(want, dd.get(dense), 1e-5, 0.05))
+                    << "cols=" << cols << " count=" << count << " beta=" << beta;
+            }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity

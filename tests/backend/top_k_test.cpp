@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
+#include "backend/parity_harness.h"
 
 namespace sparsenet {
 namespace {
@@ -166,3 +167,72 @@ TEST(TopK, DoubleInstantiation) {
 
 }  // namespace
 }  // namespace sparsenet
+
+// ---- parity: the CPU reference against the device under test (backend/parity_harness.h) ----
+namespace sparsenet::parity {
+namespace {
+
+// ---- top_k ----
+
+// Scores with many ties, -inf, NaN, and both signed zeros; or continuous ones.
+Dense<float> topk_scores(size_t rows, size_t cols, bool tied, uint64_t seed) {
+    Dense<float> s(rows, cols, 3, 1e9f);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t c = 0; c < cols; ++c) {
+            if (!tied) {
+                s.at(r, c) = float(u(rng));
+                continue;
+            }
+            const uint64_t v = rng() % 100;
+            s.at(r, c) = v == 0   ? -kInf
+                         : v == 1 ? kNaN
+                         : v == 2 ? -0.0f
+                         : v == 3 ? 0.0f
+                         : v == 4 ? kInf
+                                  : float(int(v % 7) - 3) * 0.5f;
+        }
+    return s;
+}
+
+TEST_F(CudaParity, TopKExactlyMatchesTheCpu) {
+    int cases = 0;
+    for (size_t n : {1, 5, 33, 1000, 4099})
+        for (size_t rows : {1, 7, 64})
+            for (bool tied : {true, false})
+                for (int exclusion : {0, 1, 2})  // none, uniform rows, power-law rows
+                    for (size_t k : {size_t(1), size_t(3), size_t(10), size_t(64), size_t(100),
+                                     size_t(1000), n, n + 5}) {
+                        const uint64_t seed = uint64_t(++cases) * 53;
+                        const Dense<float> s = topk_scores(rows, n, tied, seed);
+                        const Dataset ex = testing::random_dataset(
+                            rows + 3, uint32_t(n),
+                            exclusion == 2 ? RowShape::kPowerLaw : RowShape::kUniform, false,
+                            seed + 1);
+                        const TestBatch batch = testing::make_batch(ex.rows, rows, true, seed + 2);
+                        std::vector<float> want_s(rows * k, 123.0f), got_s(rows * k, 7.0f);
+                        std::vector<uint32_t> want_i(rows * k, 7u), got_i(rows * k, 9u);
+                        CsrBatchView ex_host = testing::csr_view(ex, batch);
+                        cpu_.top_k(s.cview(), exclusion ? &ex_host : nullptr, k, want_s.data(),
+                                   want_i.data());
+                        DevMat sd(dev(), s);
+                        DevCsr exd(dev(), ex, batch);
+                        DeviceArray<float> os(dev(), rows * k, "top scores");
+                        DeviceArray<uint32_t> oi(dev(), rows * k, "top indices");
+                        dev().top_k(sd.cview(), exclusion ? &exd.view : nullptr, k, os.data(),
+                                    oi.data());
+                        got_s = fetch(os, rows * k);
+                        got_i = fetch(oi, rows * k);
+                        for (size_t i = 0; i < rows * k; ++i) {
+                            ASSERT_EQ(got_i[i], want_i[i])
+                                << "n=" << n << " rows=" << rows << " k=" << k
+                                << (tied ? " tied" : "") << " exclusion=" << exclusion << " slot "
+                                << i;
+                            ASSERT_EQ(bits(got_s[i]), bits(want_s[i])) << "slot " << i;
+                        }
+                    }
+}
+
+}  // namespace
+}  // namespace sparsenet::parity
