@@ -18,7 +18,7 @@ namespace sparsenet {
 // - Indexed datasets (DSSTNE's Indexed attribute): `rows` counts the stored (unique) CSR rows
 //   and example e uses stored row example_rows[e], so examples() may differ from rows. Code that
 //   walks examples either calls expanded() or refuses indexed data; the engine binds expanded
-//   copies (src/engine/bindings.cpp).
+//   copies (src/engine/network_bindings.cpp).
 // - Dense datasets (stored densely in their file) are CSR in memory too, holding only the
 //   nonzero entries; `dense` only tells the writer to write them back densely.
 struct Dataset {

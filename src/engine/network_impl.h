@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "comm/communicator.h"
 #include "engine/device_dataset.h"
+#include "engine/network_bindings.h"
 #include "io/model_file.h"
 #include "sparsenet/network.h"
 
@@ -103,11 +104,6 @@ struct Weight {
         return {sparse_rows.data(), sparse_count.data(), sparse_values.data(), sparse_capacity,
                 local_cols};
     }
-};
-
-// Datasets bound to input and output layers for one pass (training or inference).
-struct Bindings {
-    std::vector<const DeviceDataset*> layer_data;  // by layer index; null for hidden layers
 };
 
 }  // namespace engine

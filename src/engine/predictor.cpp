@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "engine/bindings.h"
+#include "engine/network_bindings.h"
 #include "engine/network_impl.h"
 #include "sparsenet/error.h"
 

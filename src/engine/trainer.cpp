@@ -1,4 +1,4 @@
-// Trainer: epochs, shuffling, minibatches, progress; the passes live in passes.cpp.
+// Trainer: epochs, shuffling, minibatches, progress; the passes live in network_passes.cpp.
 #include "sparsenet/trainer.h"
 
 #include <json/json.h>
@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "backend/out_of_memory.h"
-#include "engine/bindings.h"
+#include "engine/network_bindings.h"
 #include "engine/host_rng.h"
 #include "engine/network_impl.h"
 #include "sparsenet/error.h"

@@ -1,4 +1,5 @@
-// Uploads the datasets that a network's Input/Output layers name, once, and binds them to layers.
+// Uploads the datasets that a network's Input/Output layers name, once, and binds them to layers
+// (the network's part that the passes read: Bindings; Network::Impl stays incomplete here).
 #pragma once
 
 #include <map>
@@ -6,10 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "engine/network_impl.h"
+#include "engine/device_dataset.h"
 #include "sparsenet/dataset.h"
+#include "sparsenet/network.h"
 
 namespace sparsenet::engine {
+
+// Datasets bound to input and output layers for one pass (training or inference).
+struct Bindings {
+    std::vector<const DeviceDataset*> layer_data;  // by layer index; null for hidden layers
+};
 
 // Indexed datasets (Dataset::example_rows) are uploaded expanded, one CSR row per example, so
 // the passes need no indirection. Memory cost: the expanded CSR in backend memory (device memory

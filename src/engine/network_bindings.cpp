@@ -1,9 +1,10 @@
-#include "engine/bindings.h"
+#include "engine/network_bindings.h"
 
 #include <algorithm>
 #include <functional>
 
 #include "engine/input_norm.h"
+#include "engine/network_impl.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::engine {
