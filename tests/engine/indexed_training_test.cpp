@@ -13,20 +13,13 @@
 #include "sparsenet/predictor.h"
 #include "sparsenet/trainer.h"
 #include "support/test_support.h"
+#include "test_configs.h"
 
 namespace sparsenet {
 namespace {
 
-const char* kAutoencoder = R"({
-  "Version": 0.9, "Name": "ae", "Kind": "AutoEncoder",
-  "Denoising": {"p": 0.2},
-  "ErrorFunction": "ScaledMarginalCrossEntropy",
-  "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
-    {"Name": "Hidden", "Kind": "Hidden", "N": 24, "Activation": "Tanh", "pDropout": 0.1},
-    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid",
-     "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -3.0}}
-  ]})";
+// tests/data/configs/indexed_autoencoder.json: a small denoising autoencoder.
+const char* const kAutoencoder = kIndexedAutoencoderJson;
 
 // 150 stored rows; 400 examples that reuse them (some rows many times, some never).
 Dataset indexed_data(const std::string& name) {
