@@ -1,0 +1,130 @@
+// The network's inference part (network_scoring.h).
+#include "engine/network_scoring.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/network_impl.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet::engine {
+
+namespace {
+
+// A split output layer: every rank's top-K of its band (local columns) becomes global columns,
+// and the ranks' K * P candidates per row are merged into the top K, on every rank. The order is
+// the single-rank one: higher score first, ties to the lower column; empty slots (-inf,
+// UINT32_MAX) last.
+void merge_split_top_k(const Network::Impl& net, const Layer& layer, size_t count, uint32_t k,
+                       const DeviceArray<float>& scores, const DeviceArray<uint32_t>& indices,
+                       float* out_scores, uint32_t* out_indices) {
+    const size_t block = count * k;
+    const size_t ranks = size_t(net.ranks);
+    DeviceArray<float> all_scores(*net.backend, ranks * block, "gathered top-K scores");
+    DeviceArray<uint32_t> all_indices(*net.backend, ranks * block, "gathered top-K indices");
+    net.comm->all_gather(scores.data(), all_scores.data(), block, CommType::kFloat32);
+    net.comm->all_gather(indices.data(), all_indices.data(), block, CommType::kUint32);
+    std::vector<float> s(ranks * block);
+    std::vector<uint32_t> c(ranks * block);
+    all_scores.download(s.data(), s.size());
+    all_indices.download(c.data(), c.size());
+    std::vector<std::pair<float, uint32_t>> candidates;
+    for (size_t b = 0; b < count; ++b) {
+        candidates.clear();
+        for (size_t r = 0; r < ranks; ++r) {
+            const uint32_t offset = band_of(layer.n, int(ranks), int(r)).offset;
+            for (size_t i = 0; i < k; ++i) {
+                const size_t at = r * block + b * k + i;
+                const uint32_t column = c[at] == UINT32_MAX ? UINT32_MAX : c[at] + offset;
+                candidates.emplace_back(s[at], column);
+            }
+        }
+        std::partial_sort(
+            candidates.begin(), candidates.begin() + k, candidates.end(),
+            [](const std::pair<float, uint32_t>& x, const std::pair<float, uint32_t>& y) {
+                return x.first > y.first || (x.first == y.first && x.second < y.second);
+            });
+        for (size_t i = 0; i < k; ++i) {
+            out_scores[b * k + i] = candidates[i].first;
+            out_indices[b * k + i] = candidates[i].second;
+        }
+    }
+}
+
+}  // namespace
+
+int Scoring::layer(const std::string& name) const {
+    for (size_t l = 0; l < net_.layers.size(); ++l) {
+        const Layer& layer = net_.layers[l];
+        if (name.empty() ? !layer.is_output() : layer.config.name != name) continue;
+        if (layer.is_input()) {
+            throw Error(ErrorCategory::kUsage, "layer '" + name + "' is an Input layer");
+        }
+        return static_cast<int>(l);
+    }
+    throw Error(ErrorCategory::kUsage, name.empty() ? "the network has no Output layer"
+                                                    : "the network has no layer '" + name + "'");
+}
+
+LayerUnits Scoring::units(int l) const {
+    const Layer& layer = net_.layers[size_t(l)];
+    return {layer.config.name, layer.n, layer.offset, layer.n_local};
+}
+
+Backend& Scoring::backend() const {
+    return *net_.backend;
+}
+
+bool Scoring::split() const {
+    return net_.split();
+}
+
+void Scoring::forward(const Bindings& data, const BatchRows& rows) {
+    net_.ensure_batch_capacity(rows.batch);
+    net_.forward(data, rows, /*training=*/false, /*mask_seed=*/0);
+}
+
+std::vector<float> Scoring::scores(int l, size_t count) const {
+    const Layer& layer = net_.layers[size_t(l)];
+    std::vector<float> out(count * layer.n);
+    if (out.empty()) return out;
+    if (!net_.split()) {
+        net_.backend->download(out.data(), layer.act.data(), out.size() * sizeof(float));
+        return out;
+    }
+    // Every rank's band of the rows ([count, band] blocks of count * cap floats), gathered into
+    // whole rows.
+    const size_t block = count * layer.cap;
+    DeviceArray<float> all(*net_.backend, block * net_.ranks, "gathered scores");
+    net_.comm->all_gather(layer.act.data(), all.data(), block, CommType::kFloat32);
+    std::vector<float> blocks(block * net_.ranks);
+    all.download(blocks.data(), blocks.size());
+    for (int r = 0; r < net_.ranks; ++r) {
+        const Band b = band_of(layer.n, net_.ranks, r);
+        for (size_t i = 0; i < count; ++i) {
+            const float* from = blocks.data() + r * block + i * b.count;
+            std::copy(from, from + b.count, out.begin() + i * layer.n + b.offset);
+        }
+    }
+    return out;
+}
+
+void Scoring::top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k, float* out_scores,
+                    uint32_t* out_indices) const {
+    const Layer& layer = net_.layers[size_t(l)];
+    if (top_scores_.size() < count * k) {
+        top_scores_ = DeviceArray<float>(*net_.backend, count * k, "top-K scores");
+        top_indices_ = DeviceArray<uint32_t>(*net_.backend, count * k, "top-K indices");
+    }
+    net_.backend->top_k(ConstMatrixView(layer.act.data(), count, layer.n_local, layer.n_local),
+                        exclude, k, top_scores_.data(), top_indices_.data());
+    if (net_.split()) {
+        merge_split_top_k(net_, layer, count, k, top_scores_, top_indices_, out_scores,
+                          out_indices);
+        return;
+    }
+    top_scores_.download(out_scores, count * k);
+    top_indices_.download(out_indices, count * k);
+}
+
+}  // namespace sparsenet::engine

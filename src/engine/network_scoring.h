@@ -1,0 +1,57 @@
+// The network's inference part, as the Predictor uses it: which layer to read, the inference
+// forward pass over bound data, and a layer's scores (whole rows, gathered from every rank of a
+// split network) or their top-K (each rank's band ranked on the device, then merged). The
+// Predictor batches rows, checks its exclusion dataset and assembles the results; it never sees
+// Network::Impl (network_scoring.cpp is the network's own file).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/network_bindings.h"
+#include "sparsenet/dataset.h"
+#include "sparsenet/network.h"
+
+namespace sparsenet::engine {
+
+// A layer's units and this rank's band of them (offset, n_local: all of them on one rank).
+struct LayerUnits {
+    std::string name;
+    uint32_t n = 0;
+    uint32_t offset = 0;
+    uint32_t n_local = 0;
+};
+
+class Scoring {
+  public:
+    explicit Scoring(Network& network) : net_(network.impl()) {}
+
+    // `name` (any non-input layer), or by default the first Output layer in the config's order
+    // (DSSTNE's predict reads the layer named "Output"). Error(kUsage) otherwise.
+    int layer(const std::string& name) const;
+    LayerUnits units(int layer) const;
+    Backend& backend() const;
+    bool split() const;
+
+    // The inference forward pass (no dropout, no noise) over rows of the bound data, into the
+    // network's own activation buffers (grown to `rows.batch` rows).
+    void forward(const Bindings& data, const BatchRows& rows);
+    // After forward(): layer l's activations of its `count` rows, whole ([count, n] row-major;
+    // a split network's bands gathered from every rank, on every rank).
+    std::vector<float> scores(int l, size_t count) const;
+    // After forward(): the top k of each of the `count` rows of layer l, best first, ties to the
+    // lower column, never a column of `exclude` (this rank's band of it on a split network;
+    // nullable); out_scores / out_indices [count, k] on the host, whole-layer columns.
+    void top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k, float* out_scores,
+               uint32_t* out_indices) const;
+
+  private:
+    Network::Impl& net_;
+    // top_k's device results, grown to the largest count * k asked for.
+    mutable DeviceArray<float> top_scores_;
+    mutable DeviceArray<uint32_t> top_indices_;
+};
+
+}  // namespace sparsenet::engine
