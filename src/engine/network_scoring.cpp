@@ -53,6 +53,40 @@ void merge_split_top_k(const Network::Impl& net, const Layer& layer, size_t coun
 
 }  // namespace
 
+DenseOutputEdge dense_output_edge(const Network& network, int output) {
+    const Network::Impl& net = network.impl();
+    const Layer& layer = net.layers[size_t(output)];
+    DenseOutputEdge e;
+    const std::string name = "layer '" + layer.config.name + "'";
+    if (layer.in_weights.size() != 1) {
+        e.unsupported = name + " has " + std::to_string(layer.in_weights.size()) +
+                        " source edges; screening needs exactly one";
+    } else if (net.layers[net.weights[layer.in_weights[0]].source].is_input()) {
+        e.unsupported = name + " takes the Input layer directly (a sparse product, already cheap)";
+    } else if (!layer.skips.empty()) {
+        e.unsupported = name + " has Skip sources";
+    } else if (!layer.out_weights.empty() || !layer.out_skips.empty()) {
+        e.unsupported = "other layers read the activations of " + name;
+    } else if (layer.activation.kind == Activation::kSoftMax) {
+        e.unsupported =
+            name + " has a SoftMax activation, whose every score depends on every item's";
+    } else if (net.split()) {
+        e.unsupported = "the network is split across ranks";
+    }
+    if (!e.unsupported.empty()) return e;
+    const Weight& edge = net.weights[layer.in_weights[0]];
+    const Weight& owner = net.weights[edge.owner];
+    e.source = edge.source;
+    e.k = edge.rows;
+    e.n = edge.cols;
+    e.stored = owner.w.data();
+    e.transposed = edge.transposed;
+    e.bias = layer.bias.data();
+    e.activation = layer.activation;
+    e.weight_name = net.weight_name(edge);
+    return e;
+}
+
 int Scoring::layer(const std::string& name) const {
     for (size_t l = 0; l < net_.layers.size(); ++l) {
         const Layer& layer = net_.layers[l];

@@ -2,7 +2,8 @@
 // forward pass over bound data, and a layer's scores (whole rows, gathered from every rank of a
 // split network) or their top-K (each rank's band ranked on the device, then merged). The
 // Predictor batches rows, checks its exclusion dataset and assembles the results; it never sees
-// Network::Impl (network_scoring.cpp is the network's own file).
+// Network::Impl (network_scoring.cpp is the network's own file). Also the output edge that the
+// Recommender's fp16 screening copies (dense_output_edge).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,25 @@ struct LayerUnits {
     uint32_t offset = 0;
     uint32_t n_local = 0;
 };
+
+// An output layer fed by one dense edge, as the Recommender's fp16 screening reads it.
+struct DenseOutputEdge {
+    // Why the layer has no such edge ("" when it has): not exactly one source edge, a sparse
+    // (Input) source, Skip sources, other layers reading it, SoftMax, or a split network.
+    std::string unsupported;
+    int source = -1;  // the layer whose activations the edge multiplies
+    uint32_t k = 0;   // source units
+    uint32_t n = 0;   // output units
+    // The matrix the edge multiplies by: element (q, j) of [k, n] is stored[q * n + j], or
+    // stored[j * k + q] when the edge uses its owner's matrix transposed (then stored is
+    // [n, k]). Backend memory of the network, valid while it lives.
+    const float* stored = nullptr;
+    bool transposed = false;
+    const float* bias = nullptr;  // [n], backend memory
+    formulas::ActivationParams activation;
+    std::string weight_name;  // "weight:<source>-><layer>"
+};
+DenseOutputEdge dense_output_edge(const Network& network, int output);
 
 class Scoring {
   public:

@@ -27,7 +27,7 @@
 #include <immintrin.h>
 #endif
 
-#include "engine/network_impl.h"
+#include "engine/network_scoring.h"
 #include "sparsenet/error.h"
 #include "sparsenet/network.h"
 
@@ -128,47 +128,26 @@ void fp16_product(const float* x, size_t k, const uint16_t* w, size_t n, float* 
 }
 
 std::string OutputScreen::unsupported(const Network& network, int output) {
-    const Network::Impl& net = network.impl();
-    const Layer& layer = net.layers[output];
-    const std::string name = "layer '" + layer.config.name + "'";
-    if (layer.in_weights.size() != 1) {
-        return name + " has " + std::to_string(layer.in_weights.size()) +
-               " source edges; screening needs exactly one";
-    }
-    if (net.layers[net.weights[layer.in_weights[0]].source].is_input()) {
-        return name + " takes the Input layer directly (a sparse product, already cheap)";
-    }
-    if (!layer.skips.empty()) return name + " has Skip sources";
-    if (!layer.out_weights.empty() || !layer.out_skips.empty()) {
-        return "other layers read the activations of " + name;
-    }
-    if (layer.activation.kind == Activation::kSoftMax) {
-        return name + " has a SoftMax activation, whose every score depends on every item's";
-    }
-    if (net.split()) return "the network is split across ranks";
-    return "";
+    return dense_output_edge(network, output).unsupported;
 }
 
 OutputScreen::OutputScreen(const Network& network, int output, int threads)
     : threads_(std::max(1, threads)) {
-    const Network::Impl& net = network.impl();
-    const std::string why = unsupported(network, output);
-    if (!why.empty()) throw Error(ErrorCategory::kUsage, "fp16_screening: " + why);
+    const DenseOutputEdge edge = dense_output_edge(network, output);
+    if (!edge.unsupported.empty()) {
+        throw Error(ErrorCategory::kUsage, "fp16_screening: " + edge.unsupported);
+    }
     if (network.device() != "cpu") {
         throw Error(ErrorCategory::kInternal, "fp16 screening runs on the CPU backend only");
     }
-    const Layer& layer = net.layers[output];
-    const Weight& edge = net.weights[layer.in_weights[0]];
-    const Weight& owner = net.weights[edge.owner];
     source_ = edge.source;
-    k_ = edge.rows;
-    n_ = edge.cols;
+    k_ = edge.k;
+    n_ = edge.n;
     transposed_ = edge.transposed;
-    activation_ = layer.activation;
+    activation_ = edge.activation;
     // The matrix this edge multiplies by: element (q, j) of [k, n], stored [k, n], or [n, k]
-    // when the edge uses its owner's matrix transposed.
-    std::vector<float> stored(size_t(owner.rows) * owner.cols);
-    owner.w.download(stored.data(), stored.size());
+    // when the edge uses its owner's matrix transposed. The CPU backend's memory is host memory.
+    const float* stored = edge.stored;
     auto at = [&](size_t q, size_t j) {
         return transposed_ ? stored[j * k_ + q] : stored[q * n_ + j];
     };
@@ -181,9 +160,8 @@ OutputScreen::OutputScreen(const Network& network, int output, int threads)
             const float hv = from_fp16(h);
             if (!std::isfinite(m) || !std::isfinite(hv)) {
                 throw Error(ErrorCategory::kUsage,
-                            "fp16_screening: " + net.weight_name(edge) + " holds " +
-                                std::to_string(m) + " at (" + std::to_string(q) + ", " +
-                                std::to_string(j) +
+                            "fp16_screening: " + edge.weight_name + " holds " + std::to_string(m) +
+                                " at (" + std::to_string(q) + ", " + std::to_string(j) +
                                 "); fp16 holds finite magnitudes up to 65504 only");
             }
             half_[q * n_ + j] = h;
@@ -200,15 +178,14 @@ OutputScreen::OutputScreen(const Network& network, int output, int threads)
         spread_[j] = float(s * (1.0 + std::ldexp(1.0, -20)));
     }
     if (transposed_) {
-        item_rows_ = owner.w.data();
+        item_rows_ = edge.stored;
     } else {
         rows_.resize(n_ * k_);
         for (size_t q = 0; q < k_; ++q)
             for (size_t j = 0; j < n_; ++j) rows_[j * k_ + q] = stored[q * n_ + j];
         item_rows_ = rows_.data();
     }
-    bias_.resize(n_);
-    layer.bias.download(bias_.data(), n_);
+    bias_.assign(edge.bias, edge.bias + n_);
 }
 
 size_t OutputScreen::memory_bytes() const {
