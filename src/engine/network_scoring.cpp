@@ -53,6 +53,20 @@ void merge_split_top_k(const Network::Impl& net, const Layer& layer, size_t coun
 
 }  // namespace
 
+std::vector<LayerView> layer_views(const Network& network) {
+    std::vector<LayerView> views;
+    for (const Layer& layer : network.impl().layers) {
+        views.push_back({layer.config.name, layer.config.dataset, layer.n, layer.is_input(),
+                         layer.is_output(), layer.config.normalize_l2});
+    }
+    return views;
+}
+
+void forward_into(const Network& network, Backend& be, const std::vector<float*>& act,
+                  const Bindings& data, const BatchRows& rows, int skip_layer) {
+    network.impl().forward(be, act, data, rows, /*training=*/false, /*mask_seed=*/0, skip_layer);
+}
+
 DenseOutputEdge dense_output_edge(const Network& network, int output) {
     const Network::Impl& net = network.impl();
     const Layer& layer = net.layers[size_t(output)];

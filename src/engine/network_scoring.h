@@ -25,6 +25,25 @@ struct LayerUnits {
     uint32_t n_local = 0;
 };
 
+// A layer as a serving caller sees it (the Recommender): its name, units, dataset and input
+// normalisation.
+struct LayerView {
+    std::string name;
+    std::string dataset;  // Input and Output layers
+    uint32_t n = 0;
+    bool input = false;
+    bool output = false;
+    float normalize_l2 = 0.0f;  // Input layers: rows scaled to this L2 norm (0: as they are)
+};
+std::vector<LayerView> layer_views(const Network& network);
+
+// The inference forward pass into activations the caller owns (act[l]: [rows.batch, n of layer
+// l] for every non-input layer) on backend `be`, the network only read: several threads may run
+// it at once, each with its own buffers and backend, while nothing modifies the network (the
+// Recommender does). skip_layer: a layer no other reads, left uncomputed.
+void forward_into(const Network& network, Backend& be, const std::vector<float*>& act,
+                  const Bindings& data, const BatchRows& rows, int skip_layer = -1);
+
 // An output layer fed by one dense edge, as the Recommender's fp16 screening reads it.
 struct DenseOutputEdge {
     // Why the layer has no such edge ("" when it has): not exactly one source edge, a sparse

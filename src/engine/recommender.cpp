@@ -12,7 +12,7 @@
 
 #include "engine/device_dataset.h"
 #include "engine/input_norm.h"
-#include "engine/network_impl.h"
+#include "engine/network_scoring.h"
 #include "engine/output_screen.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
@@ -64,6 +64,7 @@ struct Recommender::Impl {
     std::string model_path;
     RecommenderOptions options;
     Network network;
+    std::vector<engine::LayerView> layers;  // the network's, in the config's order
     int input_layer = -1;
     int output_layer = -1;
     uint32_t input_n = 0;
@@ -84,11 +85,11 @@ struct Recommender::Impl {
 
     Impl(const std::string& path, const RecommenderOptions& opts)
         : model_path(path), options(opts), network(load(path, opts)) {
-        const Network::Impl& net = network.impl();
+        layers = engine::layer_views(network);
         std::vector<std::string> inputs;
-        for (size_t l = 0; l < net.layers.size(); ++l) {
-            if (!net.layers[l].is_input()) continue;
-            inputs.push_back(net.layers[l].config.name);
+        for (size_t l = 0; l < layers.size(); ++l) {
+            if (!layers[l].input) continue;
+            inputs.push_back(layers[l].name);
             input_layer = static_cast<int>(l);
         }
         if (inputs.size() != 1) {
@@ -97,9 +98,9 @@ struct Recommender::Impl {
                             std::to_string(inputs.size()) +
                             " Input layers; the Recommender takes the items of one Input layer");
         }
-        output_layer = find_output(net, opts.output_layer);
-        input_n = net.layers[input_layer].n;
-        output_n = net.layers[output_layer].n;
+        output_layer = find_output(layers, opts.output_layer);
+        input_n = layers[input_layer].n;
+        output_n = layers[output_layer].n;
         if (opts.fp16_screening) {
             const std::string why = engine::OutputScreen::unsupported(network, output_layer);
             if (!why.empty()) {
@@ -120,16 +121,16 @@ struct Recommender::Impl {
                 throw Error(ErrorCategory::kData,
                             index_path + ": the features index has " +
                                 std::to_string(names.size()) + " labels but input layer '" +
-                                net.layers[input_layer].config.name + "' of " + path + " has " +
+                                layers[input_layer].name + "' of " + path + " has " +
                                 std::to_string(input_n) +
                                 " units; expected the index the model was trained with");
             }
             out_names = names;
-        } else if (!network.feature_names(net.layers[input_layer].config.name).empty()) {
+        } else if (!network.feature_names(layers[input_layer].name).empty()) {
             // The model carries the features indexes it was trained with.
             index_path = "the feature names in " + path;
-            names = network.feature_names(net.layers[input_layer].config.name);
-            out_names = network.feature_names(net.layers[output_layer].config.name);
+            names = network.feature_names(layers[input_layer].name);
+            out_names = network.feature_names(layers[output_layer].name);
             if (out_names.empty()) out_names = names;
         }
         ids.reserve(names.size());
@@ -161,11 +162,11 @@ struct Recommender::Impl {
     }
 
     // As Predictor: a layer by name (not an Input layer), or the first Output layer.
-    static int find_output(const Network::Impl& net, const std::string& name) {
-        for (size_t l = 0; l < net.layers.size(); ++l) {
-            const engine::Layer& layer = net.layers[l];
-            if (name.empty() ? !layer.is_output() : layer.config.name != name) continue;
-            if (layer.is_input()) {
+    static int find_output(const std::vector<engine::LayerView>& layers, const std::string& name) {
+        for (size_t l = 0; l < layers.size(); ++l) {
+            const engine::LayerView& layer = layers[l];
+            if (name.empty() ? !layer.output : layer.name != name) continue;
+            if (layer.input) {
                 throw Error(ErrorCategory::kUsage, "output_layer '" + name +
                                                        "' is an Input layer; expected a layer "
                                                        "whose activations rank the items");
@@ -318,7 +319,7 @@ struct Recommender::Impl {
             // The device the network resolved to ("auto" once resolved), so that contexts
             // and weights share it.
             c->backend = make_backend(network.device(), options.threads_per_call);
-            c->act.resize(network.impl().layers.size());
+            c->act.resize(layers.size());
             c->act_ptrs.assign(c->act.size(), nullptr);
             return c;
         } catch (...) {
@@ -338,11 +339,10 @@ struct Recommender::Impl {
     }
 
     void ensure_capacity(Context& c, size_t rows, size_t slots) const {
-        const Network::Impl& net = network.impl();
         if (rows > c.rows) {
-            for (size_t l = 0; l < net.layers.size(); ++l) {
-                if (net.layers[l].is_input()) continue;
-                c.act[l] = DeviceArray<float>(*c.backend, rows * net.layers[l].n, "activations");
+            for (size_t l = 0; l < layers.size(); ++l) {
+                if (layers[l].input) continue;
+                c.act[l] = DeviceArray<float>(*c.backend, rows * layers[l].n, "activations");
                 c.act_ptrs[l] = c.act[l].data();
             }
             c.rows = rows;
@@ -357,9 +357,8 @@ struct Recommender::Impl {
     // Forward pass and top-K of queries [first, first + count) into out[first ...].
     void rank(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
               std::vector<Recommendations>& out) const {
-        const Network::Impl& net = network.impl();
         Dataset input;
-        input.name = net.layers[input_layer].config.dataset;
+        input.name = layers[input_layer].dataset;
         input.rows = count;
         input.cols = input_n;
         Dataset exclude;
@@ -378,28 +377,28 @@ struct Recommender::Impl {
             exclude.offsets.push_back(exclude.indices.size());
             k = std::max(k, q.k);
         }
-        if (const float norm = net.layers[input_layer].config.normalize_l2; norm > 0.0f) {
+        if (const float norm = layers[input_layer].normalize_l2; norm > 0.0f) {
             engine::normalize_rows(input, engine::row_square_sums(input), norm);
         }
         ensure_capacity(c, count, count * k);
         const engine::DeviceDataset input_data(*c.backend, input);
         const engine::DeviceDataset excluded(*c.backend, exclude);
         engine::Bindings bindings;
-        bindings.layer_data.assign(net.layers.size(), nullptr);
+        bindings.layer_data.assign(layers.size(), nullptr);
         bindings.layer_data[input_layer] = &input_data;
         const BatchRows rows{nullptr, 0, count};
         std::vector<float> scores(count * k);
         std::vector<uint32_t> top(count * k);
         bool ranked = false;
         if (count == 1 && screen) {
-            net.forward(*c.backend, c.act_ptrs, bindings, rows, false, 0, output_layer);
+            engine::forward_into(network, *c.backend, c.act_ptrs, bindings, rows, output_layer);
             ranked = screen
                          ->rank(*c.backend, c.act[screen->source()].data(), queries[first].excluded,
                                 k, c.screen, scores.data(), top.data())
                          .ranked;
         }
         if (!ranked) {  // the full product (too many candidates for the screen: rare)
-            net.forward(*c.backend, c.act_ptrs, bindings, rows, false, 0);
+            engine::forward_into(network, *c.backend, c.act_ptrs, bindings, rows);
             const CsrBatchView ex = excluded.view(rows);
             c.backend->top_k(ConstMatrixView(c.act[output_layer].data(), count, output_n, output_n),
                              &ex, k, c.top_scores.data(), c.top_ids.data());

@@ -86,11 +86,10 @@ TEST(Layering, KernelsIncludeNothingFromSrc) {
 
 // The network's private header (src/engine/network_impl.h) is the network's own: its
 // network*.cpp files and these, which still reach into it and are to move onto narrow parts
-// (issue 24, item 1; the Predictor and the output screen did: network_scoring.h). The list only
-// shrinks: a new file including it fails here.
+// (issue 24, item 1; the Predictor, the Recommender and the output screen did:
+// network_scoring.h). The list only shrinks: a new file including it fails here.
 TEST(Layering, OnlyTheNetworkIncludesItsPrivateHeader) {
-    const std::vector<std::string> not_yet = {"src/engine/trainer.cpp",
-                                              "src/engine/recommender.cpp"};
+    const std::vector<std::string> not_yet = {"src/engine/trainer.cpp"};
     size_t network_files = 0;
     for (const char* dir : {"src", "tools", "include", "kernels"}) {
         for (const fs::path& f : sources_under(kSource / dir)) {

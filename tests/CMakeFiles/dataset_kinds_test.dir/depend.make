@@ -1,0 +1,2 @@
+# Empty dependencies file for dataset_kinds_test.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,2 @@
+# Empty dependencies file for device_auto_cli_test.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,11 @@
+file(REMOVE_RECURSE
+  "CMakeFiles/dsstne_configs_test.dir/config/dsstne_configs_test.cpp.o"
+  "CMakeFiles/dsstne_configs_test.dir/config/dsstne_configs_test.cpp.o.d"
+  "dsstne_configs_test"
+  "dsstne_configs_test.pdb"
+)
+
+# Per-language clean rules from dependency scanning.
+foreach(lang CXX)
+  include(CMakeFiles/dsstne_configs_test.dir/cmake_clean_${lang}.cmake OPTIONAL)
+endforeach()

@@ -1,0 +1,2 @@
+# Empty dependencies file for input_norm_test.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,3 @@
+file(REMOVE_RECURSE
+  "libsparsenet_test_support.a"
+)

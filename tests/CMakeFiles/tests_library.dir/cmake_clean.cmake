@@ -1,0 +1,5 @@
+
+# Per-language clean rules from dependency scanning.
+foreach(lang )
+  include(CMakeFiles/tests_library.dir/cmake_clean_${lang}.cmake OPTIONAL)
+endforeach()
