@@ -365,20 +365,26 @@ int predict_main(int argc, char** argv) {
                 exclude = &filter;
             }
         } else {
-            datasets = load_datasets({input_path});
-            // A file with a single dataset feeds a single-input network whatever its name.
-            if (inputs.size() == 1 && datasets.size() == 1 && !datasets.count(inputs[0]->dataset)) {
-                Dataset only = std::move(datasets.begin()->second);
-                datasets.clear();
+            // Only the datasets the input layers read: a training file also holds the output
+            // dataset, as large (reading both doubled predict's load of the ML-20M shape). A
+            // file with a single dataset feeds a single-input network whatever its name.
+            const std::vector<std::string> in_file = list_datasets(input_path);
+            const auto holds = [&](const std::string& name) {
+                return std::find(in_file.begin(), in_file.end(), name) != in_file.end();
+            };
+            if (inputs.size() == 1 && in_file.size() == 1 && !holds(inputs[0]->dataset)) {
+                Dataset only = Dataset::read(input_path, in_file[0]);
                 only.name = inputs[0]->dataset;
                 datasets.emplace(only.name, std::move(only));
             }
             for (const LayerConfig* l : inputs) {
-                if (!datasets.count(l->dataset)) {
+                if (datasets.count(l->dataset)) continue;
+                if (!holds(l->dataset)) {
                     throw Error(ErrorCategory::kData, input_path + ": has no dataset '" +
                                                           l->dataset + "' for input layer '" +
                                                           l->name + "'");
                 }
+                datasets.emplace(l->dataset, Dataset::read(input_path, l->dataset));
             }
             if (!samples_index.empty()) sample_names = read_index(samples_index);
             if (!features_index.empty()) feature_names = read_index(features_index);
