@@ -26,7 +26,8 @@
 // exp_rows, row_sum_squares) likewise, one block of 256 threads per row (row_sum_squares of a row
 // over 65,536 values: a block per 8,192-value segment, then the segments added in order);
 // divide_rows and clip_rows are element-wise (elementwise_shape). The penalty's loss is summed over
-// the columns by one block in a fixed order. Tolerance: 1e-5 relative (row_ops_test.cpp, regularizer_test.cpp: CudaParity.*).
+// the columns by one block in a fixed order. Tolerance: 1e-5 relative (row_ops_test.cpp,
+// regularizer_test.cpp: CudaParity.*).
 #include <string>
 
 #include "cuda_common.cuh"

@@ -15,8 +15,8 @@
 #include <tuple>
 
 #include "backend/out_of_memory.h"
-#include "engine/network_bindings.h"
 #include "engine/host_rng.h"
+#include "engine/network_bindings.h"
 #include "engine/network_impl.h"
 #include "sparsenet/error.h"
 

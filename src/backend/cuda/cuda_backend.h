@@ -1,7 +1,7 @@
 // The CUDA backend: device memory, one compute stream plus a copy stream, cuBLAS on the compute
 // stream, and the kernels of kernels/cuda_*.cu. Implements the whole op table of backend.h with
-// the CPU backend's semantics (src/backend/cpu/ is the reference; tests/backend/
-// the parity tests (tests/backend/parity_harness.h) compare the two). Compiles for sm_90 (GPU status: docs/gpu.md).
+// the CPU backend's semantics (src/backend/cpu/ is the reference; the parity tests on
+// tests/backend/parity_harness.h compare the two). Compiles for sm_90 (GPU status: docs/gpu.md).
 //
 // Execution model:
 //  * Every op is enqueued on the compute stream and returns at once; ops run in call order.
