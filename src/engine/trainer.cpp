@@ -1,4 +1,7 @@
-// Trainer: epochs, shuffling, minibatches, progress; the passes live in network_passes.cpp.
+// Trainer: epochs, shuffling, minibatches, the finite-value guard, checkpoints and progress. What
+// it asks of the network (a batch's gradients, the step, health probes, the parameters a
+// checkpoint holds) is the network's training part, network_training.h; the passes live in
+// network_passes.cpp.
 #include "sparsenet/trainer.h"
 
 #include <json/json.h>
@@ -17,7 +20,8 @@
 #include "backend/out_of_memory.h"
 #include "engine/host_rng.h"
 #include "engine/network_bindings.h"
-#include "engine/network_impl.h"
+#include "engine/network_training.h"
+#include "io/model_file.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet {
@@ -60,21 +64,10 @@ std::string exact(double v) {
     return buf;
 }
 
-// The values of a[0, n) that are NaN, infinite, or (with a limit) larger than it in magnitude.
-size_t count_nonfinite(const DeviceArray<float>& a, size_t n,
-                       float limit = std::numeric_limits<float>::infinity()) {
-    if (n == 0) return 0;
-    std::vector<float> host(n);
-    a.download(host.data(), n);
-    return size_t(std::count_if(host.begin(), host.end(), [&](float v) {
-        return !std::isfinite(v) || std::fabs(v) > limit;
-    }));
-}
-
 }  // namespace
 
 struct Trainer::Impl {
-    Network::Impl& net;
+    engine::Training net;  // the network's training part
     TrainOptions options;
     engine::BoundData data;
     DeviceArray<uint32_t> permutation;  // [rows]
@@ -91,7 +84,6 @@ struct Trainer::Impl {
     uint64_t resume_batches = 0;
     double resume_loss = 0.0;
     uint32_t resumed_epochs = 0;
-    DeviceArray<float> guard;  // [layers]: squared norms of the bias gradients (check_finite)
     // Several ranks: the buffers of the per-batch all-reduces (loss and guard, decisions).
     DeviceArray<double> loss_and_flag;
     DeviceArray<uint32_t> decisions;
@@ -112,11 +104,11 @@ struct Trainer::Impl {
     std::string last_checkpoint_text;  // "<path> (epoch E, batch B)" of the last one written
 
     Impl(Network& network, const std::map<std::string, const Dataset*>& datasets, TrainOptions opts)
-        : net(network.impl()),
+        : net(network),
           options(std::move(opts)),
           data(network.impl(), datasets, /*with_outputs=*/true),
-          permutation(*net.backend, data.rows(), "batch permutation"),
-          loss_sum(*net.backend, 1, "loss accumulator") {
+          permutation(net.backend(), data.rows(), "batch permutation"),
+          loss_sum(net.backend(), 1, "loss accumulator") {
         if (options.batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
         validate(options.optimizer);
         if (!(decay() >= 0.0f) || !std::isfinite(decay())) {
@@ -125,18 +117,18 @@ struct Trainer::Impl {
                                                    "number >= 0");
         }
         if (data.rows() == 0) throw Error(ErrorCategory::kData, "the training data has no rows");
-        net.ensure_batch_capacity(std::min<uint64_t>(options.batch, data.rows()));
-        net.ensure_sparse_capacity(data.max_input_nnz(options.batch));
+        net.reserve(std::min<uint64_t>(options.batch, data.rows()),
+                    data.max_input_nnz(options.batch));
         net.ensure_optimizer_state(options.optimizer.kind);
-        sync_every = sync_every_for(*net.backend);
-        if (net.data_parallel && options.optimizer.sparse_update == SparseUpdate::kLazy) {
+        sync_every = sync_every_for(net.backend());
+        if (net.data_parallel() && options.optimizer.sparse_update == SparseUpdate::kLazy) {
             throw Error(ErrorCategory::kNotImplemented,
                         "not implemented yet: lazy sparse updates under data parallelism (the "
                         "ranks sum whole gradients); use exact updates or --parallel model");
         }
     }
 
-    float decay() const { return options.decay.value_or(net.config.decay); }
+    float decay() const { return options.decay.value_or(net.config().decay); }
 
     void reset_loss() {
         const double zero = 0.0;
@@ -146,10 +138,10 @@ struct Trainer::Impl {
     // part; data-parallel ranks their rows').
     double read_loss(bool reduce) {
         double v = 0.0;
-        if (reduce && net.job_ranks > 1) {
-            DeviceArray<double> total(*net.backend, 1, "loss total");
-            net.backend->copy(total.data(), loss_sum.data(), sizeof(double));
-            net.comm->all_reduce(total.data(), 1, CommType::kFloat64, CommOp::kSum);
+        if (reduce && net.job_ranks() > 1) {
+            DeviceArray<double> total(net.backend(), 1, "loss total");
+            net.backend().copy(total.data(), loss_sum.data(), sizeof(double));
+            net.comm().all_reduce(total.data(), 1, CommType::kFloat64, CommOp::kSum);
             total.download(&v, 1);
             return v;
         }
@@ -157,36 +149,18 @@ struct Trainer::Impl {
         return v;
     }
 
-    // Whether this rank's bias gradients of the batch hold a NaN or an infinity: a non-finite
-    // parameter or activation reaches them through the deltas (a loss may stay finite, its
-    // formulas clamp probabilities). One float per layer travels to the host.
-    bool local_gradients_nonfinite() {
-        if (guard.size() < net.layers.size()) {
-            guard = DeviceArray<float>(*net.backend, net.layers.size(), "finite check");
-        }
-        size_t k = 0;
-        for (engine::Layer& layer : net.layers) {
-            if (layer.is_input() || !layer.reaches_output || layer.n_local == 0) continue;
-            net.backend->row_sum_squares({layer.bias_grad.data(), 1, layer.n_local, layer.n_local},
-                                         guard.data() + k++);
-        }
-        std::vector<float> norms(k);
-        if (k > 0) guard.download(norms.data(), k);
-        return std::any_of(norms.begin(), norms.end(), [](float v) { return !std::isfinite(v); });
-    }
-
     // The summed loss of every rank and whether any rank's gradients are non-finite, in one
     // collective (nothing with one rank).
     std::pair<double, bool> loss_and_guard(bool check) {
-        const double bad = check && local_gradients_nonfinite() ? 1.0 : 0.0;
-        if (net.job_ranks == 1) return {read_loss(false), bad > 0};
+        const double bad = check && net.local_gradients_nonfinite() ? 1.0 : 0.0;
+        if (net.job_ranks() == 1) return {read_loss(false), bad > 0};
         if (loss_and_flag.size() < 2) {
-            loss_and_flag = DeviceArray<double>(*net.backend, 2, "loss and finite check");
+            loss_and_flag = DeviceArray<double>(net.backend(), 2, "loss and finite check");
         }
         DeviceArray<double>& both = loss_and_flag;
-        net.backend->copy(both.data(), loss_sum.data(), sizeof(double));
-        net.backend->upload(both.data() + 1, &bad, sizeof(double));
-        net.comm->all_reduce(both.data(), 2, CommType::kFloat64, CommOp::kSum);
+        net.backend().copy(both.data(), loss_sum.data(), sizeof(double));
+        net.backend().upload(both.data() + 1, &bad, sizeof(double));
+        net.comm().all_reduce(both.data(), 2, CommType::kFloat64, CommOp::kSum);
         double host[2];
         both.download(host, 2);
         return {host[0], host[1] > 0};
@@ -196,56 +170,28 @@ struct Trainer::Impl {
     // (one small all-reduce; nothing with one rank). Every decision that changes which
     // collectives run next (stop, checkpoint) goes through it, so the ranks never diverge.
     std::vector<bool> agree(const std::vector<bool>& flags) {
-        if (net.job_ranks == 1) return flags;
+        if (net.job_ranks() == 1) return flags;
         std::vector<uint32_t> v(flags.begin(), flags.end());
         if (decisions.size() < v.size()) {
-            decisions = DeviceArray<uint32_t>(*net.backend, v.size(), "decision flags");
+            decisions = DeviceArray<uint32_t>(net.backend(), v.size(), "decision flags");
         }
         DeviceArray<uint32_t>& buf = decisions;
         buf.upload(v.data(), v.size());
-        net.comm->all_reduce(buf.data(), v.size(), CommType::kUint32, CommOp::kMax);
+        net.comm().all_reduce(buf.data(), v.size(), CommType::kUint32, CommOp::kMax);
         buf.download(v.data(), v.size());
         return std::vector<bool>(v.begin(), v.end());
     }
 
-    // The non-input layers in forward order: the layout of window_flags.
-    std::vector<int> checked_layers() const {
-        std::vector<int> out;
-        for (int l : net.order)
-            if (!net.layers[l].is_input()) out.push_back(l);
-        return out;
-    }
-
     // Windowed guard: the flags and the loss of the batch in window slot `slot`, on the device.
     void record_batch(size_t slot, size_t rows) {
-        const std::vector<int> layers = checked_layers();
-        const size_t per_batch = std::max<size_t>(layers.size(), 1) * 3;
+        const size_t per_batch = std::max<size_t>(net.checked_layers(), 1) * 3;
         if (window_flags.size() < sync_every * per_batch) {
-            window_flags = DeviceArray<float>(*net.backend, sync_every * per_batch, "finite check");
-            window_loss = DeviceArray<double>(*net.backend, sync_every, "loss after each batch");
+            window_flags =
+                DeviceArray<float>(net.backend(), sync_every * per_batch, "finite check");
+            window_loss = DeviceArray<double>(net.backend(), sync_every, "loss after each batch");
         }
-        float* f = window_flags.data() + slot * per_batch;
-        for (size_t k = 0; k < layers.size(); ++k, f += 3) {
-            const engine::Layer& layer = net.layers[layers[k]];
-            const size_t n = layer.n_local;
-            if (n == 0) {
-                net.backend->fill(f, 3, 0.0f);
-                continue;
-            }
-            if (layer.reaches_output) {
-                net.backend->row_sum_squares({layer.bias_grad.data(), 1, n, n}, f);
-            } else {
-                net.backend->fill(f, 1, 0.0f);
-            }
-            const size_t acts = std::min(layer.act.size(), rows * n);
-            if (acts > 0) {
-                net.backend->row_sum_squares({layer.act.data(), 1, acts, acts}, f + 1);
-            } else {
-                net.backend->fill(f + 1, 1, 0.0f);
-            }
-            net.backend->row_sum_squares({layer.bias.data(), 1, n, n}, f + 2);
-        }
-        net.backend->copy(window_loss.data() + slot, loss_sum.data(), sizeof(double));
+        net.record_health(window_flags.data() + slot * per_batch, rows);
+        net.backend().copy(window_loss.data() + slot, loss_sum.data(), sizeof(double));
     }
 
     // Windowed guard, collective: the first batch of the window whose loss or bias gradients are
@@ -254,13 +200,13 @@ struct Trainer::Impl {
     // batch of the window, in order. One synchronisation for the whole window.
     void check_window(uint32_t epoch, uint64_t batches, Clock::time_point start) {
         if (pending.empty()) return;
-        const std::vector<int> layers = checked_layers();
-        const size_t per_batch = std::max<size_t>(layers.size(), 1) * 3, count = pending.size();
-        if (net.job_ranks > 1) {
+        const size_t layers = net.checked_layers();
+        const size_t per_batch = std::max<size_t>(layers, 1) * 3, count = pending.size();
+        if (net.job_ranks() > 1) {
             // Sums over the ranks keep a NaN or an infinity (the terms are squares: >= 0).
-            net.comm->all_reduce(window_flags.data(), count * per_batch, CommType::kFloat32,
-                                 CommOp::kSum);
-            net.comm->all_reduce(window_loss.data(), count, CommType::kFloat64, CommOp::kSum);
+            net.comm().all_reduce(window_flags.data(), count * per_batch, CommType::kFloat32,
+                                  CommOp::kSum);
+            net.comm().all_reduce(window_loss.data(), count, CommType::kFloat64, CommOp::kSum);
         }
         std::vector<float> flags(count * per_batch);
         std::vector<double> losses(count);
@@ -269,7 +215,7 @@ struct Trainer::Impl {
         for (size_t i = 0; i < count && options.check_finite; ++i) {
             const float* f = flags.data() + i * per_batch;
             bool grads_bad = false;
-            for (size_t k = 0; k < layers.size(); ++k) grads_bad |= !std::isfinite(f[3 * k]);
+            for (size_t k = 0; k < layers; ++k) grads_bad |= !std::isfinite(f[3 * k]);
             const double loss = losses[i];
             if (!grads_bad && std::isfinite(loss)) continue;
             // A sum of squares is NaN exactly when a value is NaN (squares are >= 0), so NaNs are
@@ -281,7 +227,7 @@ struct Trainer::Impl {
                 "while its activations stayed finite)";
             bool found = false;
             for (int pass = 0; pass < 2 && !found; ++pass) {
-                for (size_t k = 0; k < layers.size() && !found; ++k) {
+                for (size_t k = 0; k < layers && !found; ++k) {
                     for (int q : {2, 1}) {  // the bias, then the activations it feeds
                         const float v = f[3 * k + q];
                         if (pass == 0 ? !std::isnan(v) : std::isfinite(v)) continue;
@@ -290,7 +236,7 @@ struct Trainer::Impl {
                                                         "(beyond about 1e19) values of that batch "
                                                         "are in ") +
                                 (q == 2 ? "the bias of" : "the activations of") + " layer '" +
-                                net.layers[layers[k]].config.name + "'";
+                                net.checked_layer_name(k) + "'";
                         found = true;
                         break;
                     }
@@ -336,7 +282,7 @@ struct Trainer::Impl {
             {"rows", std::to_string(data.rows())},
             {"batch", std::to_string(options.batch)},
             {"seed", std::to_string(options.seed)},
-            {"shuffle", options.shuffle.value_or(net.config.shuffle_indices) ? "true" : "false"},
+            {"shuffle", options.shuffle.value_or(net.config().shuffle_indices) ? "true" : "false"},
             {"optimizer", to_string(o.kind)},
             {"learning_rate", exact(o.learning_rate)},
             {"mu", exact(o.mu)},
@@ -355,87 +301,10 @@ struct Trainer::Impl {
         return Json::writeString(w, v);
     }
 
-    // Collective, after a non-finite loss or gradient: the first layer in forward order whose
-    // incoming weights, bias or activations of the last `batch` rows hold a NaN or an infinity;
-    // failing that, the first whose gradients do (for the bias gradient, also values so large
-    // that the guard's sum of squares overflows: with learning rate 1e30 the parameters and
-    // activations can stay finite while only that sum overflows, and without this pass the
-    // message named no layer).
-    std::string locate_nonfinite(size_t batch) const {
-        const uint32_t none = UINT32_MAX;
-        const uint32_t per_pass = uint32_t(net.order.size() * 3);
-        // pass * per_pass + order position * 3 + what: pass 0 (0 weights, 1 bias, 2 activations),
-        // pass 1 (0 weight gradient, 1 bias gradient); the job-wide minimum is the first.
-        uint32_t code = none;
-        std::string detail;
-        const auto of = [](size_t bad, size_t n) {
-            return std::to_string(bad) + " of this rank's " + std::to_string(n) + " values";
-        };
-        for (uint32_t pass = 0; pass < 2 && code == none; ++pass) {
-            for (size_t k = 0; k < net.order.size() && code == none; ++k) {
-                const engine::Layer& layer = net.layers[net.order[k]];
-                if (layer.is_input()) continue;
-                const uint32_t at = pass * per_pass + uint32_t(k * 3);
-                for (int wi : layer.in_weights) {
-                    const engine::Weight& w = net.weights[net.weights[wi].owner];
-                    const DeviceArray<float>& a = pass == 0 ? w.w : w.grad;
-                    if (pass == 1 && !w.dense_grad) continue;  // row-sparse: not kept per batch
-                    if (const size_t bad = count_nonfinite(a, a.size()); bad > 0) {
-                        code = at;
-                        detail = of(bad, a.size()) + " of " + net.weight_name(w);
-                        break;
-                    }
-                }
-                if (code != none) break;
-                if (pass == 0) {
-                    if (const size_t bad = count_nonfinite(layer.bias, layer.n_local); bad > 0) {
-                        code = at + 1;
-                        detail = of(bad, layer.n_local);
-                    } else if (const size_t n = std::min(layer.act.size(), batch * layer.n_local);
-                               count_nonfinite(layer.act, n) > 0) {
-                        code = at + 2;
-                        detail = of(count_nonfinite(layer.act, n), n);
-                    }
-                } else if (layer.reaches_output && layer.n_local > 0) {
-                    // Some value exceeds sqrt(FLT_MAX / n) whenever the guard's float sum of
-                    // squares overflowed.
-                    const float limit =
-                        std::sqrt(std::numeric_limits<float>::max() / float(layer.n_local));
-                    const size_t bad = count_nonfinite(layer.bias_grad, layer.n_local, limit);
-                    if (bad > 0) {
-                        code = at + 1;
-                        detail = of(bad, layer.n_local) +
-                                 " are non-finite or so large that the sum of their squares "
-                                 "overflows";
-                    }
-                }
-            }
-        }
-        uint32_t first = code;
-        if (net.job_ranks > 1) {
-            DeviceArray<uint32_t> buf(*net.backend, 1, "non-finite search");
-            buf.upload(&code, 1);
-            net.comm->all_reduce(buf.data(), 1, CommType::kUint32, CommOp::kMin);
-            buf.download(&first, 1);
-        }
-        if (first == none) {
-            return "no parameter, activation or gradient is non-finite (the loss overflowed)";
-        }
-        const bool gradients = first >= per_pass;
-        const engine::Layer& layer = net.layers[net.order[(first % per_pass) / 3]];
-        const char* what[] = {"the weights into", "the bias of", "the activations of"};
-        const char* what_grad[] = {"the gradient of the weights into", "the bias gradient of"};
-        std::string text = std::string("the first non-finite values are in ") +
-                           (gradients ? what_grad[first % 3] : what[first % 3]) + " layer '" +
-                           layer.config.name + "'";
-        if (first == code) text += " (" + detail + ")";
-        return text;
-    }
-
     void make_permutation(uint32_t epoch) {
         std::vector<uint32_t> perm(data.rows());
         std::iota(perm.begin(), perm.end(), 0u);
-        if (options.shuffle.value_or(net.config.shuffle_indices)) {
+        if (options.shuffle.value_or(net.config().shuffle_indices)) {
             engine::HostRng rng(formulas::derive_seed(options.seed, epoch, kShuffleStream));
             for (size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[rng.below(i)]);
         }
@@ -502,32 +371,11 @@ EpochStats Trainer::train_epoch() {
         const uint64_t first = done * t.options.batch;
         BatchRows batch{t.permutation.data() + first, 0,
                         static_cast<size_t>(std::min<uint64_t>(t.options.batch, rows - first))};
-        if (t.net.data_parallel) {
-            // This rank's share of the batch; the gradients of every share are summed.
-            const size_t P = size_t(t.net.job_ranks), r = size_t(t.net.job_rank);
-            const size_t lo = batch.batch * r / P, hi = batch.batch * (r + 1) / P;
-            const BatchRows share{batch.rows + lo, 0, hi - lo};
-            t.net.loss_batch = batch.batch;
-            if (share.batch > 0) {
-                t.net.forward(t.data.bindings(), share, true, mask_seed);
-                t.net.backward(t.data.bindings(), share, true, mask_seed, t.loss_sum.data());
-            } else {
-                t.net.zero_gradients();
-            }
-            t.net.loss_batch = 0;
-            t.net.all_reduce_gradients();
-        } else {
-            t.net.forward(t.data.bindings(), batch, true, mask_seed);
-            t.net.backward(t.data.bindings(), batch, true, mask_seed, t.loss_sum.data());
-        }
+        t.net.compute_batch_gradients(t.data.bindings(), batch, mask_seed, t.loss_sum.data());
         if (t.sync_every > 1) {
             // Windowed: the guard's flags and the loss stay on the device; the host looks every
             // sync_every batches, at the epoch's end and before a checkpoint (check_window).
-            const size_t share =
-                t.net.data_parallel
-                    ? batch.batch * size_t(t.net.job_rank + 1) / size_t(t.net.job_ranks) -
-                          batch.batch * size_t(t.net.job_rank) / size_t(t.net.job_ranks)
-                    : batch.batch;
+            const size_t share = t.net.share_of(batch);
             t.record_batch(t.pending.size(), share);
             t.net.update(t.options.optimizer, t.decay());
             ++done;
@@ -555,17 +403,13 @@ EpochStats Trainer::train_epoch() {
         }
         if (t.options.check_finite && (nonfinite || !std::isfinite(loss))) {
             // Before the update: the parameters are still those of the last good step.
-            const size_t share =
-                t.net.data_parallel
-                    ? batch.batch * size_t(t.net.job_rank + 1) / size_t(t.net.job_ranks) -
-                          batch.batch * size_t(t.net.job_rank) / size_t(t.net.job_ranks)
-                    : batch.batch;
+            const size_t share = t.net.share_of(batch);
             std::string text = "training diverged at epoch " + std::to_string(epoch) + ", batch " +
                                std::to_string(done + 1) + " of " + std::to_string(batches) + ": " +
                                (std::isfinite(loss) ? std::string("the gradients are not finite")
                                 : std::isnan(loss)  ? std::string("the loss is NaN")
                                                     : std::string("the loss is infinite")) +
-                               "; " + t.locate_nonfinite(share) + ". ";
+                               "; " + t.net.locate_nonfinite(share) + ". ";
             text += t.last_checkpoint_text.empty()
                         ? "No checkpoint was written in this run."
                         : "The last good checkpoint is " + t.last_checkpoint_text + ".";
@@ -599,7 +443,7 @@ EpochStats Trainer::train_epoch() {
     }
     if (cancelled) t.cancel.store(false);  // this epoch consumed the request
     t.position_complete = !cancelled;
-    t.net.backend->synchronize();
+    t.net.backend().synchronize();
     stats.epoch = epoch;
     stats.batches = done;
     stats.complete = !cancelled;
@@ -631,8 +475,8 @@ void Trainer::save_checkpoint(const std::string& path) {
         Impl& t = *impl_;
         const auto start = Clock::now();
         io::ModelTrainingState state;
-        state.optimizer = to_string(t.net.state_kind);
-        state.optimizer_steps = t.net.optimizer_steps;
+        state.optimizer = to_string(t.net.state_kind());
+        state.optimizer_steps = t.net.optimizer_steps();
         // A complete epoch is a boundary; a partial one (cancelled, or a timed checkpoint inside
         // it) resumes at its next batch.
         state.epochs_complete = epochs_complete();
@@ -658,7 +502,7 @@ void Trainer::save_checkpoint(const std::string& path) {
                             "not writing the checkpoint " + path + ": " + bad);
             }
         }
-        t.net.write_file(path, &state);
+        t.net.write_file(path, state);
         t.last_checkpoint = Clock::now();
         t.last_checkpoint_text = path + " (" + std::to_string(state.epochs_complete) +
                                  " epochs and " + std::to_string(state.batches_done) + " batches)";
@@ -677,7 +521,7 @@ std::map<std::string, std::string> Trainer::resume(const std::string& path) {
     Impl& t = *impl_;
     const io::ModelReader file(path, /*training_state=*/true);  // each rank reads its blocks
     const io::ModelTrainingState& state = *file.layout().training;
-    if (file.layout().config.to_json() != t.net.config.to_json()) {
+    if (file.layout().config.to_json() != t.net.config().to_json()) {
         throw Error(ErrorCategory::kUsage,
                     path +
                         ": the checkpoint's network config differs from this network's; "
@@ -712,8 +556,7 @@ std::map<std::string, std::string> Trainer::resume(const std::string& path) {
     }
     // state.optimizer equals options.optimizer.kind (the fingerprint checked it).
     t.net.ensure_optimizer_state(t.options.optimizer.kind);
-    t.net.restore(file, /*with_state=*/true);
-    t.net.optimizer_steps = state.optimizer_steps;
+    t.net.restore(file, state.optimizer_steps);
     t.resumed_epochs = state.epochs_complete;
     if (state.batches_done > 0) {
         t.epochs_done = state.epochs_complete + 1;
@@ -754,11 +597,9 @@ double Trainer::compute_loss(uint64_t first_row, uint32_t count) {
     if (count == 0 || first_row + count > t.data.rows()) {
         throw Error(ErrorCategory::kUsage, "rows out of range");
     }
-    t.net.ensure_batch_capacity(count);
-    t.net.ensure_sparse_capacity(t.data.max_input_nnz(count));
+    t.net.reserve(count, t.data.max_input_nnz(count));
     BatchRows batch{nullptr, first_row, count};
     t.reset_loss();
-    t.net.forward(t.data.bindings(), batch, false, 0);
     t.net.add_losses(t.data.bindings(), batch, t.loss_sum.data());
     // Every rank computed all of these rows (data parallelism) or its columns of them (model).
     return t.read_loss(t.net.split()) / double(count);
@@ -781,26 +622,9 @@ std::map<std::string, std::vector<float>> Trainer::compute_gradients(uint64_t fi
     if (count == 0 || first_row + count > t.data.rows()) {
         throw Error(ErrorCategory::kUsage, "rows out of range");
     }
-    t.net.ensure_batch_capacity(count);
-    t.net.ensure_sparse_capacity(t.data.max_input_nnz(count));
+    t.net.reserve(count, t.data.max_input_nnz(count));
     BatchRows batch{nullptr, first_row, count};
-    t.net.forward(t.data.bindings(), batch, false, 0);
-    t.net.backward(t.data.bindings(), batch, false, 0, nullptr);
-    std::map<std::string, std::vector<float>> grads;
-    for (size_t wi = 0; wi < t.net.weights.size(); ++wi) {
-        const engine::Weight& w = t.net.weights[wi];
-        if (w.owner != static_cast<int>(wi)) continue;  // a shared matrix: one entry, its owner's
-        grads[t.net.weight_name(w)] = t.net.assemble_weight(
-            static_cast<int>(wi), t.net.weight_gradient(static_cast<int>(wi)));
-    }
-    for (size_t l = 0; l < t.net.layers.size(); ++l) {
-        engine::Layer& layer = t.net.layers[l];
-        if (layer.is_input()) continue;
-        std::vector<float> g(layer.n_local, 0.0f);
-        if (layer.reaches_output) layer.bias_grad.download(g.data(), g.size());
-        grads["bias:" + layer.config.name] = t.net.assemble_bias(static_cast<int>(l), std::move(g));
-    }
-    return grads;
+    return t.net.parameter_gradients(t.data.bindings(), batch);
 }
 
 }  // namespace sparsenet

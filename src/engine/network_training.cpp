@@ -1,0 +1,267 @@
+// The network's training part (network_training.h).
+#include "engine/network_training.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "engine/network_impl.h"
+
+namespace sparsenet::engine {
+
+namespace {
+
+// The values of a[0, n) that are NaN, infinite, or (with a limit) larger than it in magnitude.
+size_t count_nonfinite(const DeviceArray<float>& a, size_t n,
+                       float limit = std::numeric_limits<float>::infinity()) {
+    if (n == 0) return 0;
+    std::vector<float> host(n);
+    a.download(host.data(), n);
+    return size_t(std::count_if(host.begin(), host.end(), [&](float v) {
+        return !std::isfinite(v) || std::fabs(v) > limit;
+    }));
+}
+
+// The non-input layers in forward order: the guard's layout.
+std::vector<int> checked_layer_indices(const Network::Impl& net) {
+    std::vector<int> out;
+    for (int l : net.order)
+        if (!net.layers[l].is_input()) out.push_back(l);
+    return out;
+}
+
+}  // namespace
+
+Backend& Training::backend() const {
+    return *net_.backend;
+}
+Communicator& Training::comm() const {
+    return *net_.comm;
+}
+int Training::job_rank() const {
+    return net_.job_rank;
+}
+int Training::job_ranks() const {
+    return net_.job_ranks;
+}
+bool Training::data_parallel() const {
+    return net_.data_parallel;
+}
+bool Training::split() const {
+    return net_.split();
+}
+const NetworkConfig& Training::config() const {
+    return net_.config;
+}
+
+void Training::reserve(size_t rows, size_t input_nnz) {
+    net_.ensure_batch_capacity(rows);
+    net_.ensure_sparse_capacity(input_nnz);
+}
+
+void Training::ensure_optimizer_state(OptimizerKind kind) {
+    net_.ensure_optimizer_state(kind);
+}
+
+size_t Training::share_of(const BatchRows& batch) const {
+    if (!net_.data_parallel) return batch.batch;
+    const size_t P = size_t(net_.job_ranks), r = size_t(net_.job_rank);
+    return batch.batch * (r + 1) / P - batch.batch * r / P;
+}
+
+void Training::compute_batch_gradients(const Bindings& data, const BatchRows& batch,
+                                       uint64_t mask_seed, double* loss_sum) {
+    if (!net_.data_parallel) {
+        net_.forward(data, batch, true, mask_seed);
+        net_.backward(data, batch, true, mask_seed, loss_sum);
+        return;
+    }
+    // This rank's share of the batch; the gradients of every share are summed.
+    const size_t P = size_t(net_.job_ranks), r = size_t(net_.job_rank);
+    const size_t lo = batch.batch * r / P, hi = batch.batch * (r + 1) / P;
+    const BatchRows share{batch.rows + lo, 0, hi - lo};
+    net_.loss_batch = batch.batch;
+    if (share.batch > 0) {
+        net_.forward(data, share, true, mask_seed);
+        net_.backward(data, share, true, mask_seed, loss_sum);
+    } else {
+        net_.zero_gradients();
+    }
+    net_.loss_batch = 0;
+    net_.all_reduce_gradients();
+}
+
+void Training::update(const OptimizerOptions& optimizer, float decay) {
+    net_.update(optimizer, decay);
+}
+
+void Training::add_losses(const Bindings& data, const BatchRows& rows, double* loss_sum) {
+    net_.forward(data, rows, false, 0);
+    net_.add_losses(data, rows, loss_sum);
+}
+
+std::map<std::string, std::vector<float>> Training::parameter_gradients(const Bindings& data,
+                                                                        const BatchRows& rows) {
+    net_.forward(data, rows, false, 0);
+    net_.backward(data, rows, false, 0, nullptr);
+    std::map<std::string, std::vector<float>> grads;
+    for (size_t wi = 0; wi < net_.weights.size(); ++wi) {
+        const Weight& w = net_.weights[wi];
+        if (w.owner != static_cast<int>(wi)) continue;  // a shared matrix: one entry, its owner's
+        grads[net_.weight_name(w)] =
+            net_.assemble_weight(static_cast<int>(wi), net_.weight_gradient(static_cast<int>(wi)));
+    }
+    for (size_t l = 0; l < net_.layers.size(); ++l) {
+        Layer& layer = net_.layers[l];
+        if (layer.is_input()) continue;
+        std::vector<float> g(layer.n_local, 0.0f);
+        if (layer.reaches_output) layer.bias_grad.download(g.data(), g.size());
+        grads["bias:" + layer.config.name] = net_.assemble_bias(static_cast<int>(l), std::move(g));
+    }
+    return grads;
+}
+
+size_t Training::checked_layers() const {
+    return checked_layer_indices(net_).size();
+}
+
+const std::string& Training::checked_layer_name(size_t k) const {
+    return net_.layers[checked_layer_indices(net_).at(k)].config.name;
+}
+
+bool Training::local_gradients_nonfinite() {
+    if (guard_.size() < net_.layers.size()) {
+        guard_ = DeviceArray<float>(*net_.backend, net_.layers.size(), "finite check");
+    }
+    size_t k = 0;
+    for (Layer& layer : net_.layers) {
+        if (layer.is_input() || !layer.reaches_output || layer.n_local == 0) continue;
+        net_.backend->row_sum_squares({layer.bias_grad.data(), 1, layer.n_local, layer.n_local},
+                                      guard_.data() + k++);
+    }
+    std::vector<float> norms(k);
+    if (k > 0) guard_.download(norms.data(), k);
+    return std::any_of(norms.begin(), norms.end(), [](float v) { return !std::isfinite(v); });
+}
+
+void Training::record_health(float* f, size_t rows) const {
+    Backend& be = *net_.backend;
+    for (int l : checked_layer_indices(net_)) {
+        const Layer& layer = net_.layers[l];
+        const size_t n = layer.n_local;
+        if (n == 0) {
+            be.fill(f, 3, 0.0f);
+            f += 3;
+            continue;
+        }
+        if (layer.reaches_output) {
+            be.row_sum_squares({layer.bias_grad.data(), 1, n, n}, f);
+        } else {
+            be.fill(f, 1, 0.0f);
+        }
+        const size_t acts = std::min(layer.act.size(), rows * n);
+        if (acts > 0) {
+            be.row_sum_squares({layer.act.data(), 1, acts, acts}, f + 1);
+        } else {
+            be.fill(f + 1, 1, 0.0f);
+        }
+        be.row_sum_squares({layer.bias.data(), 1, n, n}, f + 2);
+        f += 3;
+    }
+}
+
+std::string Training::locate_nonfinite(size_t batch) const {
+    const Network::Impl& net = net_;
+    const uint32_t none = UINT32_MAX;
+    const uint32_t per_pass = uint32_t(net.order.size() * 3);
+    // pass * per_pass + order position * 3 + what: pass 0 (0 weights, 1 bias, 2 activations),
+    // pass 1 (0 weight gradient, 1 bias gradient); the job-wide minimum is the first.
+    uint32_t code = none;
+    std::string detail;
+    const auto of = [](size_t bad, size_t n) {
+        return std::to_string(bad) + " of this rank's " + std::to_string(n) + " values";
+    };
+    for (uint32_t pass = 0; pass < 2 && code == none; ++pass) {
+        for (size_t k = 0; k < net.order.size() && code == none; ++k) {
+            const Layer& layer = net.layers[net.order[k]];
+            if (layer.is_input()) continue;
+            const uint32_t at = pass * per_pass + uint32_t(k * 3);
+            for (int wi : layer.in_weights) {
+                const Weight& w = net.weights[net.weights[wi].owner];
+                const DeviceArray<float>& a = pass == 0 ? w.w : w.grad;
+                if (pass == 1 && !w.dense_grad) continue;  // row-sparse: not kept per batch
+                if (const size_t bad = count_nonfinite(a, a.size()); bad > 0) {
+                    code = at;
+                    detail = of(bad, a.size()) + " of " + net.weight_name(w);
+                    break;
+                }
+            }
+            if (code != none) break;
+            if (pass == 0) {
+                if (const size_t bad = count_nonfinite(layer.bias, layer.n_local); bad > 0) {
+                    code = at + 1;
+                    detail = of(bad, layer.n_local);
+                } else if (const size_t n = std::min(layer.act.size(), batch * layer.n_local);
+                           count_nonfinite(layer.act, n) > 0) {
+                    code = at + 2;
+                    detail = of(count_nonfinite(layer.act, n), n);
+                }
+            } else if (layer.reaches_output && layer.n_local > 0) {
+                // Some value exceeds sqrt(FLT_MAX / n) whenever the guard's float sum of
+                // squares overflowed.
+                const float limit =
+                    std::sqrt(std::numeric_limits<float>::max() / float(layer.n_local));
+                const size_t bad = count_nonfinite(layer.bias_grad, layer.n_local, limit);
+                if (bad > 0) {
+                    code = at + 1;
+                    detail = of(bad, layer.n_local) +
+                             " are non-finite or so large that the sum of their squares "
+                             "overflows";
+                }
+            }
+        }
+    }
+    uint32_t first = code;
+    if (net.job_ranks > 1) {
+        DeviceArray<uint32_t> buf(*net.backend, 1, "non-finite search");
+        buf.upload(&code, 1);
+        net.comm->all_reduce(buf.data(), 1, CommType::kUint32, CommOp::kMin);
+        buf.download(&first, 1);
+    }
+    if (first == none) {
+        return "no parameter, activation or gradient is non-finite (the loss overflowed)";
+    }
+    const bool gradients = first >= per_pass;
+    const Layer& layer = net.layers[net.order[(first % per_pass) / 3]];
+    const char* what[] = {"the weights into", "the bias of", "the activations of"};
+    const char* what_grad[] = {"the gradient of the weights into", "the bias gradient of"};
+    std::string text = std::string("the first non-finite values are in ") +
+                       (gradients ? what_grad[first % 3] : what[first % 3]) + " layer '" +
+                       layer.config.name + "'";
+    if (first == code) text += " (" + detail + ")";
+    return text;
+}
+
+std::string Training::nonfinite_parameters() const {
+    return net_.nonfinite_parameters();
+}
+
+OptimizerKind Training::state_kind() const {
+    return net_.state_kind;
+}
+
+uint64_t Training::optimizer_steps() const {
+    return net_.optimizer_steps;
+}
+
+void Training::write_file(const std::string& path, const io::ModelTrainingState& state) const {
+    net_.write_file(path, &state);
+}
+
+void Training::restore(const io::ModelReader& file, uint64_t optimizer_steps) {
+    net_.restore(file, /*with_state=*/true);
+    net_.optimizer_steps = optimizer_steps;
+}
+
+}  // namespace sparsenet::engine
