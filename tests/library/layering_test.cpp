@@ -25,10 +25,17 @@ bool is_source(const fs::path& p) {
     return e == ".h" || e == ".cpp" || e == ".cu" || e == ".cuh";
 }
 
+// The project's sources under `dir`. Hidden folders are not the project's: `make bench` puts a
+// Python environment in benchmarks/.venv, whose numpy and triton headers broke the line limit.
 std::vector<fs::path> sources_under(const fs::path& dir) {
     std::vector<fs::path> files;
-    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-        if (entry.is_regular_file() && is_source(entry.path())) files.push_back(entry.path());
+    for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator();
+         ++it) {
+        if (it->is_directory() && it->path().filename().string().rfind('.', 0) == 0) {
+            it.disable_recursion_pending();
+            continue;
+        }
+        if (it->is_regular_file() && is_source(it->path())) files.push_back(it->path());
     }
     return files;
 }
