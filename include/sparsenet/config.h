@@ -169,6 +169,10 @@ struct NetworkConfig {
 
     // Canonical JSON (DSSTNE spelling, every key explicit); from_json(to_json()) == *this.
     std::string to_json() const;
+    // Error(kConfig) or Error(kNotImplemented), as from_json, unless this config passes every
+    // check of from_json: a config built or edited in code meets the same rules as a file (it
+    // is written with to_json and read back). The engine calls it before building a network.
+    void validate() const;
 
     const LayerConfig* find_layer(const std::string& name) const;  // nullptr if absent
 };

@@ -1160,6 +1160,12 @@ std::vector<ConfigValueSet> config_value_sets() {
             {"$.Training.SparseUpdates", names_of(kSparseUpdates), kNone}};
 }
 
+// The graph's rules (names, sources, skips, ties, cycles) live in from_json alone; a config from
+// code goes through them as text, so they are written once, with their JSON paths.
+void NetworkConfig::validate() const {
+    (void)from_json(to_json(), "<config built in code>");
+}
+
 const LayerConfig* NetworkConfig::find_layer(const std::string& name) const {
     for (const LayerConfig& l : layers) {
         if (l.name == name) return &l;

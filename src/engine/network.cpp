@@ -55,6 +55,10 @@ size_t count_nonfinite(Backend& backend, const DeviceArray<float>& values, size_
 }  // namespace
 
 void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths) {
+    // The graph's rules (every name known, ties between edges that own their matrix, no cycle)
+    // are the config's (NetworkConfig::validate); what build() checks needs the datasets' widths
+    // or is what this engine can run.
+    config.validate();
     const std::string& where = config.name.empty() ? std::string("network") : config.name;
     layers.clear();
     weights.clear();
@@ -101,13 +105,7 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
     // One weight matrix per (source -> layer) edge.
     for (size_t i = 0; i < config.layers.size(); ++i) {
         for (const std::string& src_name : config.layers[i].sources) {
-            auto it = layer_index.find(src_name);
-            if (it == layer_index.end()) {
-                throw Error(
-                    ErrorCategory::kConfig,
-                    where + ": " + layer_path(i) + ".Source: unknown layer '" + src_name + "'");
-            }
-            const int s = it->second;
+            const int s = layer_index.at(src_name);  // validate(): every Source names a layer
             if (layers[s].is_output()) {
                 throw Error(ErrorCategory::kNotImplemented,
                             where + ": " + layer_path(i) +
@@ -159,8 +157,7 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         }
     }
     if (order.size() != layers.size()) {
-        throw Error(ErrorCategory::kConfig,
-                    where + ": $.Layers: the Source and Skip links form a cycle");
+        throw Error(ErrorCategory::kInternal, where + ": a cycle passed NetworkConfig::validate");
     }
     // Which layers' deltas matter: those with a path to an output layer.
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -394,23 +391,14 @@ void Network::Impl::link_shared_weights(const std::string& where) {
             const SharedWeights& s = shared[k];
             const std::string path = where + ": " + layer_path(i) + ".SharedWeights (entry " +
                                      std::to_string(k) + ", InputLayer '" + s.input_layer + "')";
-            // from_json checked these rules; a config built in code may still break them.
-            auto index = [&](const std::string& name) {
-                auto it = layer_index.find(name);
-                return it == layer_index.end() ? -1 : it->second;
-            };
-            const int in = index(s.input_layer);
-            const int src_in = index(s.source_input_layer);
-            const int src_out = index(s.source_output_layer);
-            const int e = in < 0 ? -1 : edge(in, static_cast<int>(i));
-            const int o = src_in < 0 || src_out < 0 ? -1 : edge(src_in, src_out);
+            // NetworkConfig::validate checked the tie: an edge of this layer, tied once, to
+            // another edge that owns its matrix.
+            const int e = edge(layer_index.at(s.input_layer), static_cast<int>(i));
+            const int o =
+                edge(layer_index.at(s.source_input_layer), layer_index.at(s.source_output_layer));
             if (e < 0 || o < 0 || e == o || weights[e].owner != e || weights[o].owner != o) {
-                throw Error(ErrorCategory::kConfig,
-                            path + ": the tie names no edge of this layer, no edge '" +
-                                s.source_input_layer + "' -> '" + s.source_output_layer +
-                                "', the same edge twice, or an edge that is itself shared; "
-                                "expected a source of this layer tied to another edge that owns "
-                                "its matrix");
+                throw Error(ErrorCategory::kInternal,
+                            path + ": a tie that NetworkConfig::validate should have refused");
             }
             Weight& use = weights[e];
             Weight& owner = weights[o];
@@ -460,11 +448,7 @@ void Network::Impl::link_skips(const std::string& where) {
     for (size_t i = 0; i < layers.size(); ++i) {
         for (const std::string& name : layers[i].config.skips) {
             const std::string path = where + ": " + layer_path(i) + ".Skip";
-            auto it = layer_index.find(name);
-            if (it == layer_index.end()) {
-                throw Error(ErrorCategory::kConfig, path + ": unknown layer '" + name + "'");
-            }
-            const int s = it->second;
+            const int s = layer_index.at(name);  // validate(): every Skip names a layer
             const Layer& skipped = layers[s];
             // Input activations are CSR datasets, never dense buffers; an Output layer's delta
             // is its loss delta, with no room for a gradient from another layer (as for Source).

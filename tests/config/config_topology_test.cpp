@@ -210,5 +210,31 @@ TEST(ConfigTopology, UntransposedTieBetweenSiblingLayers) {
     expect_round_trip(c);
 }
 
+// ---------------------------------------------------------------- configs built in code
+
+// NetworkConfig::validate: a config edited in code meets from_json's rules, with its messages
+// (the engine calls it before building; the rules are written once, in the parser).
+TEST(ConfigTopology, ValidateAppliesTheParsersRulesToAConfigEditedInCode) {
+    NetworkConfig c = NetworkConfig::from_json(net());
+    EXPECT_NO_THROW(c.validate());
+    c.layers[1].sources.push_back("H2");  // H1 <- H2 <- H1: a cycle
+    try {
+        c.validate();
+        FAIL() << "no error thrown";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kConfig) << e.what();
+        EXPECT_CONTAINS(e.what(), "the layer graph has a cycle: \"H1\" <- \"H2\" <- \"H1\"");
+    }
+    c = NetworkConfig::from_json(net());
+    c.layers[3].shared_weights.push_back({"H2", "In", "Nope", false});
+    try {
+        c.validate();
+        FAIL() << "no error thrown";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kConfig) << e.what();
+        EXPECT_CONTAINS(e.what(), "SourceOutputLayer: unknown layer \"Nope\"");
+    }
+}
+
 }  // namespace
 }  // namespace sparsenet

@@ -478,7 +478,8 @@ TEST(TopologyErrors, WhatTheEngineDoesNotRunIsRefusedByName) {
 }
 
 TEST(TopologyErrors, ConfigsBuiltInCodeAreCheckedToo) {
-    // from_json refuses these; a NetworkConfig edited in code reaches the engine's own checks.
+    // from_json refuses these; a NetworkConfig edited in code meets the very same rules
+    // (NetworkConfig::validate, called when the network is built), with the same messages.
     NetworkConfig c = NetworkConfig::from_json(kTied);
     c.layers[1].shared_weights.push_back({"In", "In", "H", false});  // In -> H shares itself
     try {
@@ -494,7 +495,7 @@ TEST(TopologyErrors, ConfigsBuiltInCodeAreCheckedToo) {
         FAIL() << "no error";
     } catch (const Error& e) {
         EXPECT_EQ(e.category(), ErrorCategory::kConfig) << e.what();
-        EXPECT_NE(std::string(e.what()).find("$.Layers[2].Skip: unknown layer 'Nope'"),
+        EXPECT_NE(std::string(e.what()).find("$.Layers[2].Skip[0]: unknown layer \"Nope\""),
                   std::string::npos)
             << e.what();
     }
