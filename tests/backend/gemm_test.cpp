@@ -115,6 +115,7 @@ TEST_F(CudaParity, GemmEveryTransposeAndShape) {
                 for (float beta : {0.0f, 1.0f, 0.5f})
                     for (float alpha : {1.0f, -0.7f}) {
                         const uint64_t seed = uint64_t(++cases) * 13;
+                        if (!sampled(uint64_t(cases))) continue;
                         const Dense<float> a = ta ? testing::random_dense<float>(s.k, s.m, 2, seed)
                                                   : testing::random_dense<float>(s.m, s.k, 2, seed);
                         const Dense<float> b =
