@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for config_language_test.
-# This may be replaced when dependencies are built.

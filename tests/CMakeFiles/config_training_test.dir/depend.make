@@ -1,2 +1,0 @@
-# Empty dependencies file for config_training_test.
-# This may be replaced when dependencies are built.

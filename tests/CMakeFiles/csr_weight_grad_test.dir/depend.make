@@ -1,2 +1,0 @@
-# Empty dependencies file for csr_weight_grad_test.
-# This may be replaced when dependencies are built.

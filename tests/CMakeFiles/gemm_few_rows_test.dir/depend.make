@@ -1,2 +1,0 @@
-# Empty dependencies file for gemm_few_rows_test.
-# This may be replaced when dependencies are built.

@@ -1,2 +1,0 @@
-# Empty dependencies file for netcdf_header_check_test.
-# This may be replaced when dependencies are built.

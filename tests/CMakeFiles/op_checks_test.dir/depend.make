@@ -1,2 +1,0 @@
-# Empty dependencies file for op_checks_test.
-# This may be replaced when dependencies are built.

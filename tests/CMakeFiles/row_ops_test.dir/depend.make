@@ -1,2 +1,0 @@
-# Empty dependencies file for row_ops_test.
-# This may be replaced when dependencies are built.

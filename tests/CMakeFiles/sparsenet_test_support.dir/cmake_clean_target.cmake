@@ -1,3 +1,0 @@
-file(REMOVE_RECURSE
-  "libsparsenet_test_support.a"
-)

@@ -1,4 +1,0 @@
-if(DEFINED checkpoint_cli_test_TESTS)
-  set_tests_properties(${checkpoint_cli_test_TESTS} PROPERTIES
-    LABELS "cpu;cli" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()

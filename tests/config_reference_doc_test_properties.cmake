@@ -1,4 +1,0 @@
-if(DEFINED config_reference_doc_test_TESTS)
-  set_tests_properties(${config_reference_doc_test_TESTS} PROPERTIES
-    LABELS "cpu;config" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()

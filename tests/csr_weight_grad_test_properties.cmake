@@ -1,4 +1,0 @@
-if(DEFINED csr_weight_grad_test_TESTS)
-  set_tests_properties(${csr_weight_grad_test_TESTS} PROPERTIES
-    LABELS "cpu;cuda;backend" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()

@@ -1,4 +1,0 @@
-if(DEFINED dsstne_recipe_cli_test_TESTS)
-  set_tests_properties(${dsstne_recipe_cli_test_TESTS} PROPERTIES
-    LABELS "cpu;cli" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()

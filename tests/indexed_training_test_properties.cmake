@@ -1,4 +1,0 @@
-if(DEFINED indexed_training_test_TESTS)
-  set_tests_properties(${indexed_training_test_TESTS} PROPERTIES
-    LABELS "cpu;engine" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()

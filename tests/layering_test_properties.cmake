@@ -1,4 +1,0 @@
-if(DEFINED layering_test_TESTS)
-  set_tests_properties(${layering_test_TESTS} PROPERTIES
-    LABELS "cpu;library" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()

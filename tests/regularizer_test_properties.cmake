@@ -1,4 +1,0 @@
-if(DEFINED regularizer_test_TESTS)
-  set_tests_properties(${regularizer_test_TESTS} PROPERTIES
-    LABELS "cpu;cuda;backend" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()

@@ -1,4 +1,0 @@
-if(DEFINED topology_gradient_test_TESTS)
-  set_tests_properties(${topology_gradient_test_TESTS} PROPERTIES
-    LABELS "cpu;gradient" ENVIRONMENT "OMP_NUM_THREADS=2")
-endif()
