@@ -8,20 +8,15 @@
 
 #include "sparsenet/dataset.h"
 #include "support/test_support.h"
+#include "test_configs.h"
 
 namespace sparsenet {
 namespace {
 
 using testing::TempDir;
 
-const char* kConfig = R"({
-  "Version": 0.9, "Name": "cli", "ErrorFunction": "ScaledMarginalCrossEntropy",
-  "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "gl_input", "Sparse": true},
-    {"Name": "Hidden", "Kind": "Hidden", "N": 16, "Activation": "Sigmoid"},
-    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "gl_output",
-     "Activation": "Sigmoid", "WeightInit": {"Bias": -2.0}}
-  ]})";
+// The small autoencoder the CLI tests train (tests/data/configs/cli_autoencoder.json).
+const char* kConfig = kCliAutoencoderJson;
 
 class Cli : public ::testing::Test {
   protected:
