@@ -127,10 +127,11 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
     link_shared_weights(where);
     link_skips(where);
     plan_parallel(where);
-    for (Weight& w : weights) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const Weight& w = weights[i];
         // Data parallelism sums whole gradients over the ranks: sparse sources scatter theirs.
-        if (w.owner == &w - weights.data()) {
-            w.dense_grad = !w.sparse_source || w.users > 1 || data_parallel;
+        if (w.owner == static_cast<int>(i)) {
+            plan.edges[i].dense_grad = !w.sparse_source || w.users > 1 || plan.data_parallel;
         }
     }
     // Topological order (Kahn), stable by position in the config; a skip is an edge like a
@@ -174,24 +175,30 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
 
 engine::Band Network::Impl::moving_side() const {
     engine::Band most;
-    for (const Weight& w : weights) {
-        if (w.split == engine::Split::kNone) continue;
-        const Layer& moved = layers[w.split == engine::Split::kByInput ? w.destination : w.source];
-        most.offset = std::max(most.offset, moved.n);
-        most.count = std::max(most.count, moved.cap);
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const Weight& w = weights[i];
+        const engine::Split split = plan.edges[i].split;
+        if (split == engine::Split::kNone) continue;
+        const int moved = split == engine::Split::kByInput ? w.destination : w.source;
+        most.offset = std::max(most.offset, layers[moved].n);
+        most.count = std::max(most.count, plan.layers[moved].cap);
     }
     return most;
 }
 
 void Network::Impl::allocate_parameters() {
-    for (Weight& w : weights) {
-        if (w.owner != &w - weights.data()) continue;  // uses its owner's matrix
-        w.w = DeviceArray<float>(*backend, size_t(w.local_rows) * w.local_cols, "weights");
+    for (size_t i = 0; i < weights.size(); ++i) {
+        Weight& w = weights[i];
+        if (w.owner != static_cast<int>(i)) continue;  // uses its owner's matrix
+        const engine::EdgeSplit& block = plan.edges[i];
+        w.w = DeviceArray<float>(*backend, size_t(block.local_rows) * block.local_cols, "weights");
     }
-    for (Layer& layer : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
         if (layer.is_input()) continue;
-        layer.bias = DeviceArray<float>(*backend, layer.n_local, "biases");
-        layer.bias_grad = DeviceArray<float>(*backend, layer.n_local, "bias gradients");
+        const uint32_t n_local = plan.layers[l].n_local;
+        layer.bias = DeviceArray<float>(*backend, n_local, "biases");
+        layer.bias_grad = DeviceArray<float>(*backend, n_local, "bias gradients");
     }
 }
 
@@ -218,21 +225,21 @@ const char* to_string(Split split) {
 }  // namespace engine
 
 void Network::Impl::plan_parallel(const std::string& where) {
-    job_ranks = comm ? comm->size() : 1;
-    job_rank = comm ? comm->rank() : 0;
-    data_parallel = false;
+    plan.job_ranks = plan.comm ? plan.comm->size() : 1;
+    plan.job_rank = plan.comm ? plan.comm->rank() : 0;
+    plan.data_parallel = false;
     ParallelMode mode = options.parallel;
-    if (job_ranks == 1) {
+    if (plan.job_ranks == 1) {
         plan_split(where, 1, 0);
         return;
     }
     if (mode == ParallelMode::kAuto) {
         try {
-            plan_split(where, job_ranks, job_rank);
+            plan_split(where, plan.job_ranks, plan.job_rank);
             const double batch = options.batch > 0 ? double(options.batch)
                                  : config.training ? double(config.training->batch)
                                                    : 1024.0;
-            mode = model_bytes_per_step(batch) <= data_bytes_per_step(job_ranks)
+            mode = model_bytes_per_step(batch) <= data_bytes_per_step(plan.job_ranks)
                        ? ParallelMode::kModel
                        : ParallelMode::kData;
         } catch (const Error& e) {
@@ -241,11 +248,11 @@ void Network::Impl::plan_parallel(const std::string& where) {
         }
     }
     if (mode == ParallelMode::kModel) {
-        plan_split(where, job_ranks, job_rank);
+        plan_split(where, plan.job_ranks, plan.job_rank);
         return;
     }
     plan_split(where, 1, 0);
-    data_parallel = true;
+    plan.data_parallel = true;
     for (const Layer& layer : layers) {
         if (layer.config.has_sparseness_penalty()) {
             throw Error(ErrorCategory::kNotImplemented,
@@ -258,19 +265,21 @@ void Network::Impl::plan_parallel(const std::string& where) {
 
 double Network::Impl::model_bytes_per_step(double batch) const {
     double bytes = 0.0;
-    const double P = ranks, f = sizeof(float);
-    for (const Weight& w : weights) {
+    const double P = plan.ranks, f = sizeof(float);
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const Weight& w = weights[i];
         const Layer& src = layers[w.source];
-        const Layer& dst = layers[w.destination];
-        if (w.split == engine::Split::kByOutput) {
-            bytes += (P - 1) * batch * src.cap * f;  // gather the source activations
-            if (src.reaches_output && !src.is_input()) bytes += (P - 1) * batch * src.cap * f;
-        } else if (w.split == engine::Split::kByInput) {
-            bytes += 2.0 * (P - 1) * batch * dst.cap * f;  // partial z, then dz
+        const uint32_t src_cap = plan.layers[w.source].cap;
+        const uint32_t dst_cap = plan.layers[w.destination].cap;
+        if (plan.edges[i].split == engine::Split::kByOutput) {
+            bytes += (P - 1) * batch * src_cap * f;  // gather the source activations
+            if (src.reaches_output && !src.is_input()) bytes += (P - 1) * batch * src_cap * f;
+        } else if (plan.edges[i].split == engine::Split::kByInput) {
+            bytes += 2.0 * (P - 1) * batch * dst_cap * f;  // partial z, then dz
         }
     }
     for (const Layer& layer : layers) {
-        if (ranks > 1 && !layer.is_input() && layer.activation.kind == Activation::kSoftMax) {
+        if (plan.ranks > 1 && !layer.is_input() && layer.activation.kind == Activation::kSoftMax) {
             bytes += 2.0 * (P - 1) * batch * f;  // row max and row sum
         }
     }
@@ -294,12 +303,15 @@ void Network::Impl::all_reduce_gradients() {
     for (size_t i = 0; i < weights.size(); ++i) {
         Weight& w = weights[i];
         if (w.owner != static_cast<int>(i) || !w.grad_ready) continue;
-        comm->all_reduce(w.grad.data(), size_t(w.local_rows) * w.local_cols, CommType::kFloat32,
-                         CommOp::kSum);
+        const engine::EdgeSplit& block = plan.edges[i];
+        plan.comm->all_reduce(w.grad.data(), size_t(block.local_rows) * block.local_cols,
+                              CommType::kFloat32, CommOp::kSum);
     }
-    for (Layer& layer : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
-        comm->all_reduce(layer.bias_grad.data(), layer.n_local, CommType::kFloat32, CommOp::kSum);
+        plan.comm->all_reduce(layer.bias_grad.data(), plan.layers[l].n_local, CommType::kFloat32,
+                              CommOp::kSum);
     }
 }
 
@@ -309,12 +321,14 @@ void Network::Impl::zero_gradients() {
     for (Weight& w : weights) {
         Weight& m = weights[w.owner];
         if (!layers[w.destination].reaches_output || m.grad_ready) continue;
-        backend->fill(m.grad.data(), size_t(m.local_rows) * m.local_cols, 0.0f);
+        const engine::EdgeSplit& block = plan.edges[w.owner];
+        backend->fill(m.grad.data(), size_t(block.local_rows) * block.local_cols, 0.0f);
         m.grad_ready = true;
     }
-    for (Layer& layer : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
-        backend->fill(layer.bias_grad.data(), layer.n_local, 0.0f);
+        backend->fill(layer.bias_grad.data(), plan.layers[l].n_local, 0.0f);
     }
 }
 
@@ -325,35 +339,45 @@ engine::Split Network::Impl::split_rule(const Weight& w) {
 }
 
 void Network::Impl::plan_split(const std::string& where, int num_ranks, int this_rank) {
-    rank = this_rank;
-    ranks = num_ranks;
-    for (Layer& layer : layers) {
-        const engine::Band b = engine::band_of(layer.n, ranks, rank);
-        layer.offset = b.offset;
-        layer.n_local = b.count;
-        layer.cap = uint32_t((uint64_t(layer.n) + ranks - 1) / ranks);
+    plan.rank = this_rank;
+    plan.ranks = num_ranks;
+    const int ranks = num_ranks;
+    // Sized once (build); a later plan (describe_model_parallel) keeps each edge's dense_grad.
+    plan.layers.resize(layers.size());
+    plan.edges.resize(weights.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+        const uint32_t n = layers[l].n;
+        engine::LayerBand& band = plan.layers[l];
+        const engine::Band b = engine::band_of(n, ranks, this_rank);
+        band.offset = b.offset;
+        band.n_local = b.count;
+        band.cap = uint32_t((uint64_t(n) + ranks - 1) / ranks);
     }
-    for (Weight& w : weights) {
-        w.split = engine::Split::kNone;
-        w.local_rows = w.rows;
-        w.local_cols = w.cols;
-        w.row_offset = w.col_offset = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        engine::EdgeSplit& block = plan.edges[i];
+        block.split = engine::Split::kNone;
+        block.local_rows = weights[i].rows;
+        block.local_cols = weights[i].cols;
+        block.row_offset = block.col_offset = 0;
     }
     if (ranks == 1) return;
     const std::string why = " under model parallelism (" + std::to_string(ranks) + " ranks)";
     for (size_t i = 0; i < weights.size(); ++i) {
-        Weight& w = weights[i];
+        const Weight& w = weights[i];
+        engine::EdgeSplit& block = plan.edges[i];
         const Layer& src = layers[w.source];
         const Layer& dst = layers[w.destination];
+        const engine::LayerBand& src_band = plan.layers[w.source];
+        const engine::LayerBand& dst_band = plan.layers[w.destination];
         if (w.owner != static_cast<int>(i) || w.users > 1) {
             throw Error(ErrorCategory::kNotImplemented,
                         where + ": layer '" + dst.config.name +
                             "': not implemented yet: SharedWeights" + why);
         }
-        w.split = split_rule(w);
-        if (w.split == engine::Split::kByInput) {
-            w.local_rows = src.n_local;
-            w.row_offset = src.offset;
+        block.split = split_rule(w);
+        if (block.split == engine::Split::kByInput) {
+            block.local_rows = src_band.n_local;
+            block.row_offset = src_band.offset;
             if (dst.config.weight_norm > 0.0f) {
                 throw Error(ErrorCategory::kNotImplemented,
                             where + ": layer '" + dst.config.name +
@@ -362,8 +386,8 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
                                 src.config.name + "' is wider than it, or an Input)" + why);
             }
         } else {
-            w.local_cols = dst.n_local;
-            w.col_offset = dst.offset;
+            block.local_cols = dst_band.n_local;
+            block.col_offset = dst_band.offset;
         }
     }
     for (const Layer& layer : layers) {
@@ -509,16 +533,17 @@ void Network::Impl::initialize_weights(uint64_t seed) {
             : (init.scheme == WeightInitScheme::kGaussian || init.scheme == WeightInitScheme::kSelu)
                 ? 2
                 : 1;
-        std::vector<float> host(size_t(w.local_rows) * w.local_cols);
+        const engine::EdgeSplit& block = plan.edges[wi];
+        std::vector<float> host(size_t(block.local_rows) * block.local_cols);
         engine::HostRng rng(formulas::derive_seed(seed, wi, 0x5EED));
         uint64_t position = 0;  // values drawn so far
-        for (uint32_t r = 0; r < w.local_rows; ++r) {
-            const uint64_t first = (uint64_t(w.row_offset) + r) * w.cols + w.col_offset;
+        for (uint32_t r = 0; r < block.local_rows; ++r) {
+            const uint64_t first = (uint64_t(block.row_offset) + r) * w.cols + block.col_offset;
             rng.skip((first - position) * per_value);
-            for (uint32_t c = 0; c < w.local_cols; ++c) {
-                host[size_t(r) * w.local_cols + c] = draw(rng);
+            for (uint32_t c = 0; c < block.local_cols; ++c) {
+                host[size_t(r) * block.local_cols + c] = draw(rng);
             }
-            position = first + w.local_cols;
+            position = first + block.local_cols;
         }
         w.w.upload(host.data(), host.size());
     }
@@ -526,32 +551,36 @@ void Network::Impl::initialize_weights(uint64_t seed) {
 }
 
 void Network::Impl::initialize_biases() {
-    for (Layer& layer : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
         if (layer.is_input()) continue;
-        std::vector<float> bias(layer.n_local, layer.config.weight_init.bias);
+        std::vector<float> bias(plan.layers[l].n_local, layer.config.weight_init.bias);
         layer.bias.upload(bias.data(), bias.size());
     }
 }
 
 void Network::Impl::ensure_batch_capacity(size_t batch) {
     if (batch <= batch_capacity) return;
-    for (Layer& layer : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
         if (layer.is_input()) continue;
-        layer.act = DeviceArray<float>(*backend, batch * layer.cap, "activations");
-        layer.delta = DeviceArray<float>(*backend, batch * layer.cap, "deltas");
+        const uint32_t cap = plan.layers[l].cap;
+        layer.act = DeviceArray<float>(*backend, batch * cap, "activations");
+        layer.delta = DeviceArray<float>(*backend, batch * cap, "deltas");
     }
-    if (split()) {
+    if (plan.split()) {
         // Collectives move the smaller side of each matrix only: the scratch is sized by those
         // layers, never by a wide output layer.
         const engine::Band moving = moving_side();
-        full_gather = DeviceArray<float>(*backend, batch * moving.offset, "gathered rows");
-        full_partial = DeviceArray<float>(*backend, batch * moving.offset, "partial rows");
-        comm_blocks =
-            DeviceArray<float>(*backend, size_t(ranks) * batch * moving.count, "collective blocks");
-        comm_local = DeviceArray<float>(*backend, batch * moving.count, "collective band");
-        row_stat = DeviceArray<float>(*backend, 2 * batch, "row statistics");  // two [batch]
-        for (Weight& w : weights) {
-            if (w.split != engine::Split::kByOutput) continue;
+        plan.full_gather = DeviceArray<float>(*backend, batch * moving.offset, "gathered rows");
+        plan.full_partial = DeviceArray<float>(*backend, batch * moving.offset, "partial rows");
+        plan.comm_blocks = DeviceArray<float>(*backend, size_t(plan.ranks) * batch * moving.count,
+                                              "collective blocks");
+        plan.comm_local = DeviceArray<float>(*backend, batch * moving.count, "collective band");
+        plan.row_stat = DeviceArray<float>(*backend, 2 * batch, "row statistics");  // two [batch]
+        for (size_t i = 0; i < weights.size(); ++i) {
+            Weight& w = weights[i];
+            if (plan.edges[i].split != engine::Split::kByOutput) continue;
             w.gathered = DeviceArray<float>(*backend, batch * w.rows, "gathered activations");
         }
     }
@@ -560,12 +589,13 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
 
 void Network::Impl::ensure_sparse_capacity(size_t nnz) {
     if (nnz <= sparse_nnz_capacity) return;
-    for (Weight& w : weights) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+        Weight& w = weights[i];
         if (!w.sparse_source) continue;
-        const size_t capacity = std::min<size_t>(nnz, w.local_rows);
+        const size_t capacity = std::min<size_t>(nnz, plan.edges[i].local_rows);
         if (capacity <= w.sparse_capacity) continue;
-        w.sparse_values =
-            DeviceArray<float>(*backend, capacity * w.local_cols, "sparse weight gradients");
+        w.sparse_values = DeviceArray<float>(*backend, capacity * plan.edges[i].local_cols,
+                                             "sparse weight gradients");
         w.sparse_rows = DeviceArray<uint32_t>(*backend, capacity, "sparse gradient rows");
         w.sparse_count = DeviceArray<uint32_t>(*backend, 1, "sparse gradient row count");
         w.sparse_capacity = capacity;
@@ -586,19 +616,22 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         slot = DeviceArray<float>(*backend, n, "optimizer state");
         backend->fill(slot.data(), n, 0.0f);
     };
-    for (Weight& w : weights) {
-        if (w.owner != &w - weights.data()) continue;  // state and gradient live on the owner
-        const size_t n = size_t(w.local_rows) * w.local_cols;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        Weight& w = weights[i];
+        if (w.owner != static_cast<int>(i)) continue;  // state and gradient live on the owner
+        const engine::EdgeSplit& block = plan.edges[i];
+        const size_t n = size_t(block.local_rows) * block.local_cols;
         make(w.state1, n, 0);
         make(w.state2, n, 1);
-        if (w.dense_grad && w.grad.size() != n) {
+        if (block.dense_grad && w.grad.size() != n) {
             w.grad = DeviceArray<float>(*backend, n, "weight gradients");
         }
     }
-    for (Layer& layer : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
         if (layer.is_input()) continue;
-        make(layer.bias_state1, layer.n_local, 0);
-        make(layer.bias_state2, layer.n_local, 1);
+        make(layer.bias_state1, plan.layers[l].n_local, 0);
+        make(layer.bias_state2, plan.layers[l].n_local, 1);
     }
     if (fresh) optimizer_steps = 0;
 }
@@ -627,16 +660,17 @@ std::string Network::Impl::weight_name(const Weight& w) const {
 
 std::vector<float> Network::Impl::weight_gradient(int wi) {
     Weight& w = weights[wi];
-    std::vector<float> dense(size_t(w.local_rows) * w.local_cols, 0.0f);
+    const engine::EdgeSplit& block = plan.edges[wi];
+    std::vector<float> dense(size_t(block.local_rows) * block.local_cols, 0.0f);
     if (!w.grad_ready) return dense;
-    if (w.dense_grad) {
+    if (block.dense_grad) {
         w.grad.download(dense.data(), dense.size());
         return dense;
     }
     uint32_t n = 0;
     w.sparse_count.download(&n, 1);
     std::vector<uint32_t> rows(n);
-    const size_t cols = w.local_cols;
+    const size_t cols = block.local_cols;
     std::vector<float> values(size_t(n) * cols);
     if (n > 0) {
         w.sparse_rows.download(rows.data(), n);
@@ -671,14 +705,16 @@ std::vector<float> all_gather_blocks(Backend& backend, Communicator& comm,
 
 std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> local) const {
     const Weight& w = weights[wi];
-    if (w.split == engine::Split::kNone) return local;
-    const bool by_output = w.split == engine::Split::kByOutput;
-    const Layer& banded = layers[by_output ? w.destination : w.source];
-    const size_t block = by_output ? size_t(w.rows) * banded.cap : size_t(banded.cap) * w.cols;
-    const std::vector<float> all = all_gather_blocks(*backend, *comm, local, block);
+    const engine::Split split = plan.edges[wi].split;
+    if (split == engine::Split::kNone) return local;
+    const bool by_output = split == engine::Split::kByOutput;
+    const int banded = by_output ? w.destination : w.source;
+    const uint32_t banded_n = layers[banded].n, banded_cap = plan.layers[banded].cap;
+    const size_t block = by_output ? size_t(w.rows) * banded_cap : size_t(banded_cap) * w.cols;
+    const std::vector<float> all = all_gather_blocks(*backend, *plan.comm, local, block);
     std::vector<float> whole(size_t(w.rows) * w.cols);
-    for (int r = 0; r < ranks; ++r) {
-        const engine::Band b = engine::band_of(banded.n, ranks, r);
+    for (int r = 0; r < plan.ranks; ++r) {
+        const engine::Band b = engine::band_of(banded_n, plan.ranks, r);
         const float* src = all.data() + size_t(r) * block;
         if (by_output) {  // [rows, b.count] -> columns b.offset.. of every row
             for (size_t i = 0; i < w.rows; ++i) {
@@ -696,9 +732,11 @@ std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> loc
 void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
                                        const RowSink& on_rows) const {
     const Weight& w = weights[wi];
-    if (w.split == engine::Split::kNone) {
+    const engine::EdgeSplit& mine_block = plan.edges[wi];
+    const int ranks = plan.ranks;
+    if (mine_block.split == engine::Split::kNone) {
         // Whole on this rank (every rank of a data-parallel job holds the same values).
-        if (job_rank != 0) return;
+        if (plan.job_rank != 0) return;
         const size_t chunk = std::max<size_t>(1, file_chunk_floats / w.cols);
         std::vector<float> host(std::min<size_t>(chunk, w.rows) * w.cols);
         file_chunk_peak = std::max(file_chunk_peak, host.size());
@@ -710,15 +748,16 @@ void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
         }
         return;
     }
-    const bool by_output = w.split == engine::Split::kByOutput;
-    const Layer& banded = layers[by_output ? w.destination : w.source];
+    const bool by_output = mine_block.split == engine::Split::kByOutput;
+    const int banded = by_output ? w.destination : w.source;
+    const uint32_t banded_n = layers[banded].n, banded_cap = plan.layers[banded].cap;
     // Chunks of rows (by output: rows of every block; by input: the i-th rows of every rank's
     // band) of about file_chunk_floats at the root, which passes each on and keeps none.
-    const size_t width = by_output ? banded.cap : w.cols;  // padded floats per row of a block
-    const size_t rows_per_rank = by_output ? w.rows : banded.cap;
+    const size_t width = by_output ? banded_cap : w.cols;  // padded floats per row of a block
+    const size_t rows_per_rank = by_output ? w.rows : banded_cap;
     const size_t chunk = std::min<size_t>(
         rows_per_rank, std::max<size_t>(1, file_chunk_floats / (width * size_t(ranks))));
-    const bool root = rank == 0;
+    const bool root = plan.rank == 0;
     DeviceArray<float> send(*backend, chunk * width, "save chunk");
     DeviceArray<float> recv(*backend, root ? chunk * width * ranks : 1, "save chunks");
     std::vector<float> host(root ? chunk * width * ranks : 0);
@@ -729,17 +768,17 @@ void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
     for (size_t first = 0; first < rows_per_rank; first += chunk) {
         const size_t count = std::min(chunk, rows_per_rank - first);
         // This rank's rows [first, first + count) of its block (fewer at the end of a band).
-        const size_t mine =
-            std::min<size_t>(count, w.local_rows > first ? w.local_rows - first : 0);
+        const size_t local_rows = mine_block.local_rows, local_cols = mine_block.local_cols;
+        const size_t mine = std::min<size_t>(count, local_rows > first ? local_rows - first : 0);
         if (mine > 0) {
-            backend->copy(send.data(), values.data() + first * w.local_cols,
-                          mine * w.local_cols * sizeof(float));
+            backend->copy(send.data(), values.data() + first * local_cols,
+                          mine * local_cols * sizeof(float));
         }
-        comm->gather(send.data(), recv.data(), count * width, CommType::kFloat32, 0);
+        plan.comm->gather(send.data(), recv.data(), count * width, CommType::kFloat32, 0);
         if (!root) continue;
         recv.download(host.data(), count * width * ranks);
         for (int r = 0; r < ranks; ++r) {
-            const engine::Band b = engine::band_of(banded.n, ranks, r);
+            const engine::Band b = engine::band_of(banded_n, ranks, r);
             const float* src = host.data() + size_t(r) * count * width;
             if (by_output) {  // rows first.., columns of band b
                 for (size_t i = 0; i < count; ++i) {
@@ -755,33 +794,34 @@ void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
 }
 
 std::vector<float> Network::Impl::assemble_bias(int l, std::vector<float> local) const {
-    if (!split()) return local;
-    const Layer& layer = layers[l];
-    const std::vector<float> all = all_gather_blocks(*backend, *comm, local, layer.cap);
-    std::vector<float> whole(layer.n);
-    for (int r = 0; r < ranks; ++r) {
-        const engine::Band b = engine::band_of(layer.n, ranks, r);
-        std::copy(all.begin() + size_t(r) * layer.cap,
-                  all.begin() + size_t(r) * layer.cap + b.count, whole.begin() + b.offset);
+    if (!plan.split()) return local;
+    const uint32_t n = layers[l].n, cap = plan.layers[l].cap;
+    const std::vector<float> all = all_gather_blocks(*backend, *plan.comm, local, cap);
+    std::vector<float> whole(n);
+    for (int r = 0; r < plan.ranks; ++r) {
+        const engine::Band b = engine::band_of(n, plan.ranks, r);
+        std::copy(all.begin() + size_t(r) * cap, all.begin() + size_t(r) * cap + b.count,
+                  whole.begin() + b.offset);
     }
     return whole;
 }
 
 std::vector<float> Network::Impl::weight_block(int wi, const std::vector<float>& whole) const {
-    const Weight& w = weights[wi];
-    if (w.split == engine::Split::kNone) return whole;
-    std::vector<float> block(size_t(w.local_rows) * w.local_cols);
-    for (size_t i = 0; i < w.local_rows; ++i) {
-        const auto from = whole.begin() + (w.row_offset + i) * w.cols + w.col_offset;
-        std::copy(from, from + w.local_cols, block.begin() + i * w.local_cols);
+    const uint32_t cols = weights[wi].cols;
+    const engine::EdgeSplit& mine = plan.edges[wi];
+    if (mine.split == engine::Split::kNone) return whole;
+    std::vector<float> block(size_t(mine.local_rows) * mine.local_cols);
+    for (size_t i = 0; i < mine.local_rows; ++i) {
+        const auto from = whole.begin() + (mine.row_offset + i) * cols + mine.col_offset;
+        std::copy(from, from + mine.local_cols, block.begin() + i * mine.local_cols);
     }
     return block;
 }
 
 std::vector<float> Network::Impl::bias_block(int l, const std::vector<float>& whole) const {
-    const Layer& layer = layers[l];
-    return std::vector<float>(whole.begin() + layer.offset,
-                              whole.begin() + layer.offset + layer.n_local);
+    const engine::LayerBand& band = plan.layers[l];
+    return std::vector<float>(whole.begin() + band.offset,
+                              whole.begin() + band.offset + band.n_local);
 }
 
 // ---- Network ----
@@ -802,7 +842,7 @@ std::unique_ptr<Impl> allocated_network(const NetworkConfig& config,
     impl->config = config;
     impl->options = options;
     impl->backend = make_backend(options.device, options.threads);
-    impl->comm = make_communicator(to_string(options.comm), *impl->backend);
+    impl->plan.comm = make_communicator(to_string(options.comm), *impl->backend);
     impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
     impl->allocate_parameters();
     return impl;
@@ -835,7 +875,7 @@ Network Network::load(const std::string& path, const NetworkOptions& options) {
 
 void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::ModelSlot slot,
                                       DeviceArray<float>& block) const {
-    const Weight& w = weights[wi];
+    const engine::EdgeSplit& w = plan.edges[wi];  // this rank's block of the matrix
     if (w.local_cols == 0) return;
     const size_t chunk = std::max<size_t>(1, file_chunk_floats / w.local_cols);
     std::vector<float> host(std::min<size_t>(chunk, w.local_rows) * w.local_cols);
@@ -894,11 +934,13 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
     for (size_t j = 0; j < model.biases.size(); ++j) {
         const io::ModelLayout::Bias& b = model.biases[j];
         bool is_bias = false;
-        Layer& layer = layers[find_parameter("bias:" + b.layer, &is_bias)];
+        const int l = find_parameter("bias:" + b.layer, &is_bias);
+        Layer& layer = layers[l];
+        const engine::LayerBand& band = plan.layers[l];
         check_slots(b.state_slots, "bias:" + b.layer);
-        std::vector<float> host(layer.n_local);
+        std::vector<float> host(band.n_local);
         for (int s = 0; s <= slots; ++s) {
-            file.read_bias(j, io::ModelSlot(s), layer.offset, layer.n_local, host.data());
+            file.read_bias(j, io::ModelSlot(s), band.offset, band.n_local, host.data());
             bias_slot(layer, s).upload(host.data(), host.size());
         }
     }
@@ -937,7 +979,7 @@ io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* traini
 std::string Network::Impl::nonfinite_parameters() const {
     // Each rank counts its block of a split parameter; a replicated one (data parallelism) is
     // counted on rank 0 only, so that the sum over the ranks counts every value once.
-    const bool counts = split() || job_rank == 0;
+    const bool counts = plan.split() || plan.job_rank == 0;
     std::vector<std::string> names;
     std::vector<double> bad;
     auto add = [&](const std::string& name, const DeviceArray<float>& values) {
@@ -950,10 +992,10 @@ std::string Network::Impl::nonfinite_parameters() const {
     for (const Layer& layer : layers) {
         if (!layer.is_input()) add("bias:" + layer.config.name, layer.bias);
     }
-    if (job_ranks > 1) {
+    if (plan.job_ranks > 1) {
         DeviceArray<double> sums(*backend, bad.size(), "finite check");
         sums.upload(bad.data(), bad.size());
-        comm->all_reduce(sums.data(), bad.size(), CommType::kFloat64, CommOp::kSum);
+        plan.comm->all_reduce(sums.data(), bad.size(), CommType::kFloat64, CommOp::kSum);
         sums.download(bad.data(), bad.size());
     }
     for (size_t k = 0; k < bad.size(); ++k) {
@@ -969,7 +1011,7 @@ void Network::Impl::write_file(const std::string& path,
                                const io::ModelTrainingState* training) const {
     // Rank 0 writes; its first failure is kept and the writes after it are skipped, while the
     // gathers that feed them go on, so that no rank is left waiting in a collective.
-    const bool root = job_rank == 0;
+    const bool root = plan.job_rank == 0;
     std::optional<Error> failure;
     std::optional<io::ModelWriter> file;
     auto attempt = [&](const std::function<void()>& write) {
@@ -998,7 +1040,7 @@ void Network::Impl::write_file(const std::string& path,
         const Layer& layer = layers[l];
         if (layer.is_input()) continue;
         for (int s = 0; s <= slots; ++s) {
-            std::vector<float> local(layer.n_local);
+            std::vector<float> local(plan.layers[l].n_local);
             bias_slot(layer, s).download(local.data(), local.size());
             const std::vector<float> whole = assemble_bias(int(l), std::move(local));
             attempt([&] { file->write_bias(bias, io::ModelSlot(s), whole.data()); });
@@ -1008,10 +1050,10 @@ void Network::Impl::write_file(const std::string& path,
     attempt([&] { file->commit(); });
     // Every rank learns whether rank 0 succeeded.
     uint32_t failed = failure ? 1 + static_cast<uint32_t>(failure->category()) : 0;
-    if (job_ranks > 1) {
+    if (plan.job_ranks > 1) {
         DeviceArray<uint32_t> flag(*backend, 1, "save status");
         flag.upload(&failed, 1);
-        comm->broadcast(flag.data(), 1, CommType::kUint32, 0);
+        plan.comm->broadcast(flag.data(), 1, CommType::kUint32, 0);
         flag.download(&failed, 1);
     }
     if (failure) throw *failure;
@@ -1031,14 +1073,14 @@ std::string Network::device() const {
     return impl_->backend->name();
 }
 int Network::rank() const {
-    return impl_->job_rank;
+    return impl_->plan.job_rank;
 }
 int Network::ranks() const {
-    return impl_->job_ranks;
+    return impl_->plan.job_ranks;
 }
 std::string Network::parallel() const {
-    if (impl_->job_ranks == 1) return "none";
-    return impl_->data_parallel ? "data" : "model";
+    if (impl_->plan.job_ranks == 1) return "none";
+    return impl_->plan.data_parallel ? "data" : "model";
 }
 
 uint32_t Network::layer_size(const std::string& layer) const {
@@ -1104,7 +1146,7 @@ void Network::set_parameter(const std::string& name, const std::vector<float>& v
         throw Error(ErrorCategory::kData, "parameter '" + name + "' has " + std::to_string(whole) +
                                               " values; given " + std::to_string(values.size()));
     }
-    if (!impl_->split()) {
+    if (!impl_->plan.split()) {
         dst.upload(values.data(), values.size());
         return;
     }

@@ -48,7 +48,7 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
             throw Error(ErrorCategory::kData, "dataset '" + name + "' has more than 2^32 examples");
         }
         if (layer.is_output()) check_target_rows(data, name, layer.config.name);
-        if (net.split()) {
+        if (net.plan.split()) {
             bind_band(net, static_cast<int>(l), data);
             continue;
         }
@@ -106,17 +106,18 @@ std::vector<uint64_t> BoundData::sorted_lengths(const Dataset& data) {
 void BoundData::all_reduce_doubles(Network::Impl& net, std::vector<double>& v) {
     DeviceArray<double> reduced(*net.backend, std::max<size_t>(v.size(), 1), "row sums");
     if (!v.empty()) reduced.upload(v.data(), v.size());
-    net.comm->all_reduce(reduced.data(), v.size(), CommType::kFloat64, CommOp::kSum);
+    net.plan.comm->all_reduce(reduced.data(), v.size(), CommType::kFloat64, CommOp::kSum);
     if (!v.empty()) reduced.download(v.data(), v.size());
 }
 
 void BoundData::bind_band(Network::Impl& net, int l, const Dataset& data) {
     const Layer& layer = net.layers[l];
+    const LayerBand& units = net.plan.layers[l];
     // Every rank binds the columns of its band of the layer (a dataset narrower than the layer
     // may leave a band empty).
-    const uint32_t first = std::min(layer.offset, data.cols);
-    const uint32_t last = std::min(layer.offset + layer.n_local, data.cols);
-    const std::string key = layer.config.dataset + "#" + std::to_string(layer.offset);
+    const uint32_t first = std::min(units.offset, data.cols);
+    const uint32_t last = std::min(units.offset + units.n_local, data.cols);
+    const std::string key = layer.config.dataset + "#" + std::to_string(units.offset);
     Dataset band = column_band(data.is_indexed() ? data.expanded() : data, first, last);
     // Normalize: each row scaled by the whole row's norm, from the ranks' band sums of squares.
     const float norm = layer.is_input() ? layer.config.normalize_l2 : 0.0f;

@@ -46,27 +46,32 @@ std::string describe_model_parallel(const NetworkConfig& config,
         << (slots == 1 ? "" : "s") << " per weight)\n";
     out << "layers (units per rank: the largest band):\n";
     double act_bytes = 0.0;
-    for (const engine::Layer& layer : net.layers) {
+    for (size_t l = 0; l < net.layers.size(); ++l) {
+        const engine::Layer& layer = net.layers[l];
+        const uint32_t cap = net.plan.layers[l].cap;
         out << "  " << layer.config.name << " (" << to_string(layer.config.kind) << "): " << layer.n
-            << " units, " << layer.cap << " per rank\n";
-        if (!layer.is_input()) act_bytes += 2.0 * B * layer.cap * f;  // activations + deltas
+            << " units, " << cap << " per rank\n";
+        if (!layer.is_input()) act_bytes += 2.0 * B * cap * f;  // activations + deltas
     }
     out << "weights (block = the largest rank's; traffic = bytes each rank sends per step):\n";
     double param_bytes = 0.0, gathered_bytes = 0.0;
     for (size_t i = 0; i < net.weights.size(); ++i) {
         const engine::Weight& w = net.weights[i];
         if (w.owner != static_cast<int>(i)) continue;
+        const engine::EdgeSplit& part = net.plan.edges[i];
         const engine::Layer& src = net.layers[w.source];
         const engine::Layer& dst = net.layers[w.destination];
-        const bool by_output = w.split == engine::Split::kByOutput;
-        const double rows = w.split == engine::Split::kByInput ? src.cap : w.rows;
-        const double cols = by_output ? dst.cap : w.cols;
+        const uint32_t src_cap = net.plan.layers[w.source].cap;
+        const uint32_t dst_cap = net.plan.layers[w.destination].cap;
+        const bool by_output = part.split == engine::Split::kByOutput;
+        const double rows = part.split == engine::Split::kByInput ? src_cap : w.rows;
+        const double cols = by_output ? dst_cap : w.cols;
         // Parameters, the dense gradient (sparse sources keep a row-sparse one instead), state.
-        const double per_value = f * (1.0 + (w.dense_grad ? 1.0 : 0.0) + slots);
+        const double per_value = f * (1.0 + (part.dense_grad ? 1.0 : 0.0) + slots);
         param_bytes += rows * cols * per_value;
         out << "  " << src.config.name << " -> " << dst.config.name << " [" << w.rows << " x "
             << w.cols << "]: ";
-        if (w.split == engine::Split::kNone) {
+        if (part.split == engine::Split::kNone) {
             out << "whole on one rank\n";
             continue;
         }
@@ -74,7 +79,7 @@ std::string describe_model_parallel(const NetworkConfig& config,
         double step = 0.0;
         std::string forward, backward;
         if (by_output) {
-            const double block = B * src.cap * f;
+            const double block = B * src_cap * f;
             forward = "all-gather " + src.config.name + " activations [" + std::to_string(batch) +
                       " x " + std::to_string(w.rows) + "]";
             step += (P - 1) * block;
@@ -86,19 +91,19 @@ std::string describe_model_parallel(const NetworkConfig& config,
                 backward = "none";
             }
         } else {
-            const double block = B * dst.cap * f;
+            const double block = B * dst_cap * f;
             forward = "reduce-scatter partial " + dst.config.name + " [" + std::to_string(batch) +
                       " x " + std::to_string(w.cols) + "]";
             backward = "all-gather " + dst.config.name + " delta";
             step += 2.0 * (P - 1) * block;
         }
-        out << "split " << engine::to_string(w.split) << ", block [" << rows << " x " << cols
+        out << "split " << engine::to_string(part.split) << ", block [" << rows << " x " << cols
             << "] (" << bytes_text(rows * cols * f) << "); forward: " << forward
             << "; backward: " << backward << "; " << bytes_text(step) << " per step\n";
     }
-    for (const engine::Layer& layer : net.layers) {
-        if (layer.is_input()) continue;
-        param_bytes += double(layer.cap) * f * (2.0 + slots);  // bias, gradient, state
+    for (size_t l = 0; l < net.layers.size(); ++l) {
+        if (net.layers[l].is_input()) continue;
+        param_bytes += double(net.plan.layers[l].cap) * f * (2.0 + slots);  // bias, gradient, state
     }
     const engine::Band moving = net.moving_side();  // as ensure_batch_capacity sizes scratch
     const double scratch =

@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "engine/device_dataset.h"
 #include "engine/network_bindings.h"
+#include "engine/network_plan.h"
 #include "io/model_file.h"
 #include "sparsenet/network.h"
 
@@ -19,34 +20,9 @@ namespace sparsenet {
 
 namespace engine {
 
-// Model parallelism (docs/parallelism.md): with P ranks every layer's units are split into P
-// contiguous bands, rank r holding units [n * r / P, n * (r + 1) / P). Every per-unit buffer of a
-// layer (activations, deltas, bias) holds this rank's band only.
-struct Band {
-    uint32_t offset = 0;  // first unit
-    uint32_t count = 0;   // units
-};
-Band band_of(uint32_t n, int ranks, int rank);
-
-// How one weight matrix W [rows = source units, cols = destination units] is split (owners):
-// kNone with one rank; otherwise the split that moves only the smaller side (DSSTNE's rule):
-//  - kByOutput (rows <= cols, dense source): this rank holds W[:, its destination band]. Forward
-//    all-gathers the source activations [B, rows]; backward reduce-scatters the partial source
-//    delta [B, rows]. The weight gradient is local.
-//  - kByInput (rows > cols, or a sparse Input source): this rank holds W[its source band, :].
-//    Forward reduce-scatters the partial z [B, cols]; backward all-gathers the destination delta
-//    [B, cols]. The weight gradient and the source delta band are local.
-enum class Split { kNone, kByOutput, kByInput };
-const char* to_string(Split split);
-
 struct Layer {
     LayerConfig config;
     uint32_t n = 0;
-    // This rank's units [offset, offset + n_local) (all of them with one rank); cap is the
-    // largest band of any rank: collectives move blocks of cap columns per rank.
-    uint32_t offset = 0;
-    uint32_t n_local = 0;
-    uint32_t cap = 0;
     formulas::ActivationParams activation;  // kind and parameters (non-input layers)
     std::vector<int> in_weights;   // weights whose destination is this layer, in Source order
     std::vector<int> out_weights;  // weights whose source is this layer
@@ -73,22 +49,12 @@ struct Weight {
     int destination = -1;        // layer index
     uint32_t rows = 0;           // source units
     uint32_t cols = 0;           // destination units
-    Split split = Split::kNone;  // owners: how the matrix is split across ranks
-    // Owners: this rank's block W[row_offset .. + local_rows, col_offset .. + local_cols), stored
-    // row-major [local_rows, local_cols] in w, state1/2, grad (the whole matrix with one rank).
-    uint32_t local_rows = 0;
-    uint32_t local_cols = 0;
-    uint32_t row_offset = 0;
-    uint32_t col_offset = 0;
     bool sparse_source = false;  // the source is a sparse input layer (csr ops)
     int owner = -1;              // the edge whose matrix this edge uses (itself if it owns one)
     bool transposed = false;     // uses the owner's matrix transposed: owner is [cols, rows]
     int users = 1;               // owners: the edges using this matrix, itself included
-    // Owners: the gradient is dense ([rows, cols] in grad) unless the only use is a sparse
-    // source, which keeps the row-sparse gradient below.
-    bool dense_grad = true;
-    bool grad_ready = false;  // owners: backward wrote the gradient of the current batch
-    DeviceArray<float> w;     // [local_rows, local_cols] (owners)
+    bool grad_ready = false;     // owners: backward wrote the gradient of the current batch
+    DeviceArray<float> w;        // [local_rows, local_cols] (owners)
     DeviceArray<float> state1, state2;
     DeviceArray<float> grad;  // dense gradient [local_rows, local_cols] (owners with dense_grad)
     // kByOutput: the source activations of the current batch gathered from every rank,
@@ -100,7 +66,8 @@ struct Weight {
     DeviceArray<uint32_t> sparse_rows;
     DeviceArray<uint32_t> sparse_count;
     size_t sparse_capacity = 0;
-    SparseRowGrad sparse_grad() {
+    // local_cols: the edge's (ParallelPlan).
+    SparseRowGrad sparse_grad(uint32_t local_cols) {
         return {sparse_rows.data(), sparse_count.data(), sparse_values.data(), sparse_capacity,
                 local_cols};
     }
@@ -113,17 +80,8 @@ struct Network::Impl {
     io::LayerFeatureNames feature_names;  // by layer: names of its units (model files keep them)
     NetworkOptions options;
     std::unique_ptr<Backend> backend;
-    // The ranks that split every layer (a local communicator with one rank).
-    std::shared_ptr<Communicator> comm;
-    // Model parallelism: this rank and the number of ranks that split every layer (1 when the
-    // network is not split, data parallelism included).
-    int rank = 0;
-    int ranks = 1;
-    // The communicator's rank and size, whatever the mode. Data parallelism: every rank holds the
-    // whole network, trains on its share of each batch and the gradients are summed.
-    int job_rank = 0;
-    int job_ranks = 1;
-    bool data_parallel = false;
+    // Who runs which part: ranks, mode, bands and splits, collective scratch.
+    engine::ParallelPlan plan;
     // Data parallelism: the whole batch's size, which scales the gradients of a rank's share
     // (0: the rows passed to backward are the whole batch).
     size_t loss_batch = 0;
@@ -135,13 +93,6 @@ struct Network::Impl {
     size_t sparse_nnz_capacity = 0;  // per-batch nonzero capacity of the sparse gradients
     OptimizerKind state_kind = OptimizerKind::kSgd;
     uint64_t optimizer_steps = 0;
-    // Split networks only: scratch of the collectives, [batch_capacity * moving_side units]
-    // each (full rows gathered or partial rows to reduce), blocks [ranks * batch_capacity *
-    // moving_side cap], and two [batch_capacity] row statistics. Mutable: the const forward uses
-    // them, which is why a split network's forward is never run concurrently (the Recommender
-    // refuses it).
-    mutable DeviceArray<float> full_gather, full_partial, comm_blocks, comm_local;
-    mutable DeviceArray<float> row_stat;
     // Saving and loading move a matrix in chunks of about this many floats (a save: rows of every
     // rank's block at once); tests lower it so that small networks cross chunk boundaries.
     size_t file_chunk_floats = size_t(1) << 24;
@@ -149,21 +100,19 @@ struct Network::Impl {
     // on this rank, over every save and load so far: tests check that it stays below a matrix.
     mutable size_t file_chunk_peak = 0;
 
-    bool split() const { return ranks > 1; }
     // The widest layer whose rows travel in a collective (offset: its units; count: the largest
     // cap of those layers); the collective scratch is sized by it.
     engine::Band moving_side() const;
-    // Collectives over layer bands (split networks). gather_columns: every rank's band of `layer`
-    // ([batch, n_local] at local) -> full [batch, n] (ld n). reduce_scatter_columns: the sum over
-    // ranks of full partial rows [batch, n] (ld n) -> this rank's band, out := sum + beta * out.
-    void gather_columns(const engine::Layer& layer, const float* local, size_t batch,
-                        MatrixView full) const;
-    void reduce_scatter_columns(const engine::Layer& layer, ConstMatrixView full, float beta,
-                                MatrixView out) const;
+    // Collectives over layer bands (split networks). gather_columns: every rank's band of layer
+    // l ([batch, n_local] at local) -> full [batch, n] (ld n). reduce_scatter_columns: the sum
+    // over ranks of full partial rows [batch, n] (ld n) -> this rank's band of layer l,
+    // out := sum + beta * out.
+    void gather_columns(int l, const float* local, size_t batch, MatrixView full) const;
+    void reduce_scatter_columns(int l, ConstMatrixView full, float beta, MatrixView out) const;
     // In place over the ranks (backend memory).
     void all_reduce(float* data, size_t count, CommOp op) const;
-    // SoftMax (with the bias) of a layer whose rows are split across ranks, in place on z.
-    void split_softmax(const engine::Layer& layer, MatrixView z) const;
+    // SoftMax (with the bias) of layer l, whose rows are split across ranks, in place on z.
+    void split_softmax(int l, MatrixView z) const;
     // DeltaNorm of rows split across ranks (normalize_rows with one rank).
     void clip_delta_rows(float max_norm, MatrixView d) const;
     // Collective: the whole [rows, cols] matrix of owner edge wi (or the whole bias of layer l)
@@ -275,8 +224,8 @@ struct Network::Impl {
     // The matrix edge w multiplies by: its owner's [rows, cols] storage (w.transposed: the edge
     // uses it transposed).
     ConstMatrixView matrix_of(const engine::Weight& w) const {
-        const engine::Weight& m = weights[w.owner];
-        return {m.w.data(), m.local_rows, m.local_cols, m.local_cols};
+        const engine::EdgeSplit& block = plan.edges[w.owner];
+        return {weights[w.owner].w.data(), block.local_rows, block.local_cols, block.local_cols};
     }
     // The layer index of a bias name, or (weights, any edge's name) the owner edge's index.
     int find_parameter(const std::string& name, bool* is_bias) const;

@@ -45,7 +45,7 @@ DropoutMask Network::Impl::dropout_mask(int l, const BatchRows& rows, uint64_t m
     const uint64_t seed = formulas::derive_seed(mask_seed, uint64_t(l), kDropoutStream);
     DropoutMask mask;
     mask.rows = rows;
-    mask.col_offset = layer.offset;  // masks are keyed by global unit, whatever the split
+    mask.col_offset = plan.layers[l].offset;  // masks are keyed by global unit, whatever the split
     const formulas::ActivationParams& act = layer.activation;
     if (act.kind == Activation::kExponentialLinear) {
         mask.params = formulas::alpha_dropout(p, seed, -act.alpha);
@@ -86,9 +86,9 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             uint64_t mask_seed, int skip_layer) const {
     const size_t batch = rows.batch;
     auto view = [&](int l) {
-        return MatrixView{act[l], batch, layers[l].n_local, layers[l].n_local};
+        return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].n_local};
     };
-    if (split() && &be != backend.get()) {
+    if (plan.split() && &be != backend.get()) {
         throw Error(ErrorCategory::kInternal, "a split network runs on its own backend only");
     }
     for (int l : order) {
@@ -100,7 +100,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
             const Layer& source = layers[w.source];
             const float beta = k == 0 ? 0.0f : 1.0f;
             const ConstMatrixView wv = matrix_of(w);
-            switch (weights[w.owner].split) {
+            switch (plan.edges[w.owner].split) {
                 case engine::Split::kNone:
                     if (source.is_input()) {  // never transposed (refused when built)
                         be.csr_matmul(data.layer_data[w.source]->view(rows),
@@ -112,20 +112,20 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                 case engine::Split::kByInput: {
                     // This rank's rows of W give a partial z over every unit; the ranks' sum of
                     // the partials, band by band, is z.
-                    const MatrixView part{full_partial.data(), batch, layer.n, layer.n};
+                    const MatrixView part{plan.full_partial.data(), batch, layer.n, layer.n};
                     if (source.is_input()) {
                         be.csr_matmul(data.layer_data[w.source]->view(rows),
                                       input_noise(source, training, mask_seed), wv, part, 0.0f);
                     } else {
                         be.gemm(false, false, 1.0f, view(w.source), wv, 0.0f, part);
                     }
-                    reduce_scatter_columns(layer, part, beta, z);
+                    reduce_scatter_columns(l, part, beta, z);
                     break;
                 }
                 case engine::Split::kByOutput: {
                     // Every rank's band of the source activations, then this rank's columns.
                     const MatrixView all{w.gathered.data(), batch, source.n, source.n};
-                    gather_columns(source, act[w.source], batch, all);
+                    gather_columns(w.source, act[w.source], batch, all);
                     be.gemm(false, false, 1.0f, all, wv, beta, z);
                     break;
                 }
@@ -133,8 +133,8 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
         }
         // Skip: the skipped layers' stored activations join z before the activation (DSSTNE).
         for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
-        if (split() && layer.activation.kind == Activation::kSoftMax) {
-            split_softmax(layer, z);
+        if (plan.split() && layer.activation.kind == Activation::kSoftMax) {
+            split_softmax(l, z);
         } else {
             be.bias_activation_forward(layer.activation, layer.bias.data(), z);
         }
@@ -146,49 +146,51 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
 
 // ---- collectives over layer bands ----
 
-void Network::Impl::gather_columns(const Layer& layer, const float* local, size_t batch,
-                                   MatrixView full) const {
-    const size_t block = batch * layer.cap;  // `local` has room for it (buffers hold cap columns)
-    comm->all_gather(local, comm_blocks.data(), block, CommType::kFloat32);
-    for (int r = 0; r < ranks; ++r) {
-        const engine::Band b = engine::band_of(layer.n, ranks, r);
+void Network::Impl::gather_columns(int l, const float* local, size_t batch, MatrixView full) const {
+    // `local` has room for the block (buffers hold cap columns).
+    const size_t block = batch * plan.layers[l].cap;
+    plan.comm->all_gather(local, plan.comm_blocks.data(), block, CommType::kFloat32);
+    for (int r = 0; r < plan.ranks; ++r) {
+        const engine::Band b = engine::band_of(layers[l].n, plan.ranks, r);
         if (b.count == 0) continue;
         backend->add_matrix(
-            1.0f, ConstMatrixView(comm_blocks.data() + r * block, batch, b.count, b.count), 0.0f,
-            MatrixView{full.data + b.offset, batch, b.count, full.ld});
+            1.0f, ConstMatrixView(plan.comm_blocks.data() + r * block, batch, b.count, b.count),
+            0.0f, MatrixView{full.data + b.offset, batch, b.count, full.ld});
     }
 }
 
-void Network::Impl::reduce_scatter_columns(const Layer& layer, ConstMatrixView full, float beta,
+void Network::Impl::reduce_scatter_columns(int l, ConstMatrixView full, float beta,
                                            MatrixView out) const {
     const size_t batch = full.rows;
-    const size_t block = batch * layer.cap;
-    for (int r = 0; r < ranks; ++r) {
-        const engine::Band b = engine::band_of(layer.n, ranks, r);
+    const size_t block = batch * plan.layers[l].cap;
+    for (int r = 0; r < plan.ranks; ++r) {
+        const engine::Band b = engine::band_of(layers[l].n, plan.ranks, r);
         if (b.count == 0) continue;
-        backend->add_matrix(1.0f, ConstMatrixView(full.data + b.offset, batch, b.count, full.ld),
-                            0.0f,
-                            MatrixView{comm_blocks.data() + r * block, batch, b.count, b.count});
+        backend->add_matrix(
+            1.0f, ConstMatrixView(full.data + b.offset, batch, b.count, full.ld), 0.0f,
+            MatrixView{plan.comm_blocks.data() + r * block, batch, b.count, b.count});
     }
     // out's buffer holds cap columns per row, room for the received block.
-    float* recv = beta == 0.0f ? out.data : comm_local.data();
-    comm->reduce_scatter(comm_blocks.data(), recv, block, CommType::kFloat32, CommOp::kSum);
+    float* recv = beta == 0.0f ? out.data : plan.comm_local.data();
+    plan.comm->reduce_scatter(plan.comm_blocks.data(), recv, block, CommType::kFloat32,
+                              CommOp::kSum);
     if (beta != 0.0f) {
         backend->add_matrix(1.0f, ConstMatrixView(recv, batch, out.cols, out.cols), beta, out);
     }
 }
 
 void Network::Impl::all_reduce(float* data, size_t count, CommOp op) const {
-    comm->all_reduce(data, count, CommType::kFloat32, op);
+    plan.comm->all_reduce(data, count, CommType::kFloat32, op);
 }
 
-void Network::Impl::split_softmax(const Layer& layer, MatrixView z) const {
+void Network::Impl::split_softmax(int l, MatrixView z) const {
+    const Layer& layer = layers[l];
     // SoftMax of rows split across ranks: z + bias, the row's global max, exp, global sum.
     formulas::ActivationParams linear = layer.activation;
     linear.kind = Activation::kLinear;
     backend->bias_activation_forward(linear, layer.bias.data(), z);
-    float* row_max = row_stat.data();
-    float* row_sum = row_stat.data() + batch_capacity;
+    float* row_max = plan.row_stat.data();
+    float* row_sum = plan.row_stat.data() + batch_capacity;
     backend->row_max(z, row_max);
     all_reduce(row_max, z.rows, CommOp::kMax);
     backend->exp_rows(row_max, z, row_sum);
@@ -197,12 +199,12 @@ void Network::Impl::split_softmax(const Layer& layer, MatrixView z) const {
 }
 
 void Network::Impl::clip_delta_rows(float max_norm, MatrixView d) const {
-    if (!split()) {
+    if (!plan.split()) {
         backend->normalize_rows(max_norm, d);
         return;
     }
     // DeltaNorm of rows split across ranks: each row's whole norm.
-    float* sq = row_stat.data();
+    float* sq = plan.row_stat.data();
     backend->row_sum_squares(d, sq);
     all_reduce(sq, d.rows, CommOp::kSum);
     backend->clip_rows(max_norm, sq, d);
@@ -219,10 +221,11 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (!layer.is_output()) continue;
-        MatrixView delta = rows_of(layer.delta, batch, layer.n_local);
+        const uint32_t n_local = plan.layers[l].n_local;
+        MatrixView delta = rows_of(layer.delta, batch, n_local);
         backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                              rows_of(layer.act, batch, layer.n_local),
-                              data.layer_data[l]->view(rows), scale, delta, loss_sum);
+                              rows_of(layer.act, batch, n_local), data.layer_data[l]->view(rows),
+                              scale, delta, loss_sum);
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
         if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);
         has_delta[l] = true;
@@ -231,9 +234,9 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         const int l = *it;
         Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
-        MatrixView dz = rows_of(layer.delta, batch, layer.n_local);
+        MatrixView dz = rows_of(layer.delta, batch, plan.layers[l].n_local);
         if (!layer.is_output()) {  // dL/dA -> dL/dZ
-            const ConstMatrixView act = rows_of(layer.act, batch, layer.n_local);
+            const ConstMatrixView act = rows_of(layer.act, batch, plan.layers[l].n_local);
             // The penalty is a function of the stored (post-dropout) activations, as in DSSTNE.
             if (penalized(layer)) {
                 const SparsenessPenalty& sp = layer.config.sparseness_penalty;
@@ -251,40 +254,43 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         }
         backend->column_sum(dz, 1.0f, 0.0f, layer.bias_grad.data());
         // Matrices split by input rows need the whole dz: gathered once for all of them.
-        const MatrixView dz_all{full_gather.data(), batch, layer.n, layer.n};
+        const MatrixView dz_all{plan.full_gather.data(), batch, layer.n, layer.n};
         bool gathered_dz = false;
         for (int wi : layer.in_weights) {
             Weight& w = weights[wi];
             Weight& m = weights[w.owner];  // holds the matrix and its gradient
+            const engine::EdgeSplit& m_block = plan.edges[w.owner];
             Layer& source = layers[w.source];
+            const uint32_t source_n_local = plan.layers[w.source].n_local;
+            const SparseRowGrad sparse_grad = w.sparse_grad(plan.edges[wi].local_cols);
             // A shared matrix sums the gradient of every use: the first use of the batch
             // overwrites, the others add.
             const float grad_beta = m.grad_ready ? 1.0f : 0.0f;
-            MatrixView grad = rows_of(m.grad, m.local_rows, m.local_cols);
-            if (m.split == engine::Split::kByInput && !gathered_dz) {
-                gather_columns(layer, dz.data, batch, dz_all);
+            MatrixView grad = rows_of(m.grad, m_block.local_rows, m_block.local_cols);
+            if (m_block.split == engine::Split::kByInput && !gathered_dz) {
+                gather_columns(l, dz.data, batch, dz_all);
                 gathered_dz = true;
             }
-            if (m.split == engine::Split::kByInput) {
+            if (m_block.split == engine::Split::kByInput) {
                 // dW (this rank's rows) = a_band^T . dz_all; the source band's delta is local.
                 if (source.is_input()) {
                     backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
                                              input_noise(source, training, mask_seed), dz_all, 1.0f,
-                                             w.sparse_grad());
+                                             sparse_grad);
                 } else {
-                    backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n_local),
+                    backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source_n_local),
                                   dz_all, grad_beta, grad);
                     if (source.reaches_output) {
                         backend->gemm(false, true, 1.0f, dz_all, matrix_of(w),
                                       has_delta[w.source] ? 1.0f : 0.0f,
-                                      rows_of(source.delta, batch, source.n_local));
+                                      rows_of(source.delta, batch, source_n_local));
                         has_delta[w.source] = true;
                     }
                 }
                 m.grad_ready = true;
                 continue;
             }
-            if (m.split == engine::Split::kByOutput) {
+            if (m_block.split == engine::Split::kByOutput) {
                 // dW (this rank's columns) = a_all^T . dz; the source delta is the ranks' sum
                 // of the partials dz . W_band^T, band by band.
                 backend->gemm(true, false, 1.0f,
@@ -292,10 +298,10 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                               grad_beta, grad);
                 m.grad_ready = true;
                 if (source.reaches_output) {
-                    const MatrixView part{full_partial.data(), batch, source.n, source.n};
+                    const MatrixView part{plan.full_partial.data(), batch, source.n, source.n};
                     backend->gemm(false, true, 1.0f, dz, matrix_of(w), 0.0f, part);
-                    reduce_scatter_columns(source, part, has_delta[w.source] ? 1.0f : 0.0f,
-                                           rows_of(source.delta, batch, source.n_local));
+                    reduce_scatter_columns(w.source, part, has_delta[w.source] ? 1.0f : 0.0f,
+                                           rows_of(source.delta, batch, source_n_local));
                     has_delta[w.source] = true;
                 }
                 continue;
@@ -303,24 +309,24 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             if (source.is_input()) {
                 backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
                                          input_noise(source, training, mask_seed), dz, 1.0f,
-                                         w.sparse_grad());
-                if (m.dense_grad) backend->scatter_rows(w.sparse_grad(), grad_beta, grad);
+                                         sparse_grad);
+                if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad);
                 m.grad_ready = true;
                 continue;
             }
             // z = a . M: dM = a^T . dz; transposed, z = a . M^T: dM = dz^T . a.
             if (w.transposed) {
-                backend->gemm(true, false, 1.0f, dz, rows_of(source.act, batch, source.n_local),
+                backend->gemm(true, false, 1.0f, dz, rows_of(source.act, batch, source_n_local),
                               grad_beta, grad);
             } else {
-                backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source.n_local), dz,
+                backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source_n_local), dz,
                               grad_beta, grad);
             }
             m.grad_ready = true;
             if (source.reaches_output) {
                 backend->gemm(false, !w.transposed, 1.0f, dz, matrix_of(w),
                               has_delta[w.source] ? 1.0f : 0.0f,
-                              rows_of(source.delta, batch, source.n_local));
+                              rows_of(source.delta, batch, source_n_local));
                 has_delta[w.source] = true;
             }
         }
@@ -328,7 +334,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         // bands: a skipped layer is as wide as this one).
         for (int s : layer.skips) {
             backend->add_matrix(1.0f, dz, has_delta[s] ? 1.0f : 0.0f,
-                                rows_of(layers[s].delta, batch, layers[s].n_local));
+                                rows_of(layers[s].delta, batch, plan.layers[s].n_local));
             has_delta[s] = true;
         }
     }
@@ -339,15 +345,16 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
     const size_t batch = rows.batch;
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
+        const uint32_t n_local = plan.layers[l].n_local;
         if (layer.is_output()) {
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                                  rows_of(layer.act, batch, layer.n_local),
+                                  rows_of(layer.act, batch, n_local),
                                   data.layer_data[l]->view(rows), 1.0f,
-                                  rows_of(layer.delta, batch, layer.n_local), loss_sum);
+                                  rows_of(layer.delta, batch, n_local), loss_sum);
         } else if (penalized(layer)) {
             const SparsenessPenalty& sp = layer.config.sparseness_penalty;
-            backend->sparseness_penalty(sp.p, sp.beta, rows_of(layer.act, batch, layer.n_local),
-                                        0.0f, MatrixView{}, loss_sum);
+            backend->sparseness_penalty(sp.p, sp.beta, rows_of(layer.act, batch, n_local), 0.0f,
+                                        MatrixView{}, loss_sum);
         }
     }
 }
@@ -372,12 +379,13 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         // One step per matrix, by its owner, once backward wrote its gradient (no use of it
         // reaches an output otherwise).
         if (w.owner != static_cast<int>(wi) || !w.grad_ready) continue;
-        MatrixView wv = rows_of(w.w, w.local_rows, w.local_cols);
-        if (!w.dense_grad) {
-            backend->optimizer_step_rows(step, wv, w.sparse_grad(), w.state1.data(),
+        const engine::EdgeSplit& block = plan.edges[wi];
+        MatrixView wv = rows_of(w.w, block.local_rows, block.local_cols);
+        if (!block.dense_grad) {
+            backend->optimizer_step_rows(step, wv, w.sparse_grad(block.local_cols), w.state1.data(),
                                          w.state2.data(), optimizer.sparse_update);
         } else {
-            backend->optimizer_step(step, wv, rows_of(w.grad, w.local_rows, w.local_cols),
+            backend->optimizer_step(step, wv, rows_of(w.grad, block.local_rows, block.local_cols),
                                     w.state1.data(), w.state2.data());
         }
         apply_weight_norms(static_cast<int>(wi));
@@ -385,11 +393,13 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     formulas::OptimizerStep bias_step = step;
     bias_step.l2 = 0.0f;  // no regularisation of biases (as DSSTNE)
     bias_step.l1 = 0.0f;
-    for (Layer& layer : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
-        backend->optimizer_step(bias_step, rows_of(layer.bias, 1, layer.n_local),
-                                rows_of(layer.bias_grad, 1, layer.n_local),
-                                layer.bias_state1.data(), layer.bias_state2.data());
+        const uint32_t n_local = plan.layers[l].n_local;
+        backend->optimizer_step(bias_step, rows_of(layer.bias, 1, n_local),
+                                rows_of(layer.bias_grad, 1, n_local), layer.bias_state1.data(),
+                                layer.bias_state2.data());
     }
 }
 
@@ -397,7 +407,7 @@ void Network::Impl::apply_weight_norms(int wi) {
     Weight& m = weights[wi];
     // A split matrix is split by output columns here (plan_split refuses WeightNorm on the other
     // split), so its columns are whole.
-    MatrixView wv = rows_of(m.w, m.local_rows, m.local_cols);
+    MatrixView wv = rows_of(m.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols);
     // Each use clips its destination units' incoming vectors: columns of M, or rows when it
     // uses M transposed. Clipping only shrinks, so every use's bound holds afterwards.
     for (const Weight& w : weights) {

@@ -19,11 +19,11 @@ void merge_split_top_k(const Network::Impl& net, const Layer& layer, size_t coun
                        const DeviceArray<float>& scores, const DeviceArray<uint32_t>& indices,
                        float* out_scores, uint32_t* out_indices) {
     const size_t block = count * k;
-    const size_t ranks = size_t(net.ranks);
+    const size_t ranks = size_t(net.plan.ranks);
     DeviceArray<float> all_scores(*net.backend, ranks * block, "gathered top-K scores");
     DeviceArray<uint32_t> all_indices(*net.backend, ranks * block, "gathered top-K indices");
-    net.comm->all_gather(scores.data(), all_scores.data(), block, CommType::kFloat32);
-    net.comm->all_gather(indices.data(), all_indices.data(), block, CommType::kUint32);
+    net.plan.comm->all_gather(scores.data(), all_scores.data(), block, CommType::kFloat32);
+    net.plan.comm->all_gather(indices.data(), all_indices.data(), block, CommType::kUint32);
     std::vector<float> s(ranks * block);
     std::vector<uint32_t> c(ranks * block);
     all_scores.download(s.data(), s.size());
@@ -84,7 +84,7 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
     } else if (layer.activation.kind == Activation::kSoftMax) {
         e.unsupported =
             name + " has a SoftMax activation, whose every score depends on every item's";
-    } else if (net.split()) {
+    } else if (net.plan.split()) {
         e.unsupported = "the network is split across ranks";
     }
     if (!e.unsupported.empty()) return e;
@@ -116,7 +116,8 @@ int Scoring::layer(const std::string& name) const {
 
 LayerUnits Scoring::units(int l) const {
     const Layer& layer = net_.layers[size_t(l)];
-    return {layer.config.name, layer.n, layer.offset, layer.n_local};
+    const LayerBand& band = net_.plan.layers[size_t(l)];
+    return {layer.config.name, layer.n, band.offset, band.n_local};
 }
 
 Backend& Scoring::backend() const {
@@ -124,7 +125,7 @@ Backend& Scoring::backend() const {
 }
 
 bool Scoring::split() const {
-    return net_.split();
+    return net_.plan.split();
 }
 
 void Scoring::forward(const Bindings& data, const BatchRows& rows) {
@@ -136,19 +137,19 @@ std::vector<float> Scoring::scores(int l, size_t count) const {
     const Layer& layer = net_.layers[size_t(l)];
     std::vector<float> out(count * layer.n);
     if (out.empty()) return out;
-    if (!net_.split()) {
+    if (!net_.plan.split()) {
         net_.backend->download(out.data(), layer.act.data(), out.size() * sizeof(float));
         return out;
     }
     // Every rank's band of the rows ([count, band] blocks of count * cap floats), gathered into
     // whole rows.
-    const size_t block = count * layer.cap;
-    DeviceArray<float> all(*net_.backend, block * net_.ranks, "gathered scores");
-    net_.comm->all_gather(layer.act.data(), all.data(), block, CommType::kFloat32);
-    std::vector<float> blocks(block * net_.ranks);
+    const size_t block = count * net_.plan.layers[size_t(l)].cap;
+    DeviceArray<float> all(*net_.backend, block * net_.plan.ranks, "gathered scores");
+    net_.plan.comm->all_gather(layer.act.data(), all.data(), block, CommType::kFloat32);
+    std::vector<float> blocks(block * net_.plan.ranks);
     all.download(blocks.data(), blocks.size());
-    for (int r = 0; r < net_.ranks; ++r) {
-        const Band b = band_of(layer.n, net_.ranks, r);
+    for (int r = 0; r < net_.plan.ranks; ++r) {
+        const Band b = band_of(layer.n, net_.plan.ranks, r);
         for (size_t i = 0; i < count; ++i) {
             const float* from = blocks.data() + r * block + i * b.count;
             std::copy(from, from + b.count, out.begin() + i * layer.n + b.offset);
@@ -164,9 +165,10 @@ void Scoring::top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k
         top_scores_ = DeviceArray<float>(*net_.backend, count * k, "top-K scores");
         top_indices_ = DeviceArray<uint32_t>(*net_.backend, count * k, "top-K indices");
     }
-    net_.backend->top_k(ConstMatrixView(layer.act.data(), count, layer.n_local, layer.n_local),
-                        exclude, k, top_scores_.data(), top_indices_.data());
-    if (net_.split()) {
+    const uint32_t n_local = net_.plan.layers[size_t(l)].n_local;
+    net_.backend->top_k(ConstMatrixView(layer.act.data(), count, n_local, n_local), exclude, k,
+                        top_scores_.data(), top_indices_.data());
+    if (net_.plan.split()) {
         merge_split_top_k(net_, layer, count, k, top_scores_, top_indices_, out_scores,
                           out_indices);
         return;

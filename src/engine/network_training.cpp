@@ -37,19 +37,19 @@ Backend& Training::backend() const {
     return *net_.backend;
 }
 Communicator& Training::comm() const {
-    return *net_.comm;
+    return *net_.plan.comm;
 }
 int Training::job_rank() const {
-    return net_.job_rank;
+    return net_.plan.job_rank;
 }
 int Training::job_ranks() const {
-    return net_.job_ranks;
+    return net_.plan.job_ranks;
 }
 bool Training::data_parallel() const {
-    return net_.data_parallel;
+    return net_.plan.data_parallel;
 }
 bool Training::split() const {
-    return net_.split();
+    return net_.plan.split();
 }
 const NetworkConfig& Training::config() const {
     return net_.config;
@@ -65,20 +65,20 @@ void Training::ensure_optimizer_state(OptimizerKind kind) {
 }
 
 size_t Training::share_of(const BatchRows& batch) const {
-    if (!net_.data_parallel) return batch.batch;
-    const size_t P = size_t(net_.job_ranks), r = size_t(net_.job_rank);
+    if (!net_.plan.data_parallel) return batch.batch;
+    const size_t P = size_t(net_.plan.job_ranks), r = size_t(net_.plan.job_rank);
     return batch.batch * (r + 1) / P - batch.batch * r / P;
 }
 
 void Training::compute_batch_gradients(const Bindings& data, const BatchRows& batch,
                                        uint64_t mask_seed, double* loss_sum) {
-    if (!net_.data_parallel) {
+    if (!net_.plan.data_parallel) {
         net_.forward(data, batch, true, mask_seed);
         net_.backward(data, batch, true, mask_seed, loss_sum);
         return;
     }
     // This rank's share of the batch; the gradients of every share are summed.
-    const size_t P = size_t(net_.job_ranks), r = size_t(net_.job_rank);
+    const size_t P = size_t(net_.plan.job_ranks), r = size_t(net_.plan.job_rank);
     const size_t lo = batch.batch * r / P, hi = batch.batch * (r + 1) / P;
     const BatchRows share{batch.rows + lo, 0, hi - lo};
     net_.loss_batch = batch.batch;
@@ -115,7 +115,7 @@ std::map<std::string, std::vector<float>> Training::parameter_gradients(const Bi
     for (size_t l = 0; l < net_.layers.size(); ++l) {
         Layer& layer = net_.layers[l];
         if (layer.is_input()) continue;
-        std::vector<float> g(layer.n_local, 0.0f);
+        std::vector<float> g(net_.plan.layers[l].n_local, 0.0f);
         if (layer.reaches_output) layer.bias_grad.download(g.data(), g.size());
         grads["bias:" + layer.config.name] = net_.assemble_bias(static_cast<int>(l), std::move(g));
     }
@@ -135,9 +135,11 @@ bool Training::local_gradients_nonfinite() {
         guard_ = DeviceArray<float>(*net_.backend, net_.layers.size(), "finite check");
     }
     size_t k = 0;
-    for (Layer& layer : net_.layers) {
-        if (layer.is_input() || !layer.reaches_output || layer.n_local == 0) continue;
-        net_.backend->row_sum_squares({layer.bias_grad.data(), 1, layer.n_local, layer.n_local},
+    for (size_t l = 0; l < net_.layers.size(); ++l) {
+        Layer& layer = net_.layers[l];
+        const uint32_t n_local = net_.plan.layers[l].n_local;
+        if (layer.is_input() || !layer.reaches_output || n_local == 0) continue;
+        net_.backend->row_sum_squares({layer.bias_grad.data(), 1, n_local, n_local},
                                       guard_.data() + k++);
     }
     std::vector<float> norms(k);
@@ -149,7 +151,7 @@ void Training::record_health(float* f, size_t rows) const {
     Backend& be = *net_.backend;
     for (int l : checked_layer_indices(net_)) {
         const Layer& layer = net_.layers[l];
-        const size_t n = layer.n_local;
+        const size_t n = net_.plan.layers[l].n_local;
         if (n == 0) {
             be.fill(f, 3, 0.0f);
             f += 3;
@@ -186,11 +188,13 @@ std::string Training::locate_nonfinite(size_t batch) const {
         for (size_t k = 0; k < net.order.size() && code == none; ++k) {
             const Layer& layer = net.layers[net.order[k]];
             if (layer.is_input()) continue;
+            const uint32_t n_local = net.plan.layers[net.order[k]].n_local;
             const uint32_t at = pass * per_pass + uint32_t(k * 3);
             for (int wi : layer.in_weights) {
-                const Weight& w = net.weights[net.weights[wi].owner];
+                const int owner = net.weights[wi].owner;
+                const Weight& w = net.weights[owner];
                 const DeviceArray<float>& a = pass == 0 ? w.w : w.grad;
-                if (pass == 1 && !w.dense_grad) continue;  // row-sparse: not kept per batch
+                if (pass == 1 && !net.plan.edges[owner].dense_grad) continue;  // row-sparse
                 if (const size_t bad = count_nonfinite(a, a.size()); bad > 0) {
                     code = at;
                     detail = of(bad, a.size()) + " of " + net.weight_name(w);
@@ -199,23 +203,22 @@ std::string Training::locate_nonfinite(size_t batch) const {
             }
             if (code != none) break;
             if (pass == 0) {
-                if (const size_t bad = count_nonfinite(layer.bias, layer.n_local); bad > 0) {
+                if (const size_t bad = count_nonfinite(layer.bias, n_local); bad > 0) {
                     code = at + 1;
-                    detail = of(bad, layer.n_local);
-                } else if (const size_t n = std::min(layer.act.size(), batch * layer.n_local);
+                    detail = of(bad, n_local);
+                } else if (const size_t n = std::min(layer.act.size(), batch * n_local);
                            count_nonfinite(layer.act, n) > 0) {
                     code = at + 2;
                     detail = of(count_nonfinite(layer.act, n), n);
                 }
-            } else if (layer.reaches_output && layer.n_local > 0) {
+            } else if (layer.reaches_output && n_local > 0) {
                 // Some value exceeds sqrt(FLT_MAX / n) whenever the guard's float sum of
                 // squares overflowed.
-                const float limit =
-                    std::sqrt(std::numeric_limits<float>::max() / float(layer.n_local));
-                const size_t bad = count_nonfinite(layer.bias_grad, layer.n_local, limit);
+                const float limit = std::sqrt(std::numeric_limits<float>::max() / float(n_local));
+                const size_t bad = count_nonfinite(layer.bias_grad, n_local, limit);
                 if (bad > 0) {
                     code = at + 1;
-                    detail = of(bad, layer.n_local) +
+                    detail = of(bad, n_local) +
                              " are non-finite or so large that the sum of their squares "
                              "overflows";
                 }
@@ -223,10 +226,10 @@ std::string Training::locate_nonfinite(size_t batch) const {
         }
     }
     uint32_t first = code;
-    if (net.job_ranks > 1) {
+    if (net.plan.job_ranks > 1) {
         DeviceArray<uint32_t> buf(*net.backend, 1, "non-finite search");
         buf.upload(&code, 1);
-        net.comm->all_reduce(buf.data(), 1, CommType::kUint32, CommOp::kMin);
+        net.plan.comm->all_reduce(buf.data(), 1, CommType::kUint32, CommOp::kMin);
         buf.download(&first, 1);
     }
     if (first == none) {

@@ -1,0 +1,86 @@
+// The network's parallel plan: which ranks run it, in which mode, and which part of every layer
+// and matrix this rank holds. Private to the network: only network_impl.h includes it.
+//
+// Written by Network::Impl::plan_parallel (from build(), and describe_model_parallel through
+// plan_split); const afterwards, except for the collective scratch, which
+// ensure_batch_capacity grows with the batch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "comm/communicator.h"
+
+namespace sparsenet::engine {
+
+// Model parallelism (docs/parallelism.md): with P ranks every layer's units are split into P
+// contiguous bands, rank r holding units [n * r / P, n * (r + 1) / P). Every per-unit buffer of a
+// layer (activations, deltas, bias) holds this rank's band only.
+struct Band {
+    uint32_t offset = 0;  // first unit
+    uint32_t count = 0;   // units
+};
+Band band_of(uint32_t n, int ranks, int rank);
+
+// How one weight matrix W [rows = source units, cols = destination units] is split (owners):
+// kNone with one rank; otherwise the split that moves only the smaller side (DSSTNE's rule):
+//  - kByOutput (rows <= cols, dense source): this rank holds W[:, its destination band]. Forward
+//    all-gathers the source activations [B, rows]; backward reduce-scatters the partial source
+//    delta [B, rows]. The weight gradient is local.
+//  - kByInput (rows > cols, or a sparse Input source): this rank holds W[its source band, :].
+//    Forward reduce-scatters the partial z [B, cols]; backward all-gathers the destination delta
+//    [B, cols]. The weight gradient and the source delta band are local.
+enum class Split { kNone, kByOutput, kByInput };
+const char* to_string(Split split);
+
+// Layer l's band on this rank (ParallelPlan::layers[l]).
+struct LayerBand {
+    // This rank's units [offset, offset + n_local) (all of them with one rank); cap is the
+    // largest band of any rank: collectives move blocks of cap columns per rank.
+    uint32_t offset = 0;
+    uint32_t n_local = 0;
+    uint32_t cap = 0;
+};
+
+// Edge e's part of its matrix on this rank (ParallelPlan::edges[e]).
+struct EdgeSplit {
+    Split split = Split::kNone;  // owners: how the matrix is split across ranks
+    // Owners: this rank's block W[row_offset .. + local_rows, col_offset .. + local_cols), stored
+    // row-major [local_rows, local_cols] in w, state1/2, grad (the whole matrix with one rank).
+    uint32_t local_rows = 0;
+    uint32_t local_cols = 0;
+    uint32_t row_offset = 0;
+    uint32_t col_offset = 0;
+    // Owners: the gradient is dense ([rows, cols] in grad) unless the only use is a sparse
+    // source, which keeps the row-sparse gradient (PassBuffers) instead.
+    bool dense_grad = true;
+};
+
+struct ParallelPlan {
+    // The ranks that split every layer (a local communicator with one rank).
+    std::shared_ptr<Communicator> comm;
+    // Model parallelism: this rank and the number of ranks that split every layer (1 when the
+    // network is not split, data parallelism included).
+    int rank = 0;
+    int ranks = 1;
+    // The communicator's rank and size, whatever the mode. Data parallelism: every rank holds the
+    // whole network, trains on its share of each batch and the gradients are summed.
+    int job_rank = 0;
+    int job_ranks = 1;
+    bool data_parallel = false;
+    std::vector<LayerBand> layers;  // by layer index
+    std::vector<EdgeSplit> edges;   // by edge index
+    // Split networks only: scratch of the collectives, [batch_capacity * moving_side units]
+    // each (full rows gathered or partial rows to reduce), blocks [ranks * batch_capacity *
+    // moving_side cap], and two [batch_capacity] row statistics. Mutable: the const forward uses
+    // them, which is why a split network's forward is never run concurrently (the Recommender
+    // refuses it).
+    mutable DeviceArray<float> full_gather, full_partial, comm_blocks, comm_local;
+    mutable DeviceArray<float> row_stat;
+
+    bool split() const { return ranks > 1; }
+};
+
+}  // namespace sparsenet::engine
