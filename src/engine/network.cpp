@@ -30,12 +30,12 @@ std::string layer_path(size_t i) {
 
 // Slot s of an owner edge's matrix or of a layer's bias (const or not): 0 the values, 1 and 2
 // the optimizer's state (the model file's io::ModelSlot).
-template <typename W>
-auto& weight_slot(W& w, int s) {
-    return s == 0 ? w.w : s == 1 ? w.state1 : w.state2;
+template <typename EdgeParams>
+auto& weight_slot(EdgeParams& edge, int s) {
+    return s == 0 ? edge.w : s == 1 ? edge.state1 : edge.state2;
 }
-template <typename L>
-auto& bias_slot(L& layer, int s) {
+template <typename LayerParams>
+auto& bias_slot(LayerParams& layer, int s) {
     return s == 0 ? layer.bias : s == 1 ? layer.bias_state1 : layer.bias_state2;
 }
 
@@ -187,17 +187,19 @@ engine::Band Network::Impl::moving_side() const {
 }
 
 void Network::Impl::allocate_parameters() {
+    params.layers.resize(layers.size());
+    params.edges.resize(weights.size());
     for (size_t i = 0; i < weights.size(); ++i) {
-        Weight& w = weights[i];
-        if (w.owner != static_cast<int>(i)) continue;  // uses its owner's matrix
+        if (weights[i].owner != static_cast<int>(i)) continue;  // uses its owner's matrix
         const engine::EdgeSplit& block = plan.edges[i];
-        w.w = DeviceArray<float>(*backend, size_t(block.local_rows) * block.local_cols, "weights");
+        params.edges[i].w =
+            DeviceArray<float>(*backend, size_t(block.local_rows) * block.local_cols, "weights");
     }
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (layer.is_input()) continue;
         const uint32_t n_local = plan.layers[l].n_local;
-        layer.bias = DeviceArray<float>(*backend, n_local, "biases");
+        params.layers[l].bias = DeviceArray<float>(*backend, n_local, "biases");
         layer.bias_grad = DeviceArray<float>(*backend, n_local, "bias gradients");
     }
 }
@@ -545,7 +547,7 @@ void Network::Impl::initialize_weights(uint64_t seed) {
             }
             position = first + block.local_cols;
         }
-        w.w.upload(host.data(), host.size());
+        params.edges[wi].w.upload(host.data(), host.size());
     }
     initialize_biases();
 }
@@ -555,7 +557,7 @@ void Network::Impl::initialize_biases() {
         Layer& layer = layers[l];
         if (layer.is_input()) continue;
         std::vector<float> bias(plan.layers[l].n_local, layer.config.weight_init.bias);
-        layer.bias.upload(bias.data(), bias.size());
+        params.layers[l].bias.upload(bias.data(), bias.size());
     }
 }
 
@@ -605,8 +607,8 @@ void Network::Impl::ensure_sparse_capacity(size_t nnz) {
 
 void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
     const int slots = formulas::optimizer_state_slots(kind);
-    const bool fresh = kind != state_kind;
-    state_kind = kind;
+    const bool fresh = kind != params.state_kind;
+    params.state_kind = kind;
     auto make = [&](DeviceArray<float>& slot, size_t n, int index) {
         if (index >= slots) {
             slot = DeviceArray<float>();
@@ -621,8 +623,8 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         if (w.owner != static_cast<int>(i)) continue;  // state and gradient live on the owner
         const engine::EdgeSplit& block = plan.edges[i];
         const size_t n = size_t(block.local_rows) * block.local_cols;
-        make(w.state1, n, 0);
-        make(w.state2, n, 1);
+        make(params.edges[i].state1, n, 0);
+        make(params.edges[i].state2, n, 1);
         if (block.dense_grad && w.grad.size() != n) {
             w.grad = DeviceArray<float>(*backend, n, "weight gradients");
         }
@@ -630,10 +632,10 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (layer.is_input()) continue;
-        make(layer.bias_state1, plan.layers[l].n_local, 0);
-        make(layer.bias_state2, plan.layers[l].n_local, 1);
+        make(params.layers[l].bias_state1, plan.layers[l].n_local, 0);
+        make(params.layers[l].bias_state2, plan.layers[l].n_local, 1);
     }
-    if (fresh) optimizer_steps = 0;
+    if (fresh) params.optimizer_steps = 0;
 }
 
 int Network::Impl::find_parameter(const std::string& name, bool* is_bias) const {
@@ -899,7 +901,7 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
                         " weight matrices; its config needs " + std::to_string(weights.size()));
     }
     // Slots to read: those the optimizer allocated (ensure_optimizer_state).
-    const int slots = with_state ? formulas::optimizer_state_slots(state_kind) : 0;
+    const int slots = with_state ? formulas::optimizer_state_slots(params.state_kind) : 0;
     auto check_slots = [&](int held, const std::string& name) {
         if (held >= slots) return;
         throw Error(ErrorCategory::kIo, path + ": " + name + " has " + std::to_string(held) +
@@ -928,20 +930,20 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
         if (shared) continue;
         check_slots(mw.state_slots, name);
         for (int s = 0; s <= slots; ++s) {
-            read_weight_block(file, int(i), io::ModelSlot(s), weight_slot(w, s));
+            read_weight_block(file, int(i), io::ModelSlot(s), weight_slot(params.edges[i], s));
         }
     }
     for (size_t j = 0; j < model.biases.size(); ++j) {
         const io::ModelLayout::Bias& b = model.biases[j];
         bool is_bias = false;
         const int l = find_parameter("bias:" + b.layer, &is_bias);
-        Layer& layer = layers[l];
+        engine::LayerParams& bias = params.layers[l];
         const engine::LayerBand& band = plan.layers[l];
         check_slots(b.state_slots, "bias:" + b.layer);
         std::vector<float> host(band.n_local);
         for (int s = 0; s <= slots; ++s) {
             file.read_bias(j, io::ModelSlot(s), band.offset, band.n_local, host.data());
-            bias_slot(layer, s).upload(host.data(), host.size());
+            bias_slot(bias, s).upload(host.data(), host.size());
         }
     }
 }
@@ -951,7 +953,7 @@ io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* traini
     layout.config = config;
     layout.feature_names = feature_names;
     if (training != nullptr) layout.training = *training;
-    const int slots = training != nullptr ? formulas::optimizer_state_slots(state_kind) : 0;
+    const int slots = training != nullptr ? formulas::optimizer_state_slots(params.state_kind) : 0;
     for (size_t i = 0; i < weights.size(); ++i) {
         const Weight& w = weights[i];
         io::ModelLayout::Weight mw;
@@ -987,10 +989,13 @@ std::string Network::Impl::nonfinite_parameters() const {
         bad.push_back(counts ? double(count_nonfinite(*backend, values, file_chunk_floats)) : 0.0);
     };
     for (size_t i = 0; i < weights.size(); ++i) {
-        if (weights[i].owner == static_cast<int>(i)) add(weight_name(weights[i]), weights[i].w);
+        if (weights[i].owner == static_cast<int>(i)) {
+            add(weight_name(weights[i]), params.edges[i].w);
+        }
     }
-    for (const Layer& layer : layers) {
-        if (!layer.is_input()) add("bias:" + layer.config.name, layer.bias);
+    for (size_t l = 0; l < layers.size(); ++l) {
+        const Layer& layer = layers[l];
+        if (!layer.is_input()) add("bias:" + layer.config.name, params.layers[l].bias);
     }
     if (plan.job_ranks > 1) {
         DeviceArray<double> sums(*backend, bad.size(), "finite check");
@@ -1023,13 +1028,13 @@ void Network::Impl::write_file(const std::string& path,
         }
     };
     attempt([&] { file.emplace(path, model_layout(training)); });
-    const int slots = training != nullptr ? formulas::optimizer_state_slots(state_kind) : 0;
+    const int slots = training != nullptr ? formulas::optimizer_state_slots(params.state_kind) : 0;
     for (size_t i = 0; i < weights.size(); ++i) {
         const Weight& w = weights[i];
         if (w.owner != static_cast<int>(i)) continue;  // stored with its owner
         for (int s = 0; s <= slots; ++s) {
             stream_weight_rows(
-                int(i), weight_slot(w, s),
+                int(i), weight_slot(params.edges[i], s),
                 [&](uint64_t first, uint64_t count, const float* values) {
                     attempt([&] { file->write_rows(i, io::ModelSlot(s), first, count, values); });
                 });
@@ -1041,7 +1046,7 @@ void Network::Impl::write_file(const std::string& path,
         if (layer.is_input()) continue;
         for (int s = 0; s <= slots; ++s) {
             std::vector<float> local(plan.layers[l].n_local);
-            bias_slot(layer, s).download(local.data(), local.size());
+            bias_slot(params.layers[l], s).download(local.data(), local.size());
             const std::vector<float> whole = assemble_bias(int(l), std::move(local));
             attempt([&] { file->write_bias(bias, io::ModelSlot(s), whole.data()); });
         }
@@ -1129,7 +1134,8 @@ std::vector<Parameter> Network::parameters() const {
 std::vector<float> Network::get_parameter(const std::string& name) const {
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
-    const DeviceArray<float>& src = is_bias ? impl_->layers[i].bias : impl_->weights[i].w;
+    const DeviceArray<float>& src =
+        is_bias ? impl_->params.layers[i].bias : impl_->params.edges[i].w;
     std::vector<float> values(src.size());
     src.download(values.data(), values.size());
     return is_bias ? impl_->assemble_bias(i, std::move(values))
@@ -1139,7 +1145,7 @@ std::vector<float> Network::get_parameter(const std::string& name) const {
 void Network::set_parameter(const std::string& name, const std::vector<float>& values) {
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
-    DeviceArray<float>& dst = is_bias ? impl_->layers[i].bias : impl_->weights[i].w;
+    DeviceArray<float>& dst = is_bias ? impl_->params.layers[i].bias : impl_->params.edges[i].w;
     const size_t whole = is_bias ? size_t(impl_->layers[i].n)
                                  : size_t(impl_->weights[i].rows) * impl_->weights[i].cols;
     if (values.size() != whole) {

@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "engine/device_dataset.h"
 #include "engine/network_bindings.h"
+#include "engine/network_parameters.h"
 #include "engine/network_plan.h"
 #include "io/model_file.h"
 #include "sparsenet/network.h"
@@ -29,9 +30,7 @@ struct Layer {
     std::vector<int> skips;        // layers whose activations are added to this layer's z (Skip)
     std::vector<int> out_skips;    // layers that skip this layer's activations into theirs
     bool reaches_output = false;   // its delta is needed in backward
-    DeviceArray<float> bias;       // [n_local] (non-input layers)
-    DeviceArray<float> bias_grad;
-    DeviceArray<float> bias_state1, bias_state2;
+    DeviceArray<float> bias_grad;  // [n_local] (non-input layers)
     // [batch, n_local] row-major (ld n_local) in buffers of batch_capacity * cap floats, so that
     // a collective may send cap columns per row: activations and dL/dA, then dL/dZ.
     DeviceArray<float> act;
@@ -54,9 +53,7 @@ struct Weight {
     bool transposed = false;     // uses the owner's matrix transposed: owner is [cols, rows]
     int users = 1;               // owners: the edges using this matrix, itself included
     bool grad_ready = false;     // owners: backward wrote the gradient of the current batch
-    DeviceArray<float> w;        // [local_rows, local_cols] (owners)
-    DeviceArray<float> state1, state2;
-    DeviceArray<float> grad;  // dense gradient [local_rows, local_cols] (owners with dense_grad)
+    DeviceArray<float> grad;     // dense gradient [local_rows, local_cols] (owners with dense_grad)
     // kByOutput: the source activations of the current batch gathered from every rank,
     // [batch, rows] (forward fills it; backward's weight gradient reads it).
     mutable DeviceArray<float> gathered;
@@ -82,6 +79,8 @@ struct Network::Impl {
     std::unique_ptr<Backend> backend;
     // Who runs which part: ranks, mode, bands and splits, collective scratch.
     engine::ParallelPlan plan;
+    // The weights, biases and optimizer state: what a model file saves and restores.
+    engine::Parameters params;
     // Data parallelism: the whole batch's size, which scales the gradients of a rank's share
     // (0: the rows passed to backward are the whole batch).
     size_t loss_batch = 0;
@@ -91,8 +90,6 @@ struct Network::Impl {
     std::map<std::string, int> layer_index;
     size_t batch_capacity = 0;
     size_t sparse_nnz_capacity = 0;  // per-batch nonzero capacity of the sparse gradients
-    OptimizerKind state_kind = OptimizerKind::kSgd;
-    uint64_t optimizer_steps = 0;
     // Saving and loading move a matrix in chunks of about this many floats (a save: rows of every
     // rank's block at once); tests lower it so that small networks cross chunk boundaries.
     size_t file_chunk_floats = size_t(1) << 24;
@@ -225,7 +222,8 @@ struct Network::Impl {
     // uses it transposed).
     ConstMatrixView matrix_of(const engine::Weight& w) const {
         const engine::EdgeSplit& block = plan.edges[w.owner];
-        return {weights[w.owner].w.data(), block.local_rows, block.local_cols, block.local_cols};
+        return {params.edges[w.owner].w.data(), block.local_rows, block.local_cols,
+                block.local_cols};
     }
     // The layer index of a bias name, or (weights, any edge's name) the owner edge's index.
     int find_parameter(const std::string& name, bool* is_bias) const;

@@ -136,7 +136,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
         if (plan.split() && layer.activation.kind == Activation::kSoftMax) {
             split_softmax(l, z);
         } else {
-            be.bias_activation_forward(layer.activation, layer.bias.data(), z);
+            be.bias_activation_forward(layer.activation, params.layers[l].bias.data(), z);
         }
         if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
             be.dropout(dropout_mask(l, rows, mask_seed), z);
@@ -188,7 +188,7 @@ void Network::Impl::split_softmax(int l, MatrixView z) const {
     // SoftMax of rows split across ranks: z + bias, the row's global max, exp, global sum.
     formulas::ActivationParams linear = layer.activation;
     linear.kind = Activation::kLinear;
-    backend->bias_activation_forward(linear, layer.bias.data(), z);
+    backend->bias_activation_forward(linear, params.layers[l].bias.data(), z);
     float* row_max = plan.row_stat.data();
     float* row_sum = plan.row_stat.data() + batch_capacity;
     backend->row_max(z, row_max);
@@ -360,8 +360,8 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
 }
 
 void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
-    ++optimizer_steps;
-    const double t = static_cast<double>(optimizer_steps);
+    ++params.optimizer_steps;
+    const double t = static_cast<double>(params.optimizer_steps);
     formulas::OptimizerStep step;
     step.kind = optimizer.kind;
     // DSSTNE's Decay: alpha / (1 + decay * batches before this one).
@@ -380,13 +380,15 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         // reaches an output otherwise).
         if (w.owner != static_cast<int>(wi) || !w.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[wi];
-        MatrixView wv = rows_of(w.w, block.local_rows, block.local_cols);
+        engine::EdgeParams& matrix = params.edges[wi];
+        MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);
         if (!block.dense_grad) {
-            backend->optimizer_step_rows(step, wv, w.sparse_grad(block.local_cols), w.state1.data(),
-                                         w.state2.data(), optimizer.sparse_update);
+            backend->optimizer_step_rows(step, wv, w.sparse_grad(block.local_cols),
+                                         matrix.state1.data(), matrix.state2.data(),
+                                         optimizer.sparse_update);
         } else {
             backend->optimizer_step(step, wv, rows_of(w.grad, block.local_rows, block.local_cols),
-                                    w.state1.data(), w.state2.data());
+                                    matrix.state1.data(), matrix.state2.data());
         }
         apply_weight_norms(static_cast<int>(wi));
     }
@@ -397,17 +399,18 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
         const uint32_t n_local = plan.layers[l].n_local;
-        backend->optimizer_step(bias_step, rows_of(layer.bias, 1, n_local),
-                                rows_of(layer.bias_grad, 1, n_local), layer.bias_state1.data(),
-                                layer.bias_state2.data());
+        engine::LayerParams& bias = params.layers[l];
+        backend->optimizer_step(bias_step, rows_of(bias.bias, 1, n_local),
+                                rows_of(layer.bias_grad, 1, n_local), bias.bias_state1.data(),
+                                bias.bias_state2.data());
     }
 }
 
 void Network::Impl::apply_weight_norms(int wi) {
-    Weight& m = weights[wi];
     // A split matrix is split by output columns here (plan_split refuses WeightNorm on the other
     // split), so its columns are whole.
-    MatrixView wv = rows_of(m.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols);
+    MatrixView wv =
+        rows_of(params.edges[wi].w, plan.edges[wi].local_rows, plan.edges[wi].local_cols);
     // Each use clips its destination units' incoming vectors: columns of M, or rows when it
     // uses M transposed. Clipping only shrinks, so every use's bound holds afterwards.
     for (const Weight& w : weights) {

@@ -89,13 +89,12 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
     }
     if (!e.unsupported.empty()) return e;
     const Weight& edge = net.weights[layer.in_weights[0]];
-    const Weight& owner = net.weights[edge.owner];
     e.source = edge.source;
     e.k = edge.rows;
     e.n = edge.cols;
-    e.stored = owner.w.data();
+    e.stored = net.params.edges[edge.owner].w.data();
     e.transposed = edge.transposed;
-    e.bias = layer.bias.data();
+    e.bias = net.params.layers[size_t(output)].bias.data();
     e.activation = layer.activation;
     e.weight_name = net.weight_name(edge);
     return e;

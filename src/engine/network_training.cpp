@@ -168,7 +168,7 @@ void Training::record_health(float* f, size_t rows) const {
         } else {
             be.fill(f + 1, 1, 0.0f);
         }
-        be.row_sum_squares({layer.bias.data(), 1, n, n}, f + 2);
+        be.row_sum_squares({net_.params.layers[l].bias.data(), 1, n, n}, f + 2);
         f += 3;
     }
 }
@@ -193,7 +193,7 @@ std::string Training::locate_nonfinite(size_t batch) const {
             for (int wi : layer.in_weights) {
                 const int owner = net.weights[wi].owner;
                 const Weight& w = net.weights[owner];
-                const DeviceArray<float>& a = pass == 0 ? w.w : w.grad;
+                const DeviceArray<float>& a = pass == 0 ? net.params.edges[owner].w : w.grad;
                 if (pass == 1 && !net.plan.edges[owner].dense_grad) continue;  // row-sparse
                 if (const size_t bad = count_nonfinite(a, a.size()); bad > 0) {
                     code = at;
@@ -203,7 +203,8 @@ std::string Training::locate_nonfinite(size_t batch) const {
             }
             if (code != none) break;
             if (pass == 0) {
-                if (const size_t bad = count_nonfinite(layer.bias, n_local); bad > 0) {
+                const DeviceArray<float>& bias = net.params.layers[net.order[k]].bias;
+                if (const size_t bad = count_nonfinite(bias, n_local); bad > 0) {
                     code = at + 1;
                     detail = of(bad, n_local);
                 } else if (const size_t n = std::min(layer.act.size(), batch * n_local);
@@ -251,11 +252,11 @@ std::string Training::nonfinite_parameters() const {
 }
 
 OptimizerKind Training::state_kind() const {
-    return net_.state_kind;
+    return net_.params.state_kind;
 }
 
 uint64_t Training::optimizer_steps() const {
-    return net_.optimizer_steps;
+    return net_.params.optimizer_steps;
 }
 
 void Training::write_file(const std::string& path, const io::ModelTrainingState& state) const {
@@ -264,7 +265,7 @@ void Training::write_file(const std::string& path, const io::ModelTrainingState&
 
 void Training::restore(const io::ModelReader& file, uint64_t optimizer_steps) {
     net_.restore(file, /*with_state=*/true);
-    net_.optimizer_steps = optimizer_steps;
+    net_.params.optimizer_steps = optimizer_steps;
 }
 
 }  // namespace sparsenet::engine

@@ -176,7 +176,8 @@ ScreenStats screen_against_full_product(const std::string& model, uint32_t k, in
         const MatrixView z{full.data(), 1, items, items};
         backend->gemm(false, edge.transposed, 1.0f, ConstMatrixView(h.data(), 1, hidden, hidden),
                       impl.matrix_of(edge), 0.0f, z);
-        backend->bias_activation_forward(layer.activation, layer.bias.data(), z);
+        backend->bias_activation_forward(layer.activation, impl.params.layers[output].bias.data(),
+                                         z);
         backend->top_k(z, nullptr, k, full_scores.data(), full_ids.data());
         for (uint32_t j = 0; j < k; ++j) {
             EXPECT_EQ(ids[j], full_ids[j]) << "query " << i << " rank " << j;

@@ -398,10 +398,10 @@ TEST(ModelParallel, StreamedSaveEqualsTheOneRankFile) {
     for (const Parameter& p : split.parameters()) {
         EXPECT_EQ(resumed.get_parameter(p.name), split.get_parameter(p.name)) << p.name;
     }
-    const auto& a = split.impl().weights;
-    const auto& b = resumed.impl().weights;
+    const auto& a = split.impl().params.edges;
+    const auto& b = resumed.impl().params.edges;
     for (size_t i = 0; i < a.size(); ++i) {  // this rank's blocks of the optimizer state
-        for (const auto slot : {&engine::Weight::state1, &engine::Weight::state2}) {
+        for (const auto slot : {&engine::EdgeParams::state1, &engine::EdgeParams::state2}) {
             std::vector<float> x((a[i].*slot).size()), y((b[i].*slot).size());
             ASSERT_EQ(x.size(), y.size()) << "weight" << i;
             (a[i].*slot).download(x.data(), x.size());
