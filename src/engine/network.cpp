@@ -189,6 +189,8 @@ engine::Band Network::Impl::moving_side() const {
 void Network::Impl::allocate_parameters() {
     params.layers.resize(layers.size());
     params.edges.resize(weights.size());
+    buffers.layers.resize(layers.size());
+    buffers.edges.resize(weights.size());
     for (size_t i = 0; i < weights.size(); ++i) {
         if (weights[i].owner != static_cast<int>(i)) continue;  // uses its owner's matrix
         const engine::EdgeSplit& block = plan.edges[i];
@@ -196,11 +198,10 @@ void Network::Impl::allocate_parameters() {
             DeviceArray<float>(*backend, size_t(block.local_rows) * block.local_cols, "weights");
     }
     for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
-        if (layer.is_input()) continue;
+        if (layers[l].is_input()) continue;
         const uint32_t n_local = plan.layers[l].n_local;
         params.layers[l].bias = DeviceArray<float>(*backend, n_local, "biases");
-        layer.bias_grad = DeviceArray<float>(*backend, n_local, "bias gradients");
+        buffers.layers[l].bias_grad = DeviceArray<float>(*backend, n_local, "bias gradients");
     }
 }
 
@@ -303,34 +304,34 @@ double Network::Impl::data_bytes_per_step(int num_ranks) const {
 
 void Network::Impl::all_reduce_gradients() {
     for (size_t i = 0; i < weights.size(); ++i) {
-        Weight& w = weights[i];
-        if (w.owner != static_cast<int>(i) || !w.grad_ready) continue;
+        engine::EdgeBuffers& g = buffers.edges[i];
+        if (weights[i].owner != static_cast<int>(i) || !g.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[i];
-        plan.comm->all_reduce(w.grad.data(), size_t(block.local_rows) * block.local_cols,
+        plan.comm->all_reduce(g.grad.data(), size_t(block.local_rows) * block.local_cols,
                               CommType::kFloat32, CommOp::kSum);
     }
     for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
+        const Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
-        plan.comm->all_reduce(layer.bias_grad.data(), plan.layers[l].n_local, CommType::kFloat32,
-                              CommOp::kSum);
+        plan.comm->all_reduce(buffers.layers[l].bias_grad.data(), plan.layers[l].n_local,
+                              CommType::kFloat32, CommOp::kSum);
     }
 }
 
 void Network::Impl::zero_gradients() {
     // What backward marks: every matrix used by a layer that reaches an output.
-    for (Weight& w : weights) w.grad_ready = false;
-    for (Weight& w : weights) {
-        Weight& m = weights[w.owner];
+    for (engine::EdgeBuffers& e : buffers.edges) e.grad_ready = false;
+    for (const Weight& w : weights) {
+        engine::EdgeBuffers& m = buffers.edges[w.owner];
         if (!layers[w.destination].reaches_output || m.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[w.owner];
         backend->fill(m.grad.data(), size_t(block.local_rows) * block.local_cols, 0.0f);
         m.grad_ready = true;
     }
     for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
+        const Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
-        backend->fill(layer.bias_grad.data(), plan.layers[l].n_local, 0.0f);
+        backend->fill(buffers.layers[l].bias_grad.data(), plan.layers[l].n_local, 0.0f);
     }
 }
 
@@ -562,13 +563,12 @@ void Network::Impl::initialize_biases() {
 }
 
 void Network::Impl::ensure_batch_capacity(size_t batch) {
-    if (batch <= batch_capacity) return;
+    if (batch <= buffers.batch_capacity) return;
     for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
-        if (layer.is_input()) continue;
+        if (layers[l].is_input()) continue;
         const uint32_t cap = plan.layers[l].cap;
-        layer.act = DeviceArray<float>(*backend, batch * cap, "activations");
-        layer.delta = DeviceArray<float>(*backend, batch * cap, "deltas");
+        buffers.layers[l].act = DeviceArray<float>(*backend, batch * cap, "activations");
+        buffers.layers[l].delta = DeviceArray<float>(*backend, batch * cap, "deltas");
     }
     if (plan.split()) {
         // Collectives move the smaller side of each matrix only: the scratch is sized by those
@@ -581,28 +581,28 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
         plan.comm_local = DeviceArray<float>(*backend, batch * moving.count, "collective band");
         plan.row_stat = DeviceArray<float>(*backend, 2 * batch, "row statistics");  // two [batch]
         for (size_t i = 0; i < weights.size(); ++i) {
-            Weight& w = weights[i];
             if (plan.edges[i].split != engine::Split::kByOutput) continue;
-            w.gathered = DeviceArray<float>(*backend, batch * w.rows, "gathered activations");
+            buffers.edges[i].gathered =
+                DeviceArray<float>(*backend, batch * weights[i].rows, "gathered activations");
         }
     }
-    batch_capacity = batch;
+    buffers.batch_capacity = batch;
 }
 
 void Network::Impl::ensure_sparse_capacity(size_t nnz) {
-    if (nnz <= sparse_nnz_capacity) return;
+    if (nnz <= buffers.sparse_nnz_capacity) return;
     for (size_t i = 0; i < weights.size(); ++i) {
-        Weight& w = weights[i];
-        if (!w.sparse_source) continue;
+        engine::EdgeBuffers& g = buffers.edges[i];
+        if (!weights[i].sparse_source) continue;
         const size_t capacity = std::min<size_t>(nnz, plan.edges[i].local_rows);
-        if (capacity <= w.sparse_capacity) continue;
-        w.sparse_values = DeviceArray<float>(*backend, capacity * plan.edges[i].local_cols,
+        if (capacity <= g.sparse_capacity) continue;
+        g.sparse_values = DeviceArray<float>(*backend, capacity * plan.edges[i].local_cols,
                                              "sparse weight gradients");
-        w.sparse_rows = DeviceArray<uint32_t>(*backend, capacity, "sparse gradient rows");
-        w.sparse_count = DeviceArray<uint32_t>(*backend, 1, "sparse gradient row count");
-        w.sparse_capacity = capacity;
+        g.sparse_rows = DeviceArray<uint32_t>(*backend, capacity, "sparse gradient rows");
+        g.sparse_count = DeviceArray<uint32_t>(*backend, 1, "sparse gradient row count");
+        g.sparse_capacity = capacity;
     }
-    sparse_nnz_capacity = nnz;
+    buffers.sparse_nnz_capacity = nnz;
 }
 
 void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
@@ -619,14 +619,14 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         backend->fill(slot.data(), n, 0.0f);
     };
     for (size_t i = 0; i < weights.size(); ++i) {
-        Weight& w = weights[i];
-        if (w.owner != static_cast<int>(i)) continue;  // state and gradient live on the owner
+        if (weights[i].owner != static_cast<int>(i)) continue;  // state, gradient: on the owner
+        engine::EdgeBuffers& g = buffers.edges[i];
         const engine::EdgeSplit& block = plan.edges[i];
         const size_t n = size_t(block.local_rows) * block.local_cols;
         make(params.edges[i].state1, n, 0);
         make(params.edges[i].state2, n, 1);
-        if (block.dense_grad && w.grad.size() != n) {
-            w.grad = DeviceArray<float>(*backend, n, "weight gradients");
+        if (block.dense_grad && g.grad.size() != n) {
+            g.grad = DeviceArray<float>(*backend, n, "weight gradients");
         }
     }
     for (size_t l = 0; l < layers.size(); ++l) {
@@ -661,22 +661,22 @@ std::string Network::Impl::weight_name(const Weight& w) const {
 }
 
 std::vector<float> Network::Impl::weight_gradient(int wi) {
-    Weight& w = weights[wi];
+    const engine::EdgeBuffers& g = buffers.edges[wi];
     const engine::EdgeSplit& block = plan.edges[wi];
     std::vector<float> dense(size_t(block.local_rows) * block.local_cols, 0.0f);
-    if (!w.grad_ready) return dense;
+    if (!g.grad_ready) return dense;
     if (block.dense_grad) {
-        w.grad.download(dense.data(), dense.size());
+        g.grad.download(dense.data(), dense.size());
         return dense;
     }
     uint32_t n = 0;
-    w.sparse_count.download(&n, 1);
+    g.sparse_count.download(&n, 1);
     std::vector<uint32_t> rows(n);
     const size_t cols = block.local_cols;
     std::vector<float> values(size_t(n) * cols);
     if (n > 0) {
-        w.sparse_rows.download(rows.data(), n);
-        w.sparse_values.download(values.data(), values.size());
+        g.sparse_rows.download(rows.data(), n);
+        g.sparse_values.download(values.data(), values.size());
     }
     for (uint32_t i = 0; i < n; ++i) {
         std::copy(values.begin() + size_t(i) * cols, values.begin() + size_t(i + 1) * cols,

@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "engine/device_dataset.h"
 #include "engine/network_bindings.h"
+#include "engine/network_buffers.h"
 #include "engine/network_parameters.h"
 #include "engine/network_plan.h"
 #include "io/model_file.h"
@@ -30,11 +31,6 @@ struct Layer {
     std::vector<int> skips;        // layers whose activations are added to this layer's z (Skip)
     std::vector<int> out_skips;    // layers that skip this layer's activations into theirs
     bool reaches_output = false;   // its delta is needed in backward
-    DeviceArray<float> bias_grad;  // [n_local] (non-input layers)
-    // [batch, n_local] row-major (ld n_local) in buffers of batch_capacity * cap floats, so that
-    // a collective may send cap columns per row: activations and dL/dA, then dL/dZ.
-    DeviceArray<float> act;
-    DeviceArray<float> delta;
     bool is_input() const { return config.kind == LayerKind::kInput; }
     bool is_output() const { return config.kind == LayerKind::kOutput; }
 };
@@ -52,22 +48,6 @@ struct Weight {
     int owner = -1;              // the edge whose matrix this edge uses (itself if it owns one)
     bool transposed = false;     // uses the owner's matrix transposed: owner is [cols, rows]
     int users = 1;               // owners: the edges using this matrix, itself included
-    bool grad_ready = false;     // owners: backward wrote the gradient of the current batch
-    DeviceArray<float> grad;     // dense gradient [local_rows, local_cols] (owners with dense_grad)
-    // kByOutput: the source activations of the current batch gathered from every rank,
-    // [batch, rows] (forward fills it; backward's weight gradient reads it).
-    mutable DeviceArray<float> gathered;
-    // Row-sparse gradient of this edge (sparse sources): [capacity, local_cols] + local row ids
-    // + count. For a shared matrix it is scattered into the owner's dense gradient.
-    DeviceArray<float> sparse_values;
-    DeviceArray<uint32_t> sparse_rows;
-    DeviceArray<uint32_t> sparse_count;
-    size_t sparse_capacity = 0;
-    // local_cols: the edge's (ParallelPlan).
-    SparseRowGrad sparse_grad(uint32_t local_cols) {
-        return {sparse_rows.data(), sparse_count.data(), sparse_values.data(), sparse_capacity,
-                local_cols};
-    }
 };
 
 }  // namespace engine
@@ -81,15 +61,12 @@ struct Network::Impl {
     engine::ParallelPlan plan;
     // The weights, biases and optimizer state: what a model file saves and restores.
     engine::Parameters params;
-    // Data parallelism: the whole batch's size, which scales the gradients of a rank's share
-    // (0: the rows passed to backward are the whole batch).
-    size_t loss_batch = 0;
+    // What a pass over a batch writes: activations, deltas, gradients; grown with the batch.
+    engine::PassBuffers buffers;
     std::vector<engine::Layer> layers;
     std::vector<engine::Weight> weights;
     std::vector<int> order;  // topological order of layer indices
     std::map<std::string, int> layer_index;
-    size_t batch_capacity = 0;
-    size_t sparse_nnz_capacity = 0;  // per-batch nonzero capacity of the sparse gradients
     // Saving and loading move a matrix in chunks of about this many floats (a save: rows of every
     // rank's block at once); tests lower it so that small networks cross chunk boundaries.
     size_t file_chunk_floats = size_t(1) << 24;

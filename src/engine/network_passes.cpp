@@ -77,7 +77,7 @@ SparseNoise Network::Impl::input_noise(const Layer& input, bool training,
 void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows, bool training,
                             uint64_t mask_seed) {
     std::vector<float*> act(layers.size(), nullptr);
-    for (size_t l = 0; l < layers.size(); ++l) act[l] = layers[l].act.data();
+    for (size_t l = 0; l < layers.size(); ++l) act[l] = buffers.layers[l].act.data();
     forward(*backend, act, data, rows, training, mask_seed);
 }
 
@@ -124,7 +124,8 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                 }
                 case engine::Split::kByOutput: {
                     // Every rank's band of the source activations, then this rank's columns.
-                    const MatrixView all{w.gathered.data(), batch, source.n, source.n};
+                    float* gathered = buffers.edges[layer.in_weights[k]].gathered.data();
+                    const MatrixView all{gathered, batch, source.n, source.n};
                     gather_columns(w.source, act[w.source], batch, all);
                     be.gemm(false, false, 1.0f, all, wv, beta, z);
                     break;
@@ -190,7 +191,7 @@ void Network::Impl::split_softmax(int l, MatrixView z) const {
     linear.kind = Activation::kLinear;
     backend->bias_activation_forward(linear, params.layers[l].bias.data(), z);
     float* row_max = plan.row_stat.data();
-    float* row_sum = plan.row_stat.data() + batch_capacity;
+    float* row_sum = plan.row_stat.data() + buffers.batch_capacity;
     backend->row_max(z, row_max);
     all_reduce(row_max, z.rows, CommOp::kMax);
     backend->exp_rows(row_max, z, row_sum);
@@ -215,16 +216,18 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     const size_t batch = rows.batch;
     // Gradients of the mean loss over the batch (data parallelism: the whole batch, of which
     // these rows are this rank's share).
-    const float scale = 1.0f / static_cast<float>(loss_batch > 0 ? loss_batch : batch);
+    const float scale =
+        1.0f / static_cast<float>(buffers.loss_batch > 0 ? buffers.loss_batch : batch);
     std::vector<bool> has_delta(layers.size(), false);
-    for (Weight& w : weights) w.grad_ready = false;
+    for (engine::EdgeBuffers& e : buffers.edges) e.grad_ready = false;
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         if (!layer.is_output()) continue;
         const uint32_t n_local = plan.layers[l].n_local;
-        MatrixView delta = rows_of(layer.delta, batch, n_local);
+        engine::LayerBuffers& buf = buffers.layers[l];
+        MatrixView delta = rows_of(buf.delta, batch, n_local);
         backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                              rows_of(layer.act, batch, n_local), data.layer_data[l]->view(rows),
+                              rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
                               scale, delta, loss_sum);
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
         if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);
@@ -234,9 +237,10 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         const int l = *it;
         Layer& layer = layers[l];
         if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
-        MatrixView dz = rows_of(layer.delta, batch, plan.layers[l].n_local);
+        engine::LayerBuffers& buf = buffers.layers[l];
+        MatrixView dz = rows_of(buf.delta, batch, plan.layers[l].n_local);
         if (!layer.is_output()) {  // dL/dA -> dL/dZ
-            const ConstMatrixView act = rows_of(layer.act, batch, plan.layers[l].n_local);
+            const ConstMatrixView act = rows_of(buf.act, batch, plan.layers[l].n_local);
             // The penalty is a function of the stored (post-dropout) activations, as in DSSTNE.
             if (penalized(layer)) {
                 const SparsenessPenalty& sp = layer.config.sparseness_penalty;
@@ -252,17 +256,19 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 clip_delta_rows(layer.config.delta_norm * scale, dz);
             }
         }
-        backend->column_sum(dz, 1.0f, 0.0f, layer.bias_grad.data());
+        backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
         // Matrices split by input rows need the whole dz: gathered once for all of them.
         const MatrixView dz_all{plan.full_gather.data(), batch, layer.n, layer.n};
         bool gathered_dz = false;
         for (int wi : layer.in_weights) {
-            Weight& w = weights[wi];
-            Weight& m = weights[w.owner];  // holds the matrix and its gradient
+            const Weight& w = weights[wi];
+            engine::EdgeBuffers& m = buffers.edges[w.owner];  // the matrix's gradient
             const engine::EdgeSplit& m_block = plan.edges[w.owner];
-            Layer& source = layers[w.source];
+            const Layer& source = layers[w.source];
+            engine::LayerBuffers& source_buf = buffers.layers[w.source];
             const uint32_t source_n_local = plan.layers[w.source].n_local;
-            const SparseRowGrad sparse_grad = w.sparse_grad(plan.edges[wi].local_cols);
+            const SparseRowGrad sparse_grad =
+                buffers.edges[wi].sparse_grad(plan.edges[wi].local_cols);
             // A shared matrix sums the gradient of every use: the first use of the batch
             // overwrites, the others add.
             const float grad_beta = m.grad_ready ? 1.0f : 0.0f;
@@ -278,12 +284,12 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                                              input_noise(source, training, mask_seed), dz_all, 1.0f,
                                              sparse_grad);
                 } else {
-                    backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source_n_local),
+                    backend->gemm(true, false, 1.0f, rows_of(source_buf.act, batch, source_n_local),
                                   dz_all, grad_beta, grad);
                     if (source.reaches_output) {
                         backend->gemm(false, true, 1.0f, dz_all, matrix_of(w),
                                       has_delta[w.source] ? 1.0f : 0.0f,
-                                      rows_of(source.delta, batch, source_n_local));
+                                      rows_of(source_buf.delta, batch, source_n_local));
                         has_delta[w.source] = true;
                     }
                 }
@@ -301,7 +307,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                     const MatrixView part{plan.full_partial.data(), batch, source.n, source.n};
                     backend->gemm(false, true, 1.0f, dz, matrix_of(w), 0.0f, part);
                     reduce_scatter_columns(w.source, part, has_delta[w.source] ? 1.0f : 0.0f,
-                                           rows_of(source.delta, batch, source_n_local));
+                                           rows_of(source_buf.delta, batch, source_n_local));
                     has_delta[w.source] = true;
                 }
                 continue;
@@ -316,17 +322,17 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             }
             // z = a . M: dM = a^T . dz; transposed, z = a . M^T: dM = dz^T . a.
             if (w.transposed) {
-                backend->gemm(true, false, 1.0f, dz, rows_of(source.act, batch, source_n_local),
+                backend->gemm(true, false, 1.0f, dz, rows_of(source_buf.act, batch, source_n_local),
                               grad_beta, grad);
             } else {
-                backend->gemm(true, false, 1.0f, rows_of(source.act, batch, source_n_local), dz,
+                backend->gemm(true, false, 1.0f, rows_of(source_buf.act, batch, source_n_local), dz,
                               grad_beta, grad);
             }
             m.grad_ready = true;
             if (source.reaches_output) {
                 backend->gemm(false, !w.transposed, 1.0f, dz, matrix_of(w),
                               has_delta[w.source] ? 1.0f : 0.0f,
-                              rows_of(source.delta, batch, source_n_local));
+                              rows_of(source_buf.delta, batch, source_n_local));
                 has_delta[w.source] = true;
             }
         }
@@ -334,7 +340,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         // bands: a skipped layer is as wide as this one).
         for (int s : layer.skips) {
             backend->add_matrix(1.0f, dz, has_delta[s] ? 1.0f : 0.0f,
-                                rows_of(layers[s].delta, batch, plan.layers[s].n_local));
+                                rows_of(buffers.layers[s].delta, batch, plan.layers[s].n_local));
             has_delta[s] = true;
         }
     }
@@ -346,14 +352,14 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
     for (size_t l = 0; l < layers.size(); ++l) {
         Layer& layer = layers[l];
         const uint32_t n_local = plan.layers[l].n_local;
+        engine::LayerBuffers& buf = buffers.layers[l];
         if (layer.is_output()) {
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                                  rows_of(layer.act, batch, n_local),
-                                  data.layer_data[l]->view(rows), 1.0f,
-                                  rows_of(layer.delta, batch, n_local), loss_sum);
+                                  rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
+                                  1.0f, rows_of(buf.delta, batch, n_local), loss_sum);
         } else if (penalized(layer)) {
             const SparsenessPenalty& sp = layer.config.sparseness_penalty;
-            backend->sparseness_penalty(sp.p, sp.beta, rows_of(layer.act, batch, n_local), 0.0f,
+            backend->sparseness_penalty(sp.p, sp.beta, rows_of(buf.act, batch, n_local), 0.0f,
                                         MatrixView{}, loss_sum);
         }
     }
@@ -375,19 +381,20 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu), t)));
     step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu1), t)));
     for (size_t wi = 0; wi < weights.size(); ++wi) {
-        Weight& w = weights[wi];
+        const Weight& w = weights[wi];
+        engine::EdgeBuffers& g = buffers.edges[wi];
         // One step per matrix, by its owner, once backward wrote its gradient (no use of it
         // reaches an output otherwise).
-        if (w.owner != static_cast<int>(wi) || !w.grad_ready) continue;
+        if (w.owner != static_cast<int>(wi) || !g.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[wi];
         engine::EdgeParams& matrix = params.edges[wi];
         MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);
         if (!block.dense_grad) {
-            backend->optimizer_step_rows(step, wv, w.sparse_grad(block.local_cols),
+            backend->optimizer_step_rows(step, wv, g.sparse_grad(block.local_cols),
                                          matrix.state1.data(), matrix.state2.data(),
                                          optimizer.sparse_update);
         } else {
-            backend->optimizer_step(step, wv, rows_of(w.grad, block.local_rows, block.local_cols),
+            backend->optimizer_step(step, wv, rows_of(g.grad, block.local_rows, block.local_cols),
                                     matrix.state1.data(), matrix.state2.data());
         }
         apply_weight_norms(static_cast<int>(wi));
@@ -401,8 +408,8 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerParams& bias = params.layers[l];
         backend->optimizer_step(bias_step, rows_of(bias.bias, 1, n_local),
-                                rows_of(layer.bias_grad, 1, n_local), bias.bias_state1.data(),
-                                bias.bias_state2.data());
+                                rows_of(buffers.layers[l].bias_grad, 1, n_local),
+                                bias.bias_state1.data(), bias.bias_state2.data());
     }
 }
 

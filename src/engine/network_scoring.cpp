@@ -137,14 +137,16 @@ std::vector<float> Scoring::scores(int l, size_t count) const {
     std::vector<float> out(count * layer.n);
     if (out.empty()) return out;
     if (!net_.plan.split()) {
-        net_.backend->download(out.data(), layer.act.data(), out.size() * sizeof(float));
+        net_.backend->download(out.data(), net_.buffers.layers[size_t(l)].act.data(),
+                               out.size() * sizeof(float));
         return out;
     }
     // Every rank's band of the rows ([count, band] blocks of count * cap floats), gathered into
     // whole rows.
     const size_t block = count * net_.plan.layers[size_t(l)].cap;
     DeviceArray<float> all(*net_.backend, block * net_.plan.ranks, "gathered scores");
-    net_.plan.comm->all_gather(layer.act.data(), all.data(), block, CommType::kFloat32);
+    net_.plan.comm->all_gather(net_.buffers.layers[size_t(l)].act.data(), all.data(), block,
+                               CommType::kFloat32);
     std::vector<float> blocks(block * net_.plan.ranks);
     all.download(blocks.data(), blocks.size());
     for (int r = 0; r < net_.plan.ranks; ++r) {
@@ -165,8 +167,9 @@ void Scoring::top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k
         top_indices_ = DeviceArray<uint32_t>(*net_.backend, count * k, "top-K indices");
     }
     const uint32_t n_local = net_.plan.layers[size_t(l)].n_local;
-    net_.backend->top_k(ConstMatrixView(layer.act.data(), count, n_local, n_local), exclude, k,
-                        top_scores_.data(), top_indices_.data());
+    net_.backend->top_k(
+        ConstMatrixView(net_.buffers.layers[size_t(l)].act.data(), count, n_local, n_local),
+        exclude, k, top_scores_.data(), top_indices_.data());
     if (net_.plan.split()) {
         merge_split_top_k(net_, layer, count, k, top_scores_, top_indices_, out_scores,
                           out_indices);

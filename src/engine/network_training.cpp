@@ -81,14 +81,14 @@ void Training::compute_batch_gradients(const Bindings& data, const BatchRows& ba
     const size_t P = size_t(net_.plan.job_ranks), r = size_t(net_.plan.job_rank);
     const size_t lo = batch.batch * r / P, hi = batch.batch * (r + 1) / P;
     const BatchRows share{batch.rows + lo, 0, hi - lo};
-    net_.loss_batch = batch.batch;
+    net_.buffers.loss_batch = batch.batch;
     if (share.batch > 0) {
         net_.forward(data, share, true, mask_seed);
         net_.backward(data, share, true, mask_seed, loss_sum);
     } else {
         net_.zero_gradients();
     }
-    net_.loss_batch = 0;
+    net_.buffers.loss_batch = 0;
     net_.all_reduce_gradients();
 }
 
@@ -113,10 +113,10 @@ std::map<std::string, std::vector<float>> Training::parameter_gradients(const Bi
             net_.assemble_weight(static_cast<int>(wi), net_.weight_gradient(static_cast<int>(wi)));
     }
     for (size_t l = 0; l < net_.layers.size(); ++l) {
-        Layer& layer = net_.layers[l];
+        const Layer& layer = net_.layers[l];
         if (layer.is_input()) continue;
         std::vector<float> g(net_.plan.layers[l].n_local, 0.0f);
-        if (layer.reaches_output) layer.bias_grad.download(g.data(), g.size());
+        if (layer.reaches_output) net_.buffers.layers[l].bias_grad.download(g.data(), g.size());
         grads["bias:" + layer.config.name] = net_.assemble_bias(static_cast<int>(l), std::move(g));
     }
     return grads;
@@ -136,11 +136,11 @@ bool Training::local_gradients_nonfinite() {
     }
     size_t k = 0;
     for (size_t l = 0; l < net_.layers.size(); ++l) {
-        Layer& layer = net_.layers[l];
+        const Layer& layer = net_.layers[l];
         const uint32_t n_local = net_.plan.layers[l].n_local;
         if (layer.is_input() || !layer.reaches_output || n_local == 0) continue;
-        net_.backend->row_sum_squares({layer.bias_grad.data(), 1, n_local, n_local},
-                                      guard_.data() + k++);
+        net_.backend->row_sum_squares(
+            {net_.buffers.layers[l].bias_grad.data(), 1, n_local, n_local}, guard_.data() + k++);
     }
     std::vector<float> norms(k);
     if (k > 0) guard_.download(norms.data(), k);
@@ -151,6 +151,7 @@ void Training::record_health(float* f, size_t rows) const {
     Backend& be = *net_.backend;
     for (int l : checked_layer_indices(net_)) {
         const Layer& layer = net_.layers[l];
+        const LayerBuffers& buf = net_.buffers.layers[l];
         const size_t n = net_.plan.layers[l].n_local;
         if (n == 0) {
             be.fill(f, 3, 0.0f);
@@ -158,13 +159,13 @@ void Training::record_health(float* f, size_t rows) const {
             continue;
         }
         if (layer.reaches_output) {
-            be.row_sum_squares({layer.bias_grad.data(), 1, n, n}, f);
+            be.row_sum_squares({buf.bias_grad.data(), 1, n, n}, f);
         } else {
             be.fill(f, 1, 0.0f);
         }
-        const size_t acts = std::min(layer.act.size(), rows * n);
+        const size_t acts = std::min(buf.act.size(), rows * n);
         if (acts > 0) {
-            be.row_sum_squares({layer.act.data(), 1, acts, acts}, f + 1);
+            be.row_sum_squares({buf.act.data(), 1, acts, acts}, f + 1);
         } else {
             be.fill(f + 1, 1, 0.0f);
         }
@@ -189,11 +190,13 @@ std::string Training::locate_nonfinite(size_t batch) const {
             const Layer& layer = net.layers[net.order[k]];
             if (layer.is_input()) continue;
             const uint32_t n_local = net.plan.layers[net.order[k]].n_local;
+            const LayerBuffers& buf = net.buffers.layers[net.order[k]];
             const uint32_t at = pass * per_pass + uint32_t(k * 3);
             for (int wi : layer.in_weights) {
                 const int owner = net.weights[wi].owner;
                 const Weight& w = net.weights[owner];
-                const DeviceArray<float>& a = pass == 0 ? net.params.edges[owner].w : w.grad;
+                const DeviceArray<float>& a =
+                    pass == 0 ? net.params.edges[owner].w : net.buffers.edges[owner].grad;
                 if (pass == 1 && !net.plan.edges[owner].dense_grad) continue;  // row-sparse
                 if (const size_t bad = count_nonfinite(a, a.size()); bad > 0) {
                     code = at;
@@ -207,16 +210,16 @@ std::string Training::locate_nonfinite(size_t batch) const {
                 if (const size_t bad = count_nonfinite(bias, n_local); bad > 0) {
                     code = at + 1;
                     detail = of(bad, n_local);
-                } else if (const size_t n = std::min(layer.act.size(), batch * n_local);
-                           count_nonfinite(layer.act, n) > 0) {
+                } else if (const size_t n = std::min(buf.act.size(), batch * n_local);
+                           count_nonfinite(buf.act, n) > 0) {
                     code = at + 2;
-                    detail = of(count_nonfinite(layer.act, n), n);
+                    detail = of(count_nonfinite(buf.act, n), n);
                 }
             } else if (layer.reaches_output && n_local > 0) {
                 // Some value exceeds sqrt(FLT_MAX / n) whenever the guard's float sum of
                 // squares overflowed.
                 const float limit = std::sqrt(std::numeric_limits<float>::max() / float(n_local));
-                const size_t bad = count_nonfinite(layer.bias_grad, n_local, limit);
+                const size_t bad = count_nonfinite(buf.bias_grad, n_local, limit);
                 if (bad > 0) {
                     code = at + 1;
                     detail = of(bad, n_local) +

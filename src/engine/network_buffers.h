@@ -1,0 +1,59 @@
+// The network's pass buffers: what one forward and backward pass over a batch writes (the
+// activations, deltas and gradients). Private to the network: only network_impl.h includes it.
+//
+// Grown with the batch by Network::Impl::ensure_batch_capacity (activations, deltas) and
+// ensure_sparse_capacity (row-sparse gradients); the dense gradients are allocated with the
+// optimizer's state (ensure_optimizer_state), the bias gradients with the parameters
+// (allocate_parameters). Written by forward, backward and zero_gradients; nothing in them
+// outlives a batch except their size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace sparsenet::engine {
+
+// Layer l's buffers (PassBuffers::layers[l]; empty for input layers).
+struct LayerBuffers {
+    // [batch, n_local] row-major (ld n_local) in buffers of batch_capacity * cap floats, so that
+    // a collective may send cap columns per row: activations and dL/dA, then dL/dZ.
+    DeviceArray<float> act;
+    DeviceArray<float> delta;
+    DeviceArray<float> bias_grad;  // [n_local]
+};
+
+// Edge e's buffers (PassBuffers::edges[e]). The dense gradient lives on the owner of a shared
+// matrix and sums every use of it; the row-sparse one is the edge's own.
+struct EdgeBuffers {
+    bool grad_ready = false;  // owners: backward wrote the gradient of the current batch
+    DeviceArray<float> grad;  // dense gradient [local_rows, local_cols] (owners with dense_grad)
+    // kByOutput: the source activations of the current batch gathered from every rank,
+    // [batch, rows] (forward fills it; backward's weight gradient reads it).
+    mutable DeviceArray<float> gathered;
+    // Row-sparse gradient of this edge (sparse sources): [capacity, local_cols] + local row ids
+    // + count. For a shared matrix it is scattered into the owner's dense gradient.
+    DeviceArray<float> sparse_values;
+    DeviceArray<uint32_t> sparse_rows;
+    DeviceArray<uint32_t> sparse_count;
+    size_t sparse_capacity = 0;
+    // local_cols: the edge's (ParallelPlan::edges).
+    SparseRowGrad sparse_grad(uint32_t local_cols) {
+        return {sparse_rows.data(), sparse_count.data(), sparse_values.data(), sparse_capacity,
+                local_cols};
+    }
+};
+
+struct PassBuffers {
+    std::vector<LayerBuffers> layers;  // by layer index
+    std::vector<EdgeBuffers> edges;    // by edge index
+    size_t batch_capacity = 0;         // rows the activation and delta buffers hold
+    size_t sparse_nnz_capacity = 0;    // per-batch nonzero capacity of the sparse gradients
+    // Data parallelism: the whole batch's size, which scales the gradients of a rank's share
+    // (0: the rows passed to backward are the whole batch).
+    size_t loss_batch = 0;
+};
+
+}  // namespace sparsenet::engine
