@@ -13,8 +13,8 @@
 
 namespace sparsenet {
 
-using engine::Layer;
-using engine::Weight;
+using engine::GraphEdge;
+using engine::GraphLayer;
 
 namespace {
 
@@ -58,14 +58,15 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
     // The graph's rules (every name known, ties between edges that own their matrix, no cycle)
     // are the config's (NetworkConfig::validate); what build() checks needs the datasets' widths
     // or is what this engine can run.
-    config.validate();
-    const std::string& where = config.name.empty() ? std::string("network") : config.name;
-    layers.clear();
-    weights.clear();
-    layers.resize(config.layers.size());
-    for (size_t i = 0; i < config.layers.size(); ++i) {
-        LayerConfig& lc = config.layers[i];
-        layer_index[lc.name] = static_cast<int>(i);
+    graph.config.validate();
+    const std::string& where =
+        graph.config.name.empty() ? std::string("network") : graph.config.name;
+    graph.layers.clear();
+    graph.edges.clear();
+    graph.layers.resize(graph.config.layers.size());
+    for (size_t i = 0; i < graph.config.layers.size(); ++i) {
+        LayerConfig& lc = graph.config.layers[i];
+        graph.layer_index[lc.name] = static_cast<int>(i);
         if (lc.kind != LayerKind::kHidden) {
             auto it = dataset_widths.find(lc.dataset);
             if (it == dataset_widths.end()) {
@@ -95,40 +96,40 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
                         where + ": " + layer_path(i) +
                             ".Activation: not implemented yet: SoftMax on a Hidden layer");
         }
-        layers[i].config = lc;
-        layers[i].n = lc.n;
-        layers[i].activation.kind = lc.activation;
-        layers[i].activation.slope = lc.relu_slope;
-        layers[i].activation.alpha = lc.elu_alpha;
-        layers[i].activation.lambda = lc.selu_lambda;
+        graph.layers[i].config = lc;
+        graph.layers[i].n = lc.n;
+        graph.layers[i].activation.kind = lc.activation;
+        graph.layers[i].activation.slope = lc.relu_slope;
+        graph.layers[i].activation.alpha = lc.elu_alpha;
+        graph.layers[i].activation.lambda = lc.selu_lambda;
     }
     // One weight matrix per (source -> layer) edge.
-    for (size_t i = 0; i < config.layers.size(); ++i) {
-        for (const std::string& src_name : config.layers[i].sources) {
-            const int s = layer_index.at(src_name);  // validate(): every Source names a layer
-            if (layers[s].is_output()) {
+    for (size_t i = 0; i < graph.config.layers.size(); ++i) {
+        for (const std::string& src_name : graph.config.layers[i].sources) {
+            const int s = graph.layer_index.at(src_name);  // validate(): every Source names a layer
+            if (graph.layers[s].is_output()) {
                 throw Error(ErrorCategory::kNotImplemented,
                             where + ": " + layer_path(i) +
                                 ".Source: not implemented yet: an Output layer ('" + src_name +
                                 "') as a Source");
             }
-            Weight w;
+            GraphEdge w;
             w.source = s;
             w.destination = static_cast<int>(i);
-            w.rows = layers[s].n;
-            w.cols = layers[i].n;
-            w.sparse_source = layers[s].is_input();
-            w.owner = static_cast<int>(weights.size());
-            layers[s].out_weights.push_back(static_cast<int>(weights.size()));
-            layers[i].in_weights.push_back(static_cast<int>(weights.size()));
-            weights.push_back(std::move(w));
+            w.rows = graph.layers[s].n;
+            w.cols = graph.layers[i].n;
+            w.sparse_source = graph.layers[s].is_input();
+            w.owner = static_cast<int>(graph.edges.size());
+            graph.layers[s].out_weights.push_back(static_cast<int>(graph.edges.size()));
+            graph.layers[i].in_weights.push_back(static_cast<int>(graph.edges.size()));
+            graph.edges.push_back(std::move(w));
         }
     }
     link_shared_weights(where);
     link_skips(where);
     plan_parallel(where);
-    for (size_t i = 0; i < weights.size(); ++i) {
-        const Weight& w = weights[i];
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        const GraphEdge& w = graph.edges[i];
         // Data parallelism sums whole gradients over the ranks: sparse sources scatter theirs.
         if (w.owner == static_cast<int>(i)) {
             plan.edges[i].dense_grad = !w.sparse_source || w.users > 1 || plan.data_parallel;
@@ -136,69 +137,71 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
     }
     // Topological order (Kahn), stable by position in the config; a skip is an edge like a
     // source.
-    std::vector<int> pending(layers.size(), 0);
-    for (const Weight& w : weights) pending[w.destination]++;
-    for (const Layer& layer : layers) {
+    std::vector<int> pending(graph.layers.size(), 0);
+    for (const GraphEdge& w : graph.edges) pending[w.destination]++;
+    for (const GraphLayer& layer : graph.layers) {
         for (int s : layer.out_skips) pending[s]++;
     }
-    order.clear();
+    graph.order.clear();
     std::set<int> ready;
-    for (size_t i = 0; i < layers.size(); ++i) {
+    for (size_t i = 0; i < graph.layers.size(); ++i) {
         if (pending[i] == 0) ready.insert(static_cast<int>(i));
     }
     while (!ready.empty()) {
         const int l = *ready.begin();
         ready.erase(ready.begin());
-        order.push_back(l);
-        for (int wi : layers[l].out_weights) {
-            if (--pending[weights[wi].destination] == 0) ready.insert(weights[wi].destination);
+        graph.order.push_back(l);
+        for (int wi : graph.layers[l].out_weights) {
+            if (--pending[graph.edges[wi].destination] == 0)
+                ready.insert(graph.edges[wi].destination);
         }
-        for (int d : layers[l].out_skips) {
+        for (int d : graph.layers[l].out_skips) {
             if (--pending[d] == 0) ready.insert(d);
         }
     }
-    if (order.size() != layers.size()) {
+    if (graph.order.size() != graph.layers.size()) {
         throw Error(ErrorCategory::kInternal, where + ": a cycle passed NetworkConfig::validate");
     }
     // Which layers' deltas matter: those with a path to an output layer.
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-        Layer& layer = layers[*it];
+    for (auto it = graph.order.rbegin(); it != graph.order.rend(); ++it) {
+        GraphLayer& layer = graph.layers[*it];
         if (layer.is_output()) layer.reaches_output = true;
         for (int wi : layer.out_weights) {
-            if (layers[weights[wi].destination].reaches_output) layer.reaches_output = true;
+            if (graph.layers[graph.edges[wi].destination].reaches_output)
+                layer.reaches_output = true;
         }
         for (int d : layer.out_skips) {
-            if (layers[d].reaches_output) layer.reaches_output = true;
+            if (graph.layers[d].reaches_output) layer.reaches_output = true;
         }
     }
 }
 
 engine::Band Network::Impl::moving_side() const {
     engine::Band most;
-    for (size_t i = 0; i < weights.size(); ++i) {
-        const Weight& w = weights[i];
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        const GraphEdge& w = graph.edges[i];
         const engine::Split split = plan.edges[i].split;
         if (split == engine::Split::kNone) continue;
         const int moved = split == engine::Split::kByInput ? w.destination : w.source;
-        most.offset = std::max(most.offset, layers[moved].n);
+        most.offset = std::max(most.offset, graph.layers[moved].n);
         most.count = std::max(most.count, plan.layers[moved].cap);
     }
     return most;
 }
 
 void Network::Impl::allocate_parameters() {
-    params.layers.resize(layers.size());
-    params.edges.resize(weights.size());
-    buffers.layers.resize(layers.size());
-    buffers.edges.resize(weights.size());
-    for (size_t i = 0; i < weights.size(); ++i) {
-        if (weights[i].owner != static_cast<int>(i)) continue;  // uses its owner's matrix
+    params.layers.resize(graph.layers.size());
+    params.edges.resize(graph.edges.size());
+    buffers.layers.resize(graph.layers.size());
+    buffers.edges.resize(graph.edges.size());
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        if (graph.edges[i].owner != static_cast<int>(i)) continue;  // uses its owner's matrix
         const engine::EdgeSplit& block = plan.edges[i];
         params.edges[i].w =
             DeviceArray<float>(*backend, size_t(block.local_rows) * block.local_cols, "weights");
     }
-    for (size_t l = 0; l < layers.size(); ++l) {
-        if (layers[l].is_input()) continue;
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        if (graph.layers[l].is_input()) continue;
         const uint32_t n_local = plan.layers[l].n_local;
         params.layers[l].bias = DeviceArray<float>(*backend, n_local, "biases");
         buffers.layers[l].bias_grad = DeviceArray<float>(*backend, n_local, "bias gradients");
@@ -239,9 +242,9 @@ void Network::Impl::plan_parallel(const std::string& where) {
     if (mode == ParallelMode::kAuto) {
         try {
             plan_split(where, plan.job_ranks, plan.job_rank);
-            const double batch = options.batch > 0 ? double(options.batch)
-                                 : config.training ? double(config.training->batch)
-                                                   : 1024.0;
+            const double batch = options.batch > 0       ? double(options.batch)
+                                 : graph.config.training ? double(graph.config.training->batch)
+                                                         : 1024.0;
             mode = model_bytes_per_step(batch) <= data_bytes_per_step(plan.job_ranks)
                        ? ParallelMode::kModel
                        : ParallelMode::kData;
@@ -256,7 +259,7 @@ void Network::Impl::plan_parallel(const std::string& where) {
     }
     plan_split(where, 1, 0);
     plan.data_parallel = true;
-    for (const Layer& layer : layers) {
+    for (const GraphLayer& layer : graph.layers) {
         if (layer.config.has_sparseness_penalty()) {
             throw Error(ErrorCategory::kNotImplemented,
                         where + ": layer '" + layer.config.name +
@@ -269,9 +272,9 @@ void Network::Impl::plan_parallel(const std::string& where) {
 double Network::Impl::model_bytes_per_step(double batch) const {
     double bytes = 0.0;
     const double P = plan.ranks, f = sizeof(float);
-    for (size_t i = 0; i < weights.size(); ++i) {
-        const Weight& w = weights[i];
-        const Layer& src = layers[w.source];
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        const GraphEdge& w = graph.edges[i];
+        const GraphLayer& src = graph.layers[w.source];
         const uint32_t src_cap = plan.layers[w.source].cap;
         const uint32_t dst_cap = plan.layers[w.destination].cap;
         if (plan.edges[i].split == engine::Split::kByOutput) {
@@ -281,7 +284,7 @@ double Network::Impl::model_bytes_per_step(double batch) const {
             bytes += 2.0 * (P - 1) * batch * dst_cap * f;  // partial z, then dz
         }
     }
-    for (const Layer& layer : layers) {
+    for (const GraphLayer& layer : graph.layers) {
         if (plan.ranks > 1 && !layer.is_input() && layer.activation.kind == Activation::kSoftMax) {
             bytes += 2.0 * (P - 1) * batch * f;  // row max and row sum
         }
@@ -291,11 +294,11 @@ double Network::Impl::model_bytes_per_step(double batch) const {
 
 double Network::Impl::data_bytes_per_step(int num_ranks) const {
     double values = 0.0;
-    for (size_t i = 0; i < weights.size(); ++i) {
-        if (weights[i].owner == static_cast<int>(i))
-            values += double(weights[i].rows) * weights[i].cols;
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        if (graph.edges[i].owner == static_cast<int>(i))
+            values += double(graph.edges[i].rows) * graph.edges[i].cols;
     }
-    for (const Layer& layer : layers) {
+    for (const GraphLayer& layer : graph.layers) {
         if (!layer.is_input()) values += layer.n;
     }
     const double P = num_ranks;
@@ -303,15 +306,15 @@ double Network::Impl::data_bytes_per_step(int num_ranks) const {
 }
 
 void Network::Impl::all_reduce_gradients() {
-    for (size_t i = 0; i < weights.size(); ++i) {
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
         engine::EdgeBuffers& g = buffers.edges[i];
-        if (weights[i].owner != static_cast<int>(i) || !g.grad_ready) continue;
+        if (graph.edges[i].owner != static_cast<int>(i) || !g.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[i];
         plan.comm->all_reduce(g.grad.data(), size_t(block.local_rows) * block.local_cols,
                               CommType::kFloat32, CommOp::kSum);
     }
-    for (size_t l = 0; l < layers.size(); ++l) {
-        const Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
         plan.comm->all_reduce(buffers.layers[l].bias_grad.data(), plan.layers[l].n_local,
                               CommType::kFloat32, CommOp::kSum);
@@ -321,21 +324,21 @@ void Network::Impl::all_reduce_gradients() {
 void Network::Impl::zero_gradients() {
     // What backward marks: every matrix used by a layer that reaches an output.
     for (engine::EdgeBuffers& e : buffers.edges) e.grad_ready = false;
-    for (const Weight& w : weights) {
+    for (const GraphEdge& w : graph.edges) {
         engine::EdgeBuffers& m = buffers.edges[w.owner];
-        if (!layers[w.destination].reaches_output || m.grad_ready) continue;
+        if (!graph.layers[w.destination].reaches_output || m.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[w.owner];
         backend->fill(m.grad.data(), size_t(block.local_rows) * block.local_cols, 0.0f);
         m.grad_ready = true;
     }
-    for (size_t l = 0; l < layers.size(); ++l) {
-        const Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
         backend->fill(buffers.layers[l].bias_grad.data(), plan.layers[l].n_local, 0.0f);
     }
 }
 
-engine::Split Network::Impl::split_rule(const Weight& w) {
+engine::Split Network::Impl::split_rule(const GraphEdge& w) {
     // A sparse Input gathers rows of its band of W; a dense edge moves its smaller side.
     return (w.sparse_source || w.rows > w.cols) ? engine::Split::kByInput
                                                 : engine::Split::kByOutput;
@@ -346,30 +349,30 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
     plan.ranks = num_ranks;
     const int ranks = num_ranks;
     // Sized once (build); a later plan (describe_model_parallel) keeps each edge's dense_grad.
-    plan.layers.resize(layers.size());
-    plan.edges.resize(weights.size());
-    for (size_t l = 0; l < layers.size(); ++l) {
-        const uint32_t n = layers[l].n;
+    plan.layers.resize(graph.layers.size());
+    plan.edges.resize(graph.edges.size());
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const uint32_t n = graph.layers[l].n;
         engine::LayerBand& band = plan.layers[l];
         const engine::Band b = engine::band_of(n, ranks, this_rank);
         band.offset = b.offset;
         band.n_local = b.count;
         band.cap = uint32_t((uint64_t(n) + ranks - 1) / ranks);
     }
-    for (size_t i = 0; i < weights.size(); ++i) {
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
         engine::EdgeSplit& block = plan.edges[i];
         block.split = engine::Split::kNone;
-        block.local_rows = weights[i].rows;
-        block.local_cols = weights[i].cols;
+        block.local_rows = graph.edges[i].rows;
+        block.local_cols = graph.edges[i].cols;
         block.row_offset = block.col_offset = 0;
     }
     if (ranks == 1) return;
     const std::string why = " under model parallelism (" + std::to_string(ranks) + " ranks)";
-    for (size_t i = 0; i < weights.size(); ++i) {
-        const Weight& w = weights[i];
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        const GraphEdge& w = graph.edges[i];
         engine::EdgeSplit& block = plan.edges[i];
-        const Layer& src = layers[w.source];
-        const Layer& dst = layers[w.destination];
+        const GraphLayer& src = graph.layers[w.source];
+        const GraphLayer& dst = graph.layers[w.destination];
         const engine::LayerBand& src_band = plan.layers[w.source];
         const engine::LayerBand& dst_band = plan.layers[w.destination];
         if (w.owner != static_cast<int>(i) || w.users > 1) {
@@ -393,13 +396,13 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
             block.col_offset = dst_band.offset;
         }
     }
-    for (const Layer& layer : layers) {
+    for (const GraphLayer& layer : graph.layers) {
         if (layer.is_output() && layer.config.activation == Activation::kSoftMax &&
-            config.error_function != ErrorFunction::kCrossEntropy) {
+            graph.config.error_function != ErrorFunction::kCrossEntropy) {
             throw Error(ErrorCategory::kNotImplemented,
                         where + ": layer '" + layer.config.name +
                             "': not implemented yet: a SoftMax output with " +
-                            to_string(config.error_function) + why +
+                            to_string(graph.config.error_function) + why +
                             " (CrossEntropy, the multinomial loss, is)");
         }
     }
@@ -407,42 +410,43 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
 
 void Network::Impl::link_shared_weights(const std::string& where) {
     auto edge = [&](int source, int destination) {
-        for (int wi : layers[destination].in_weights) {
-            if (weights[wi].source == source) return wi;
+        for (int wi : graph.layers[destination].in_weights) {
+            if (graph.edges[wi].source == source) return wi;
         }
         return -1;
     };
-    for (size_t i = 0; i < layers.size(); ++i) {
-        const std::vector<SharedWeights>& shared = layers[i].config.shared_weights;
+    for (size_t i = 0; i < graph.layers.size(); ++i) {
+        const std::vector<SharedWeights>& shared = graph.layers[i].config.shared_weights;
         for (size_t k = 0; k < shared.size(); ++k) {
             const SharedWeights& s = shared[k];
             const std::string path = where + ": " + layer_path(i) + ".SharedWeights (entry " +
                                      std::to_string(k) + ", InputLayer '" + s.input_layer + "')";
             // NetworkConfig::validate checked the tie: an edge of this layer, tied once, to
             // another edge that owns its matrix.
-            const int e = edge(layer_index.at(s.input_layer), static_cast<int>(i));
-            const int o =
-                edge(layer_index.at(s.source_input_layer), layer_index.at(s.source_output_layer));
-            if (e < 0 || o < 0 || e == o || weights[e].owner != e || weights[o].owner != o) {
+            const int e = edge(graph.layer_index.at(s.input_layer), static_cast<int>(i));
+            const int o = edge(graph.layer_index.at(s.source_input_layer),
+                               graph.layer_index.at(s.source_output_layer));
+            if (e < 0 || o < 0 || e == o || graph.edges[e].owner != e ||
+                graph.edges[o].owner != o) {
                 throw Error(ErrorCategory::kInternal,
                             path + ": a tie that NetworkConfig::validate should have refused");
             }
-            Weight& use = weights[e];
-            Weight& owner = weights[o];
+            GraphEdge& use = graph.edges[e];
+            GraphEdge& owner = graph.edges[o];
             const uint32_t rows = s.transposed ? owner.cols : owner.rows;
             const uint32_t cols = s.transposed ? owner.rows : owner.cols;
             if (rows != use.rows || cols != use.cols) {
-                throw Error(ErrorCategory::kConfig,
-                            path + ": the edge '" + s.input_layer + "' -> '" +
-                                layers[i].config.name + "' needs a " + std::to_string(use.rows) +
-                                " x " + std::to_string(use.cols) + " matrix, but '" +
-                                s.source_input_layer + "' -> '" + s.source_output_layer + "' is " +
-                                std::to_string(owner.rows) + " x " + std::to_string(owner.cols) +
-                                (s.transposed ? " (transposed: " + std::to_string(rows) + " x " +
-                                                    std::to_string(cols) + ")"
-                                              : "") +
-                                "; expected matching sizes" +
-                                (s.transposed ? "" : ", or \"Transposed\": true"));
+                throw Error(
+                    ErrorCategory::kConfig,
+                    path + ": the edge '" + s.input_layer + "' -> '" + graph.layers[i].config.name +
+                        "' needs a " + std::to_string(use.rows) + " x " + std::to_string(use.cols) +
+                        " matrix, but '" + s.source_input_layer + "' -> '" + s.source_output_layer +
+                        "' is " + std::to_string(owner.rows) + " x " + std::to_string(owner.cols) +
+                        (s.transposed ? " (transposed: " + std::to_string(rows) + " x " +
+                                            std::to_string(cols) + ")"
+                                      : "") +
+                        "; expected matching sizes" +
+                        (s.transposed ? "" : ", or \"Transposed\": true"));
             }
             // An Input source multiplies by gathering rows of the matrix (csr_matmul); the
             // transposed product would gather its columns, which no op does yet.
@@ -460,8 +464,8 @@ void Network::Impl::link_shared_weights(const std::string& where) {
             owner.users++;
         }
     }
-    for (const Weight& w : weights) {
-        if (weights[w.owner].owner != w.owner) {  // a later entry shared an earlier owner
+    for (const GraphEdge& w : graph.edges) {
+        if (graph.edges[w.owner].owner != w.owner) {  // a later entry shared an earlier owner
             throw Error(ErrorCategory::kConfig,
                         where +
                             ": $.Layers: SharedWeights form a chain (an edge both uses and "
@@ -472,11 +476,11 @@ void Network::Impl::link_shared_weights(const std::string& where) {
 }
 
 void Network::Impl::link_skips(const std::string& where) {
-    for (size_t i = 0; i < layers.size(); ++i) {
-        for (const std::string& name : layers[i].config.skips) {
+    for (size_t i = 0; i < graph.layers.size(); ++i) {
+        for (const std::string& name : graph.layers[i].config.skips) {
             const std::string path = where + ": " + layer_path(i) + ".Skip";
-            const int s = layer_index.at(name);  // validate(): every Skip names a layer
-            const Layer& skipped = layers[s];
+            const int s = graph.layer_index.at(name);  // validate(): every Skip names a layer
+            const GraphLayer& skipped = graph.layers[s];
             // Input activations are CSR datasets, never dense buffers; an Output layer's delta
             // is its loss delta, with no room for a gradient from another layer (as for Source).
             if (skipped.is_input() || skipped.is_output()) {
@@ -484,24 +488,24 @@ void Network::Impl::link_skips(const std::string& where) {
                             path + ": not implemented yet: Skip from an " +
                                 to_string(skipped.config.kind) + " layer ('" + name + "')");
             }
-            if (skipped.n != layers[i].n) {
+            if (skipped.n != graph.layers[i].n) {
                 throw Error(ErrorCategory::kConfig,
                             path + ": layer '" + name + "' has N = " + std::to_string(skipped.n) +
-                                " but layer '" + layers[i].config.name +
-                                "' has N = " + std::to_string(layers[i].n) +
+                                " but layer '" + graph.layers[i].config.name +
+                                "' has N = " + std::to_string(graph.layers[i].n) +
                                 "; expected a skipped layer as wide as this one");
             }
-            layers[i].skips.push_back(s);
-            layers[s].out_skips.push_back(static_cast<int>(i));
+            graph.layers[i].skips.push_back(s);
+            graph.layers[s].out_skips.push_back(static_cast<int>(i));
         }
     }
 }
 
 void Network::Impl::initialize_weights(uint64_t seed) {
-    for (size_t wi = 0; wi < weights.size(); ++wi) {
-        Weight& w = weights[wi];
+    for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
+        const GraphEdge& w = graph.edges[wi];
         if (w.owner != static_cast<int>(wi)) continue;  // initialised by its owner's WeightInit
-        const WeightInit& init = layers[w.destination].config.weight_init;
+        const WeightInit& init = graph.layers[w.destination].config.weight_init;
         // docs/config-reference.md gives each scheme; fan_in = source width, fan_out = this
         // layer's width (DSSTNE's _inputLayer / _outputLayer strides).
         const double scale = init.scale;
@@ -554,8 +558,8 @@ void Network::Impl::initialize_weights(uint64_t seed) {
 }
 
 void Network::Impl::initialize_biases() {
-    for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input()) continue;
         std::vector<float> bias(plan.layers[l].n_local, layer.config.weight_init.bias);
         params.layers[l].bias.upload(bias.data(), bias.size());
@@ -564,8 +568,8 @@ void Network::Impl::initialize_biases() {
 
 void Network::Impl::ensure_batch_capacity(size_t batch) {
     if (batch <= buffers.batch_capacity) return;
-    for (size_t l = 0; l < layers.size(); ++l) {
-        if (layers[l].is_input()) continue;
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        if (graph.layers[l].is_input()) continue;
         const uint32_t cap = plan.layers[l].cap;
         buffers.layers[l].act = DeviceArray<float>(*backend, batch * cap, "activations");
         buffers.layers[l].delta = DeviceArray<float>(*backend, batch * cap, "deltas");
@@ -580,10 +584,10 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
                                               "collective blocks");
         plan.comm_local = DeviceArray<float>(*backend, batch * moving.count, "collective band");
         plan.row_stat = DeviceArray<float>(*backend, 2 * batch, "row statistics");  // two [batch]
-        for (size_t i = 0; i < weights.size(); ++i) {
+        for (size_t i = 0; i < graph.edges.size(); ++i) {
             if (plan.edges[i].split != engine::Split::kByOutput) continue;
             buffers.edges[i].gathered =
-                DeviceArray<float>(*backend, batch * weights[i].rows, "gathered activations");
+                DeviceArray<float>(*backend, batch * graph.edges[i].rows, "gathered activations");
         }
     }
     buffers.batch_capacity = batch;
@@ -591,9 +595,9 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
 
 void Network::Impl::ensure_sparse_capacity(size_t nnz) {
     if (nnz <= buffers.sparse_nnz_capacity) return;
-    for (size_t i = 0; i < weights.size(); ++i) {
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
         engine::EdgeBuffers& g = buffers.edges[i];
-        if (!weights[i].sparse_source) continue;
+        if (!graph.edges[i].sparse_source) continue;
         const size_t capacity = std::min<size_t>(nnz, plan.edges[i].local_rows);
         if (capacity <= g.sparse_capacity) continue;
         g.sparse_values = DeviceArray<float>(*backend, capacity * plan.edges[i].local_cols,
@@ -618,8 +622,8 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         slot = DeviceArray<float>(*backend, n, "optimizer state");
         backend->fill(slot.data(), n, 0.0f);
     };
-    for (size_t i = 0; i < weights.size(); ++i) {
-        if (weights[i].owner != static_cast<int>(i)) continue;  // state, gradient: on the owner
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        if (graph.edges[i].owner != static_cast<int>(i)) continue;  // state, gradient: on the owner
         engine::EdgeBuffers& g = buffers.edges[i];
         const engine::EdgeSplit& block = plan.edges[i];
         const size_t n = size_t(block.local_rows) * block.local_cols;
@@ -629,8 +633,8 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
             g.grad = DeviceArray<float>(*backend, n, "weight gradients");
         }
     }
-    for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input()) continue;
         make(params.layers[l].bias_state1, plan.layers[l].n_local, 0);
         make(params.layers[l].bias_state2, plan.layers[l].n_local, 1);
@@ -640,13 +644,13 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
 
 int Network::Impl::find_parameter(const std::string& name, bool* is_bias) const {
     if (name.rfind("bias:", 0) == 0) {
-        auto it = layer_index.find(name.substr(5));
-        if (it != layer_index.end() && !layers[it->second].is_input()) {
+        auto it = graph.layer_index.find(name.substr(5));
+        if (it != graph.layer_index.end() && !graph.layers[it->second].is_input()) {
             *is_bias = true;
             return it->second;
         }
     } else if (name.rfind("weight:", 0) == 0) {
-        for (const Weight& w : weights) {
+        for (const GraphEdge& w : graph.edges) {
             if (weight_name(w) == name) {
                 *is_bias = false;
                 return w.owner;
@@ -656,8 +660,9 @@ int Network::Impl::find_parameter(const std::string& name, bool* is_bias) const 
     throw Error(ErrorCategory::kUsage, "unknown parameter '" + name + "'");
 }
 
-std::string Network::Impl::weight_name(const Weight& w) const {
-    return "weight:" + layers[w.source].config.name + "->" + layers[w.destination].config.name;
+std::string Network::Impl::weight_name(const GraphEdge& w) const {
+    return "weight:" + graph.layers[w.source].config.name + "->" +
+           graph.layers[w.destination].config.name;
 }
 
 std::vector<float> Network::Impl::weight_gradient(int wi) {
@@ -706,12 +711,12 @@ std::vector<float> all_gather_blocks(Backend& backend, Communicator& comm,
 }  // namespace
 
 std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> local) const {
-    const Weight& w = weights[wi];
+    const GraphEdge& w = graph.edges[wi];
     const engine::Split split = plan.edges[wi].split;
     if (split == engine::Split::kNone) return local;
     const bool by_output = split == engine::Split::kByOutput;
     const int banded = by_output ? w.destination : w.source;
-    const uint32_t banded_n = layers[banded].n, banded_cap = plan.layers[banded].cap;
+    const uint32_t banded_n = graph.layers[banded].n, banded_cap = plan.layers[banded].cap;
     const size_t block = by_output ? size_t(w.rows) * banded_cap : size_t(banded_cap) * w.cols;
     const std::vector<float> all = all_gather_blocks(*backend, *plan.comm, local, block);
     std::vector<float> whole(size_t(w.rows) * w.cols);
@@ -733,7 +738,7 @@ std::vector<float> Network::Impl::assemble_weight(int wi, std::vector<float> loc
 
 void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
                                        const RowSink& on_rows) const {
-    const Weight& w = weights[wi];
+    const GraphEdge& w = graph.edges[wi];
     const engine::EdgeSplit& mine_block = plan.edges[wi];
     const int ranks = plan.ranks;
     if (mine_block.split == engine::Split::kNone) {
@@ -752,7 +757,7 @@ void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
     }
     const bool by_output = mine_block.split == engine::Split::kByOutput;
     const int banded = by_output ? w.destination : w.source;
-    const uint32_t banded_n = layers[banded].n, banded_cap = plan.layers[banded].cap;
+    const uint32_t banded_n = graph.layers[banded].n, banded_cap = plan.layers[banded].cap;
     // Chunks of rows (by output: rows of every block; by input: the i-th rows of every rank's
     // band) of about file_chunk_floats at the root, which passes each on and keeps none.
     const size_t width = by_output ? banded_cap : w.cols;  // padded floats per row of a block
@@ -797,7 +802,7 @@ void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
 
 std::vector<float> Network::Impl::assemble_bias(int l, std::vector<float> local) const {
     if (!plan.split()) return local;
-    const uint32_t n = layers[l].n, cap = plan.layers[l].cap;
+    const uint32_t n = graph.layers[l].n, cap = plan.layers[l].cap;
     const std::vector<float> all = all_gather_blocks(*backend, *plan.comm, local, cap);
     std::vector<float> whole(n);
     for (int r = 0; r < plan.ranks; ++r) {
@@ -809,7 +814,7 @@ std::vector<float> Network::Impl::assemble_bias(int l, std::vector<float> local)
 }
 
 std::vector<float> Network::Impl::weight_block(int wi, const std::vector<float>& whole) const {
-    const uint32_t cols = weights[wi].cols;
+    const uint32_t cols = graph.edges[wi].cols;
     const engine::EdgeSplit& mine = plan.edges[wi];
     if (mine.split == engine::Split::kNone) return whole;
     std::vector<float> block(size_t(mine.local_rows) * mine.local_cols);
@@ -841,7 +846,7 @@ std::unique_ptr<Impl> allocated_network(const NetworkConfig& config,
                                         const std::map<std::string, uint32_t>& dataset_widths,
                                         const NetworkOptions& options) {
     auto impl = std::make_unique<Impl>();
-    impl->config = config;
+    impl->graph.config = config;
     impl->options = options;
     impl->backend = make_backend(options.device, options.threads);
     impl->plan.comm = make_communicator(to_string(options.comm), *impl->backend);
@@ -894,11 +899,11 @@ void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::M
 void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
     const io::ModelLayout& model = file.layout();
     const std::string& path = file.path();
-    feature_names = model.feature_names;
-    if (model.weights.size() != weights.size()) {
+    graph.feature_names = model.feature_names;
+    if (model.weights.size() != graph.edges.size()) {
         throw Error(ErrorCategory::kIo,
                     path + ": the model file holds " + std::to_string(model.weights.size()) +
-                        " weight matrices; its config needs " + std::to_string(weights.size()));
+                        " weight matrices; its config needs " + std::to_string(graph.edges.size()));
     }
     // Slots to read: those the optimizer allocated (ensure_optimizer_state).
     const int slots = with_state ? formulas::optimizer_state_slots(params.state_kind) : 0;
@@ -912,15 +917,15 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
     // the matrices that own their values carry them.
     for (size_t i = 0; i < model.weights.size(); ++i) {
         const io::ModelLayout::Weight& mw = model.weights[i];
-        Weight& w = weights[i];
+        const GraphEdge& w = graph.edges[i];
         const std::string name = "weight:" + mw.input_layer + "->" + mw.output_layer;
-        const Weight& owner = weights[w.owner];
+        const GraphEdge& owner = graph.edges[w.owner];
         const bool shared = w.owner != static_cast<int>(i);
         const bool agrees =
             weight_name(w) == name && mw.shared == shared &&
             (!shared || (mw.transposed == w.transposed &&
-                         mw.source_input_layer == layers[owner.source].config.name &&
-                         mw.source_output_layer == layers[owner.destination].config.name));
+                         mw.source_input_layer == graph.layers[owner.source].config.name &&
+                         mw.source_output_layer == graph.layers[owner.destination].config.name));
         if (!agrees) {
             throw Error(ErrorCategory::kIo, path + ": weight" + std::to_string(i) + " (" +
                                                 mw.input_layer + " -> " + mw.output_layer +
@@ -950,29 +955,29 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
 
 io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* training) const {
     io::ModelLayout layout;
-    layout.config = config;
-    layout.feature_names = feature_names;
+    layout.config = graph.config;
+    layout.feature_names = graph.feature_names;
     if (training != nullptr) layout.training = *training;
     const int slots = training != nullptr ? formulas::optimizer_state_slots(params.state_kind) : 0;
-    for (size_t i = 0; i < weights.size(); ++i) {
-        const Weight& w = weights[i];
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        const GraphEdge& w = graph.edges[i];
         io::ModelLayout::Weight mw;
-        mw.input_layer = layers[w.source].config.name;
-        mw.output_layer = layers[w.destination].config.name;
+        mw.input_layer = graph.layers[w.source].config.name;
+        mw.output_layer = graph.layers[w.destination].config.name;
         mw.rows = w.rows;
         mw.cols = w.cols;
         if (w.owner != static_cast<int>(i)) {  // stored once, with its owner
-            const Weight& owner = weights[w.owner];
+            const GraphEdge& owner = graph.edges[w.owner];
             mw.shared = true;
             mw.transposed = w.transposed;
-            mw.source_input_layer = layers[owner.source].config.name;
-            mw.source_output_layer = layers[owner.destination].config.name;
+            mw.source_input_layer = graph.layers[owner.source].config.name;
+            mw.source_output_layer = graph.layers[owner.destination].config.name;
         } else {
             mw.state_slots = slots;
         }
         layout.weights.push_back(std::move(mw));
     }
-    for (const Layer& layer : layers) {
+    for (const GraphLayer& layer : graph.layers) {
         if (!layer.is_input()) layout.biases.push_back({layer.config.name, layer.n, slots});
     }
     return layout;
@@ -988,13 +993,13 @@ std::string Network::Impl::nonfinite_parameters() const {
         names.push_back(name);
         bad.push_back(counts ? double(count_nonfinite(*backend, values, file_chunk_floats)) : 0.0);
     };
-    for (size_t i = 0; i < weights.size(); ++i) {
-        if (weights[i].owner == static_cast<int>(i)) {
-            add(weight_name(weights[i]), params.edges[i].w);
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        if (graph.edges[i].owner == static_cast<int>(i)) {
+            add(weight_name(graph.edges[i]), params.edges[i].w);
         }
     }
-    for (size_t l = 0; l < layers.size(); ++l) {
-        const Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (!layer.is_input()) add("bias:" + layer.config.name, params.layers[l].bias);
     }
     if (plan.job_ranks > 1) {
@@ -1029,8 +1034,8 @@ void Network::Impl::write_file(const std::string& path,
     };
     attempt([&] { file.emplace(path, model_layout(training)); });
     const int slots = training != nullptr ? formulas::optimizer_state_slots(params.state_kind) : 0;
-    for (size_t i = 0; i < weights.size(); ++i) {
-        const Weight& w = weights[i];
+    for (size_t i = 0; i < graph.edges.size(); ++i) {
+        const GraphEdge& w = graph.edges[i];
         if (w.owner != static_cast<int>(i)) continue;  // stored with its owner
         for (int s = 0; s <= slots; ++s) {
             stream_weight_rows(
@@ -1041,8 +1046,8 @@ void Network::Impl::write_file(const std::string& path,
         }
     }
     size_t bias = 0;  // the file's bias index: one per non-input layer
-    for (size_t l = 0; l < layers.size(); ++l) {
-        const Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input()) continue;
         for (int s = 0; s <= slots; ++s) {
             std::vector<float> local(plan.layers[l].n_local);
@@ -1072,7 +1077,7 @@ void Network::save(const std::string& path) const {
 }
 
 const NetworkConfig& Network::config() const {
-    return impl_->config;
+    return impl_->graph.config;
 }
 std::string Network::device() const {
     return impl_->backend->name();
@@ -1089,18 +1094,18 @@ std::string Network::parallel() const {
 }
 
 uint32_t Network::layer_size(const std::string& layer) const {
-    auto it = impl_->layer_index.find(layer);
-    if (it == impl_->layer_index.end()) {
+    auto it = impl_->graph.layer_index.find(layer);
+    if (it == impl_->graph.layer_index.end()) {
         throw Error(ErrorCategory::kUsage, "unknown layer '" + layer + "'");
     }
-    return impl_->layers[it->second].n;
+    return impl_->graph.layers[it->second].n;
 }
 
 const std::vector<std::string>& Network::feature_names(const std::string& layer) const {
     layer_size(layer);  // Error(kUsage) for an unknown layer
     static const std::vector<std::string> none;
-    const auto it = impl_->feature_names.find(layer);
-    return it == impl_->feature_names.end() ? none : it->second;
+    const auto it = impl_->graph.feature_names.find(layer);
+    return it == impl_->graph.feature_names.end() ? none : it->second;
 }
 
 void Network::set_feature_names(const std::string& layer, std::vector<std::string> names) {
@@ -1111,21 +1116,21 @@ void Network::set_feature_names(const std::string& layer, std::vector<std::strin
                                                " feature names given");
     }
     if (names.empty()) {
-        impl_->feature_names.erase(layer);
+        impl_->graph.feature_names.erase(layer);
     } else {
-        impl_->feature_names[layer] = std::move(names);
+        impl_->graph.feature_names[layer] = std::move(names);
     }
 }
 
 std::vector<Parameter> Network::parameters() const {
     std::vector<Parameter> params;
-    for (size_t i = 0; i < impl_->weights.size(); ++i) {
-        const Weight& w = impl_->weights[i];
+    for (size_t i = 0; i < impl_->graph.edges.size(); ++i) {
+        const GraphEdge& w = impl_->graph.edges[i];
         // A shared matrix is one parameter, named after its owner edge.
         if (w.owner == static_cast<int>(i))
             params.push_back({impl_->weight_name(w), w.rows, w.cols});
     }
-    for (const Layer& layer : impl_->layers) {
+    for (const GraphLayer& layer : impl_->graph.layers) {
         if (!layer.is_input()) params.push_back({"bias:" + layer.config.name, 1, layer.n});
     }
     return params;
@@ -1146,8 +1151,8 @@ void Network::set_parameter(const std::string& name, const std::vector<float>& v
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
     DeviceArray<float>& dst = is_bias ? impl_->params.layers[i].bias : impl_->params.edges[i].w;
-    const size_t whole = is_bias ? size_t(impl_->layers[i].n)
-                                 : size_t(impl_->weights[i].rows) * impl_->weights[i].cols;
+    const size_t whole = is_bias ? size_t(impl_->graph.layers[i].n)
+                                 : size_t(impl_->graph.edges[i].rows) * impl_->graph.edges[i].cols;
     if (values.size() != whole) {
         throw Error(ErrorCategory::kData, "parameter '" + name + "' has " + std::to_string(whole) +
                                               " values; given " + std::to_string(values.size()));

@@ -11,10 +11,10 @@ namespace sparsenet::engine {
 
 BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Dataset*>& datasets,
                      bool with_outputs) {
-    bindings_.layer_data.assign(net.layers.size(), nullptr);
+    bindings_.layer_data.assign(net.graph.layers.size(), nullptr);
     std::string first_name;
-    for (size_t l = 0; l < net.layers.size(); ++l) {
-        const Layer& layer = net.layers[l];
+    for (size_t l = 0; l < net.graph.layers.size(); ++l) {
+        const GraphLayer& layer = net.graph.layers[l];
         if (!layer.is_input() && !(with_outputs && layer.is_output())) continue;
         const std::string& name = layer.config.dataset;
         auto it = datasets.find(name);
@@ -111,7 +111,7 @@ void BoundData::all_reduce_doubles(Network::Impl& net, std::vector<double>& v) {
 }
 
 void BoundData::bind_band(Network::Impl& net, int l, const Dataset& data) {
-    const Layer& layer = net.layers[l];
+    const GraphLayer& layer = net.graph.layers[l];
     const LayerBand& units = net.plan.layers[l];
     // Every rank binds the columns of its band of the layer (a dataset narrower than the layer
     // may leave a band empty).
@@ -130,7 +130,7 @@ void BoundData::bind_band(Network::Impl& net, int l, const Dataset& data) {
     // ranks' band sums, added in double.
     std::vector<float> totals;
     const bool multinomial = layer.is_output() && layer.config.activation == Activation::kSoftMax &&
-                             net.config.error_function == ErrorFunction::kCrossEntropy;
+                             net.graph.config.error_function == ErrorFunction::kCrossEntropy;
     if (multinomial) {
         std::vector<double> sums(band.rows, 0.0);
         for (uint64_t r = 0; r < band.rows; ++r) {

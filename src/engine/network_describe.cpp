@@ -33,7 +33,7 @@ std::string describe_model_parallel(const NetworkConfig& config,
     if (ranks < 1) throw Error(ErrorCategory::kUsage, "ranks must be >= 1");
     if (batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
     Network::Impl net;
-    net.config = config;
+    net.graph.config = config;
     net.backend = make_backend("cpu", 1);  // only for the capability checks of build()
     net.build(dataset_widths);
     // The largest bands are rank 0's or the last rank's; cap is the largest of all.
@@ -46,8 +46,8 @@ std::string describe_model_parallel(const NetworkConfig& config,
         << (slots == 1 ? "" : "s") << " per weight)\n";
     out << "layers (units per rank: the largest band):\n";
     double act_bytes = 0.0;
-    for (size_t l = 0; l < net.layers.size(); ++l) {
-        const engine::Layer& layer = net.layers[l];
+    for (size_t l = 0; l < net.graph.layers.size(); ++l) {
+        const engine::GraphLayer& layer = net.graph.layers[l];
         const uint32_t cap = net.plan.layers[l].cap;
         out << "  " << layer.config.name << " (" << to_string(layer.config.kind) << "): " << layer.n
             << " units, " << cap << " per rank\n";
@@ -55,12 +55,12 @@ std::string describe_model_parallel(const NetworkConfig& config,
     }
     out << "weights (block = the largest rank's; traffic = bytes each rank sends per step):\n";
     double param_bytes = 0.0, gathered_bytes = 0.0;
-    for (size_t i = 0; i < net.weights.size(); ++i) {
-        const engine::Weight& w = net.weights[i];
+    for (size_t i = 0; i < net.graph.edges.size(); ++i) {
+        const engine::GraphEdge& w = net.graph.edges[i];
         if (w.owner != static_cast<int>(i)) continue;
         const engine::EdgeSplit& part = net.plan.edges[i];
-        const engine::Layer& src = net.layers[w.source];
-        const engine::Layer& dst = net.layers[w.destination];
+        const engine::GraphLayer& src = net.graph.layers[w.source];
+        const engine::GraphLayer& dst = net.graph.layers[w.destination];
         const uint32_t src_cap = net.plan.layers[w.source].cap;
         const uint32_t dst_cap = net.plan.layers[w.destination].cap;
         const bool by_output = part.split == engine::Split::kByOutput;
@@ -101,8 +101,8 @@ std::string describe_model_parallel(const NetworkConfig& config,
             << "] (" << bytes_text(rows * cols * f) << "); forward: " << forward
             << "; backward: " << backward << "; " << bytes_text(step) << " per step\n";
     }
-    for (size_t l = 0; l < net.layers.size(); ++l) {
-        if (net.layers[l].is_input()) continue;
+    for (size_t l = 0; l < net.graph.layers.size(); ++l) {
+        if (net.graph.layers[l].is_input()) continue;
         param_bytes += double(net.plan.layers[l].cap) * f * (2.0 + slots);  // bias, gradient, state
     }
     const engine::Band moving = net.moving_side();  // as ensure_batch_capacity sizes scratch

@@ -1,4 +1,7 @@
-// The engine's view of a network: layers, weights and their buffers on one backend.
+// The engine's view of a network on one backend, in four parts with one owner each: the graph
+// (network_graph.h: built once, then const), the parallel plan (network_plan.h: planned once),
+// the parameters (network_parameters.h: what a model file holds) and the pass buffers
+// (network_buffers.h: grown per batch). Private to the network*.cpp files.
 // Backend-agnostic: every computation is a named op of backend.h.
 #pragma once
 
@@ -13,6 +16,7 @@
 #include "engine/device_dataset.h"
 #include "engine/network_bindings.h"
 #include "engine/network_buffers.h"
+#include "engine/network_graph.h"
 #include "engine/network_parameters.h"
 #include "engine/network_plan.h"
 #include "io/model_file.h"
@@ -20,53 +24,17 @@
 
 namespace sparsenet {
 
-namespace engine {
-
-struct Layer {
-    LayerConfig config;
-    uint32_t n = 0;
-    formulas::ActivationParams activation;  // kind and parameters (non-input layers)
-    std::vector<int> in_weights;   // weights whose destination is this layer, in Source order
-    std::vector<int> out_weights;  // weights whose source is this layer
-    std::vector<int> skips;        // layers whose activations are added to this layer's z (Skip)
-    std::vector<int> out_skips;    // layers that skip this layer's activations into theirs
-    bool reaches_output = false;   // its delta is needed in backward
-    bool is_input() const { return config.kind == LayerKind::kInput; }
-    bool is_output() const { return config.kind == LayerKind::kOutput; }
-};
-
-// One Source edge (source -> destination: z_destination += a_source . M). An edge owns its
-// matrix M = w, or (SharedWeights) uses the matrix of its owner edge, transposed or not; then
-// w, the optimizer state and the dense gradient live on the owner only, and the owner's
-// gradient sums every use before the one optimizer step.
-struct Weight {
-    int source = -1;             // layer index
-    int destination = -1;        // layer index
-    uint32_t rows = 0;           // source units
-    uint32_t cols = 0;           // destination units
-    bool sparse_source = false;  // the source is a sparse input layer (csr ops)
-    int owner = -1;              // the edge whose matrix this edge uses (itself if it owns one)
-    bool transposed = false;     // uses the owner's matrix transposed: owner is [cols, rows]
-    int users = 1;               // owners: the edges using this matrix, itself included
-};
-
-}  // namespace engine
-
 struct Network::Impl {
-    NetworkConfig config;
-    io::LayerFeatureNames feature_names;  // by layer: names of its units (model files keep them)
     NetworkOptions options;
     std::unique_ptr<Backend> backend;
+    // Layers, edges, order, feature names: written by build() only, then read.
+    engine::Graph graph;
     // Who runs which part: ranks, mode, bands and splits, collective scratch.
     engine::ParallelPlan plan;
     // The weights, biases and optimizer state: what a model file saves and restores.
     engine::Parameters params;
     // What a pass over a batch writes: activations, deltas, gradients; grown with the batch.
     engine::PassBuffers buffers;
-    std::vector<engine::Layer> layers;
-    std::vector<engine::Weight> weights;
-    std::vector<int> order;  // topological order of layer indices
-    std::map<std::string, int> layer_index;
     // Saving and loading move a matrix in chunks of about this many floats (a save: rows of every
     // rank's block at once); tests lower it so that small networks cross chunk boundaries.
     size_t file_chunk_floats = size_t(1) << 24;
@@ -147,7 +115,7 @@ struct Network::Impl {
     // them on a rank whose share of a batch is empty.
     void all_reduce_gradients();
     void zero_gradients();
-    static engine::Split split_rule(const engine::Weight& w);
+    static engine::Split split_rule(const engine::GraphEdge& w);
     // Allocates the weights and biases of this rank's blocks (after build()).
     void allocate_parameters();
     // Draws every owned weight matrix from its WeightInit (seeded) and sets every bias to its
@@ -166,10 +134,10 @@ struct Network::Impl {
     // Forward pass over one batch. training: dropout and denoising on, keyed by mask_seed.
     void forward(const engine::Bindings& data, const BatchRows& rows, bool training,
                  uint64_t mask_seed);
-    // The same pass into activations the caller owns, on backend `be`: act[l] is [rows.batch,
-    // layers[l].n] (ld = n) for every non-input layer l. It reads the network and writes only
-    // act and be's scratch, so several threads may run it at once on one network, each with its
-    // own buffers and backend (the Recommender does), while nothing modifies the network.
+    // The same pass into activations the caller owns, on backend `be`: act[l] is [rows.batch, n]
+    // (ld = n = graph.layers[l].n) for every non-input layer l. It reads the network and writes
+    // only act and be's scratch, so several threads may run it at once on one network, each with
+    // its own buffers and backend (the Recommender does), while nothing modifies the network.
     // skip_layer: a layer no other reads, left uncomputed (the Recommender's fp16 screening
     // computes its output layer itself).
     void forward(Backend& be, const std::vector<float*>& act, const engine::Bindings& data,
@@ -188,23 +156,24 @@ struct Network::Impl {
     void add_losses(const engine::Bindings& data, const BatchRows& rows, double* loss_sum);
 
     // The loss of an output layer; `targets` (its bound dataset) sets ignore_zero.
-    formulas::LossParams loss_params(const engine::Layer& output,
+    formulas::LossParams loss_params(const engine::GraphLayer& output,
                                      const engine::DeviceDataset& targets) const;
     // The dropout mask of hidden layer l (alpha dropout on ELU/SELU layers, else inverted).
     DropoutMask dropout_mask(int l, const BatchRows& rows, uint64_t mask_seed) const;
     // Hidden layers whose sparseness penalty is part of the objective.
-    bool penalized(const engine::Layer& layer) const;
-    SparseNoise input_noise(const engine::Layer& input, bool training, uint64_t mask_seed) const;
+    bool penalized(const engine::GraphLayer& layer) const;
+    // The denoising and dropout of input layer l's stored entries.
+    SparseNoise input_noise(int l, bool training, uint64_t mask_seed) const;
     // The matrix edge w multiplies by: its owner's [rows, cols] storage (w.transposed: the edge
     // uses it transposed).
-    ConstMatrixView matrix_of(const engine::Weight& w) const {
+    ConstMatrixView matrix_of(const engine::GraphEdge& w) const {
         const engine::EdgeSplit& block = plan.edges[w.owner];
         return {params.edges[w.owner].w.data(), block.local_rows, block.local_cols,
                 block.local_cols};
     }
     // The layer index of a bias name, or (weights, any edge's name) the owner edge's index.
     int find_parameter(const std::string& name, bool* is_bias) const;
-    std::string weight_name(const engine::Weight& w) const;  // "weight:<source>-><destination>"
+    std::string weight_name(const engine::GraphEdge& w) const;  // "weight:<source>-><destination>"
     // The owner edge wi's gradient of the last backward, dense [local_rows, local_cols] (zeros
     // where backward wrote none): this rank's block.
     std::vector<float> weight_gradient(int wi);

@@ -7,8 +7,8 @@
 
 namespace sparsenet {
 
-using engine::Layer;
-using engine::Weight;
+using engine::GraphEdge;
+using engine::GraphLayer;
 
 namespace {
 
@@ -22,25 +22,25 @@ MatrixView rows_of(DeviceArray<float>& buffer, size_t batch, size_t n) {
 
 }  // namespace
 
-formulas::LossParams Network::Impl::loss_params(const Layer& output,
+formulas::LossParams Network::Impl::loss_params(const GraphLayer& output,
                                                 const engine::DeviceDataset& targets) const {
     formulas::LossParams p;
-    p.kind = config.error_function;
-    p.multinomial = config.error_function == ErrorFunction::kCrossEntropy &&
+    p.kind = graph.config.error_function;
+    p.multinomial = graph.config.error_function == ErrorFunction::kCrossEntropy &&
                     output.config.activation == Activation::kSoftMax;
-    p.one_target = config.smce.one_target;
-    p.zero_target = config.smce.zero_target;
-    p.one_scale = config.smce.one_scale;
-    p.zero_scale = config.smce.zero_scale;
-    p.boost_one = config.delta_boost_one;
-    p.boost_zero = config.delta_boost_zero;
+    p.one_target = graph.config.smce.one_target;
+    p.zero_target = graph.config.smce.zero_target;
+    p.one_scale = graph.config.smce.one_scale;
+    p.zero_scale = graph.config.smce.zero_scale;
+    p.boost_one = graph.config.delta_boost_one;
+    p.boost_zero = graph.config.delta_boost_zero;
     // SparseIgnoreZero is an attribute of the target dataset in DSSTNE.
     p.ignore_zero = targets.ignore_zero();
     return p;
 }
 
 DropoutMask Network::Impl::dropout_mask(int l, const BatchRows& rows, uint64_t mask_seed) const {
-    const Layer& layer = layers[l];
+    const GraphLayer& layer = graph.layers[l];
     const float p = layer.config.p_dropout;
     const uint64_t seed = formulas::derive_seed(mask_seed, uint64_t(l), kDropoutStream);
     DropoutMask mask;
@@ -57,27 +57,26 @@ DropoutMask Network::Impl::dropout_mask(int l, const BatchRows& rows, uint64_t m
     return mask;
 }
 
-bool Network::Impl::penalized(const Layer& layer) const {
+bool Network::Impl::penalized(const GraphLayer& layer) const {
     return layer.config.has_sparseness_penalty() && layer.reaches_output;
 }
 
-SparseNoise Network::Impl::input_noise(const Layer& input, bool training,
-                                       uint64_t mask_seed) const {
+SparseNoise Network::Impl::input_noise(int l, bool training, uint64_t mask_seed) const {
     SparseNoise noise;
     if (!training) return noise;
     // DSSTNE's Denoising and the input layer's pDropout both drop stored inputs; combined, an
     // entry survives both.
-    const double keep = (1.0 - config.denoising_p) * (1.0 - input.config.p_dropout);
+    const double keep = (1.0 - graph.config.denoising_p) * (1.0 - graph.layers[l].config.p_dropout);
     noise.p = static_cast<float>(1.0 - keep);
-    const auto index = static_cast<uint64_t>(&input - layers.data());
+    const auto index = static_cast<uint64_t>(l);
     noise.seed = formulas::derive_seed(mask_seed, index, kDenoiseStream);
     return noise;
 }
 
 void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows, bool training,
                             uint64_t mask_seed) {
-    std::vector<float*> act(layers.size(), nullptr);
-    for (size_t l = 0; l < layers.size(); ++l) act[l] = buffers.layers[l].act.data();
+    std::vector<float*> act(graph.layers.size(), nullptr);
+    for (size_t l = 0; l < graph.layers.size(); ++l) act[l] = buffers.layers[l].act.data();
     forward(*backend, act, data, rows, training, mask_seed);
 }
 
@@ -91,20 +90,20 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
     if (plan.split() && &be != backend.get()) {
         throw Error(ErrorCategory::kInternal, "a split network runs on its own backend only");
     }
-    for (int l : order) {
-        const Layer& layer = layers[l];
+    for (int l : graph.order) {
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || l == skip_layer) continue;
         const MatrixView z = view(l);
         for (size_t k = 0; k < layer.in_weights.size(); ++k) {
-            const Weight& w = weights[layer.in_weights[k]];
-            const Layer& source = layers[w.source];
+            const GraphEdge& w = graph.edges[layer.in_weights[k]];
+            const GraphLayer& source = graph.layers[w.source];
             const float beta = k == 0 ? 0.0f : 1.0f;
             const ConstMatrixView wv = matrix_of(w);
             switch (plan.edges[w.owner].split) {
                 case engine::Split::kNone:
                     if (source.is_input()) {  // never transposed (refused when built)
                         be.csr_matmul(data.layer_data[w.source]->view(rows),
-                                      input_noise(source, training, mask_seed), wv, z, beta);
+                                      input_noise(w.source, training, mask_seed), wv, z, beta);
                     } else {
                         be.gemm(false, w.transposed, 1.0f, view(w.source), wv, beta, z);
                     }
@@ -115,7 +114,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                     const MatrixView part{plan.full_partial.data(), batch, layer.n, layer.n};
                     if (source.is_input()) {
                         be.csr_matmul(data.layer_data[w.source]->view(rows),
-                                      input_noise(source, training, mask_seed), wv, part, 0.0f);
+                                      input_noise(w.source, training, mask_seed), wv, part, 0.0f);
                     } else {
                         be.gemm(false, false, 1.0f, view(w.source), wv, 0.0f, part);
                     }
@@ -152,7 +151,7 @@ void Network::Impl::gather_columns(int l, const float* local, size_t batch, Matr
     const size_t block = batch * plan.layers[l].cap;
     plan.comm->all_gather(local, plan.comm_blocks.data(), block, CommType::kFloat32);
     for (int r = 0; r < plan.ranks; ++r) {
-        const engine::Band b = engine::band_of(layers[l].n, plan.ranks, r);
+        const engine::Band b = engine::band_of(graph.layers[l].n, plan.ranks, r);
         if (b.count == 0) continue;
         backend->add_matrix(
             1.0f, ConstMatrixView(plan.comm_blocks.data() + r * block, batch, b.count, b.count),
@@ -165,7 +164,7 @@ void Network::Impl::reduce_scatter_columns(int l, ConstMatrixView full, float be
     const size_t batch = full.rows;
     const size_t block = batch * plan.layers[l].cap;
     for (int r = 0; r < plan.ranks; ++r) {
-        const engine::Band b = engine::band_of(layers[l].n, plan.ranks, r);
+        const engine::Band b = engine::band_of(graph.layers[l].n, plan.ranks, r);
         if (b.count == 0) continue;
         backend->add_matrix(
             1.0f, ConstMatrixView(full.data + b.offset, batch, b.count, full.ld), 0.0f,
@@ -185,7 +184,7 @@ void Network::Impl::all_reduce(float* data, size_t count, CommOp op) const {
 }
 
 void Network::Impl::split_softmax(int l, MatrixView z) const {
-    const Layer& layer = layers[l];
+    const GraphLayer& layer = graph.layers[l];
     // SoftMax of rows split across ranks: z + bias, the row's global max, exp, global sum.
     formulas::ActivationParams linear = layer.activation;
     linear.kind = Activation::kLinear;
@@ -218,10 +217,10 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     // these rows are this rank's share).
     const float scale =
         1.0f / static_cast<float>(buffers.loss_batch > 0 ? buffers.loss_batch : batch);
-    std::vector<bool> has_delta(layers.size(), false);
+    std::vector<bool> has_delta(graph.layers.size(), false);
     for (engine::EdgeBuffers& e : buffers.edges) e.grad_ready = false;
-    for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (!layer.is_output()) continue;
         const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerBuffers& buf = buffers.layers[l];
@@ -233,9 +232,9 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);
         has_delta[l] = true;
     }
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    for (auto it = graph.order.rbegin(); it != graph.order.rend(); ++it) {
         const int l = *it;
-        Layer& layer = layers[l];
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
         engine::LayerBuffers& buf = buffers.layers[l];
         MatrixView dz = rows_of(buf.delta, batch, plan.layers[l].n_local);
@@ -261,10 +260,10 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         const MatrixView dz_all{plan.full_gather.data(), batch, layer.n, layer.n};
         bool gathered_dz = false;
         for (int wi : layer.in_weights) {
-            const Weight& w = weights[wi];
+            const GraphEdge& w = graph.edges[wi];
             engine::EdgeBuffers& m = buffers.edges[w.owner];  // the matrix's gradient
             const engine::EdgeSplit& m_block = plan.edges[w.owner];
-            const Layer& source = layers[w.source];
+            const GraphLayer& source = graph.layers[w.source];
             engine::LayerBuffers& source_buf = buffers.layers[w.source];
             const uint32_t source_n_local = plan.layers[w.source].n_local;
             const SparseRowGrad sparse_grad =
@@ -281,8 +280,8 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 // dW (this rank's rows) = a_band^T . dz_all; the source band's delta is local.
                 if (source.is_input()) {
                     backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
-                                             input_noise(source, training, mask_seed), dz_all, 1.0f,
-                                             sparse_grad);
+                                             input_noise(w.source, training, mask_seed), dz_all,
+                                             1.0f, sparse_grad);
                 } else {
                     backend->gemm(true, false, 1.0f, rows_of(source_buf.act, batch, source_n_local),
                                   dz_all, grad_beta, grad);
@@ -314,7 +313,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             }
             if (source.is_input()) {
                 backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
-                                         input_noise(source, training, mask_seed), dz, 1.0f,
+                                         input_noise(w.source, training, mask_seed), dz, 1.0f,
                                          sparse_grad);
                 if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad);
                 m.grad_ready = true;
@@ -349,8 +348,8 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
 void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& rows,
                                double* loss_sum) {
     const size_t batch = rows.batch;
-    for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerBuffers& buf = buffers.layers[l];
         if (layer.is_output()) {
@@ -380,8 +379,8 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     step.l1 = optimizer.l1;
     step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu), t)));
     step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu1), t)));
-    for (size_t wi = 0; wi < weights.size(); ++wi) {
-        const Weight& w = weights[wi];
+    for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
+        const GraphEdge& w = graph.edges[wi];
         engine::EdgeBuffers& g = buffers.edges[wi];
         // One step per matrix, by its owner, once backward wrote its gradient (no use of it
         // reaches an output otherwise).
@@ -402,8 +401,8 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     formulas::OptimizerStep bias_step = step;
     bias_step.l2 = 0.0f;  // no regularisation of biases (as DSSTNE)
     bias_step.l1 = 0.0f;
-    for (size_t l = 0; l < layers.size(); ++l) {
-        Layer& layer = layers[l];
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || !layer.reaches_output) continue;
         const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerParams& bias = params.layers[l];
@@ -420,8 +419,8 @@ void Network::Impl::apply_weight_norms(int wi) {
         rows_of(params.edges[wi].w, plan.edges[wi].local_rows, plan.edges[wi].local_cols);
     // Each use clips its destination units' incoming vectors: columns of M, or rows when it
     // uses M transposed. Clipping only shrinks, so every use's bound holds afterwards.
-    for (const Weight& w : weights) {
-        const float norm = layers[w.destination].config.weight_norm;
+    for (const GraphEdge& w : graph.edges) {
+        const float norm = graph.layers[w.destination].config.weight_norm;
         if (w.owner != wi || norm <= 0.0f) continue;
         if (w.transposed) {
             backend->normalize_rows(norm, wv);

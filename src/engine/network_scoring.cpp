@@ -15,7 +15,7 @@ namespace {
 // and the ranks' K * P candidates per row are merged into the top K, on every rank. The order is
 // the single-rank one: higher score first, ties to the lower column; empty slots (-inf,
 // UINT32_MAX) last.
-void merge_split_top_k(const Network::Impl& net, const Layer& layer, size_t count, uint32_t k,
+void merge_split_top_k(const Network::Impl& net, const GraphLayer& layer, size_t count, uint32_t k,
                        const DeviceArray<float>& scores, const DeviceArray<uint32_t>& indices,
                        float* out_scores, uint32_t* out_indices) {
     const size_t block = count * k;
@@ -55,7 +55,7 @@ void merge_split_top_k(const Network::Impl& net, const Layer& layer, size_t coun
 
 std::vector<LayerView> layer_views(const Network& network) {
     std::vector<LayerView> views;
-    for (const Layer& layer : network.impl().layers) {
+    for (const GraphLayer& layer : network.impl().graph.layers) {
         views.push_back({layer.config.name, layer.config.dataset, layer.n, layer.is_input(),
                          layer.is_output(), layer.config.normalize_l2});
     }
@@ -69,13 +69,13 @@ void forward_into(const Network& network, Backend& be, const std::vector<float*>
 
 DenseOutputEdge dense_output_edge(const Network& network, int output) {
     const Network::Impl& net = network.impl();
-    const Layer& layer = net.layers[size_t(output)];
+    const GraphLayer& layer = net.graph.layers[size_t(output)];
     DenseOutputEdge e;
     const std::string name = "layer '" + layer.config.name + "'";
     if (layer.in_weights.size() != 1) {
         e.unsupported = name + " has " + std::to_string(layer.in_weights.size()) +
                         " source edges; screening needs exactly one";
-    } else if (net.layers[net.weights[layer.in_weights[0]].source].is_input()) {
+    } else if (net.graph.layers[net.graph.edges[layer.in_weights[0]].source].is_input()) {
         e.unsupported = name + " takes the Input layer directly (a sparse product, already cheap)";
     } else if (!layer.skips.empty()) {
         e.unsupported = name + " has Skip sources";
@@ -88,7 +88,7 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
         e.unsupported = "the network is split across ranks";
     }
     if (!e.unsupported.empty()) return e;
-    const Weight& edge = net.weights[layer.in_weights[0]];
+    const GraphEdge& edge = net.graph.edges[layer.in_weights[0]];
     e.source = edge.source;
     e.k = edge.rows;
     e.n = edge.cols;
@@ -101,8 +101,8 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
 }
 
 int Scoring::layer(const std::string& name) const {
-    for (size_t l = 0; l < net_.layers.size(); ++l) {
-        const Layer& layer = net_.layers[l];
+    for (size_t l = 0; l < net_.graph.layers.size(); ++l) {
+        const GraphLayer& layer = net_.graph.layers[l];
         if (name.empty() ? !layer.is_output() : layer.config.name != name) continue;
         if (layer.is_input()) {
             throw Error(ErrorCategory::kUsage, "layer '" + name + "' is an Input layer");
@@ -114,7 +114,7 @@ int Scoring::layer(const std::string& name) const {
 }
 
 LayerUnits Scoring::units(int l) const {
-    const Layer& layer = net_.layers[size_t(l)];
+    const GraphLayer& layer = net_.graph.layers[size_t(l)];
     const LayerBand& band = net_.plan.layers[size_t(l)];
     return {layer.config.name, layer.n, band.offset, band.n_local};
 }
@@ -133,7 +133,7 @@ void Scoring::forward(const Bindings& data, const BatchRows& rows) {
 }
 
 std::vector<float> Scoring::scores(int l, size_t count) const {
-    const Layer& layer = net_.layers[size_t(l)];
+    const GraphLayer& layer = net_.graph.layers[size_t(l)];
     std::vector<float> out(count * layer.n);
     if (out.empty()) return out;
     if (!net_.plan.split()) {
@@ -161,7 +161,7 @@ std::vector<float> Scoring::scores(int l, size_t count) const {
 
 void Scoring::top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k, float* out_scores,
                     uint32_t* out_indices) const {
-    const Layer& layer = net_.layers[size_t(l)];
+    const GraphLayer& layer = net_.graph.layers[size_t(l)];
     if (top_scores_.size() < count * k) {
         top_scores_ = DeviceArray<float>(*net_.backend, count * k, "top-K scores");
         top_indices_ = DeviceArray<uint32_t>(*net_.backend, count * k, "top-K indices");

@@ -26,8 +26,8 @@ size_t count_nonfinite(const DeviceArray<float>& a, size_t n,
 // The non-input layers in forward order: the guard's layout.
 std::vector<int> checked_layer_indices(const Network::Impl& net) {
     std::vector<int> out;
-    for (int l : net.order)
-        if (!net.layers[l].is_input()) out.push_back(l);
+    for (int l : net.graph.order)
+        if (!net.graph.layers[l].is_input()) out.push_back(l);
     return out;
 }
 
@@ -52,7 +52,7 @@ bool Training::split() const {
     return net_.plan.split();
 }
 const NetworkConfig& Training::config() const {
-    return net_.config;
+    return net_.graph.config;
 }
 
 void Training::reserve(size_t rows, size_t input_nnz) {
@@ -106,14 +106,14 @@ std::map<std::string, std::vector<float>> Training::parameter_gradients(const Bi
     net_.forward(data, rows, false, 0);
     net_.backward(data, rows, false, 0, nullptr);
     std::map<std::string, std::vector<float>> grads;
-    for (size_t wi = 0; wi < net_.weights.size(); ++wi) {
-        const Weight& w = net_.weights[wi];
+    for (size_t wi = 0; wi < net_.graph.edges.size(); ++wi) {
+        const GraphEdge& w = net_.graph.edges[wi];
         if (w.owner != static_cast<int>(wi)) continue;  // a shared matrix: one entry, its owner's
         grads[net_.weight_name(w)] =
             net_.assemble_weight(static_cast<int>(wi), net_.weight_gradient(static_cast<int>(wi)));
     }
-    for (size_t l = 0; l < net_.layers.size(); ++l) {
-        const Layer& layer = net_.layers[l];
+    for (size_t l = 0; l < net_.graph.layers.size(); ++l) {
+        const GraphLayer& layer = net_.graph.layers[l];
         if (layer.is_input()) continue;
         std::vector<float> g(net_.plan.layers[l].n_local, 0.0f);
         if (layer.reaches_output) net_.buffers.layers[l].bias_grad.download(g.data(), g.size());
@@ -127,16 +127,16 @@ size_t Training::checked_layers() const {
 }
 
 const std::string& Training::checked_layer_name(size_t k) const {
-    return net_.layers[checked_layer_indices(net_).at(k)].config.name;
+    return net_.graph.layers[checked_layer_indices(net_).at(k)].config.name;
 }
 
 bool Training::local_gradients_nonfinite() {
-    if (guard_.size() < net_.layers.size()) {
-        guard_ = DeviceArray<float>(*net_.backend, net_.layers.size(), "finite check");
+    if (guard_.size() < net_.graph.layers.size()) {
+        guard_ = DeviceArray<float>(*net_.backend, net_.graph.layers.size(), "finite check");
     }
     size_t k = 0;
-    for (size_t l = 0; l < net_.layers.size(); ++l) {
-        const Layer& layer = net_.layers[l];
+    for (size_t l = 0; l < net_.graph.layers.size(); ++l) {
+        const GraphLayer& layer = net_.graph.layers[l];
         const uint32_t n_local = net_.plan.layers[l].n_local;
         if (layer.is_input() || !layer.reaches_output || n_local == 0) continue;
         net_.backend->row_sum_squares(
@@ -150,7 +150,7 @@ bool Training::local_gradients_nonfinite() {
 void Training::record_health(float* f, size_t rows) const {
     Backend& be = *net_.backend;
     for (int l : checked_layer_indices(net_)) {
-        const Layer& layer = net_.layers[l];
+        const GraphLayer& layer = net_.graph.layers[l];
         const LayerBuffers& buf = net_.buffers.layers[l];
         const size_t n = net_.plan.layers[l].n_local;
         if (n == 0) {
@@ -177,7 +177,7 @@ void Training::record_health(float* f, size_t rows) const {
 std::string Training::locate_nonfinite(size_t batch) const {
     const Network::Impl& net = net_;
     const uint32_t none = UINT32_MAX;
-    const uint32_t per_pass = uint32_t(net.order.size() * 3);
+    const uint32_t per_pass = uint32_t(net.graph.order.size() * 3);
     // pass * per_pass + order position * 3 + what: pass 0 (0 weights, 1 bias, 2 activations),
     // pass 1 (0 weight gradient, 1 bias gradient); the job-wide minimum is the first.
     uint32_t code = none;
@@ -186,15 +186,15 @@ std::string Training::locate_nonfinite(size_t batch) const {
         return std::to_string(bad) + " of this rank's " + std::to_string(n) + " values";
     };
     for (uint32_t pass = 0; pass < 2 && code == none; ++pass) {
-        for (size_t k = 0; k < net.order.size() && code == none; ++k) {
-            const Layer& layer = net.layers[net.order[k]];
+        for (size_t k = 0; k < net.graph.order.size() && code == none; ++k) {
+            const GraphLayer& layer = net.graph.layers[net.graph.order[k]];
             if (layer.is_input()) continue;
-            const uint32_t n_local = net.plan.layers[net.order[k]].n_local;
-            const LayerBuffers& buf = net.buffers.layers[net.order[k]];
+            const uint32_t n_local = net.plan.layers[net.graph.order[k]].n_local;
+            const LayerBuffers& buf = net.buffers.layers[net.graph.order[k]];
             const uint32_t at = pass * per_pass + uint32_t(k * 3);
             for (int wi : layer.in_weights) {
-                const int owner = net.weights[wi].owner;
-                const Weight& w = net.weights[owner];
+                const int owner = net.graph.edges[wi].owner;
+                const GraphEdge& w = net.graph.edges[owner];
                 const DeviceArray<float>& a =
                     pass == 0 ? net.params.edges[owner].w : net.buffers.edges[owner].grad;
                 if (pass == 1 && !net.plan.edges[owner].dense_grad) continue;  // row-sparse
@@ -206,7 +206,7 @@ std::string Training::locate_nonfinite(size_t batch) const {
             }
             if (code != none) break;
             if (pass == 0) {
-                const DeviceArray<float>& bias = net.params.layers[net.order[k]].bias;
+                const DeviceArray<float>& bias = net.params.layers[net.graph.order[k]].bias;
                 if (const size_t bad = count_nonfinite(bias, n_local); bad > 0) {
                     code = at + 1;
                     detail = of(bad, n_local);
@@ -240,7 +240,7 @@ std::string Training::locate_nonfinite(size_t batch) const {
         return "no parameter, activation or gradient is non-finite (the loss overflowed)";
     }
     const bool gradients = first >= per_pass;
-    const Layer& layer = net.layers[net.order[(first % per_pass) / 3]];
+    const GraphLayer& layer = net.graph.layers[net.graph.order[(first % per_pass) / 3]];
     const char* what[] = {"the weights into", "the bias of", "the activations of"};
     const char* what_grad[] = {"the gradient of the weights into", "the bias gradient of"};
     std::string text = std::string("the first non-finite values are in ") +

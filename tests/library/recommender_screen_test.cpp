@@ -153,9 +153,9 @@ ScreenStats screen_against_full_product(const std::string& model, uint32_t k, in
     Network net = Network::load(model, options);
     const Network::Impl& impl = net.impl();
     const int output = 2;
-    EXPECT_EQ(impl.layers[output].config.name, "Output");
-    const engine::Layer& layer = impl.layers[output];
-    const engine::Weight& edge = impl.weights[layer.in_weights[0]];
+    EXPECT_EQ(impl.graph.layers[output].config.name, "Output");
+    const engine::GraphLayer& layer = impl.graph.layers[output];
+    const engine::GraphEdge& edge = impl.graph.edges[layer.in_weights[0]];
     const size_t hidden = edge.rows, items = edge.cols;
     engine::OutputScreen screen(net, output, 1);
     auto backend = make_backend("cpu", 1);
