@@ -882,17 +882,17 @@ Network Network::load(const std::string& path, const NetworkOptions& options) {
 
 void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::ModelSlot slot,
                                       DeviceArray<float>& block) const {
-    const engine::EdgeSplit& w = plan.edges[wi];  // this rank's block of the matrix
-    if (w.local_cols == 0) return;
-    const size_t chunk = std::max<size_t>(1, file_chunk_floats / w.local_cols);
-    std::vector<float> host(std::min<size_t>(chunk, w.local_rows) * w.local_cols);
+    const engine::EdgeSplit& mine = plan.edges[wi];  // this rank's block of the matrix
+    if (mine.local_cols == 0) return;
+    const size_t chunk = std::max<size_t>(1, file_chunk_floats / mine.local_cols);
+    std::vector<float> host(std::min<size_t>(chunk, mine.local_rows) * mine.local_cols);
     file_chunk_peak = std::max(file_chunk_peak, host.size());
-    for (size_t first = 0; first < w.local_rows; first += chunk) {
-        const size_t count = std::min<size_t>(chunk, w.local_rows - first);
-        file.read_block(size_t(wi), slot, w.row_offset + first, count, w.col_offset, w.local_cols,
-                        host.data());
-        backend->upload(block.data() + first * w.local_cols, host.data(),
-                        count * w.local_cols * sizeof(float));
+    for (size_t first = 0; first < mine.local_rows; first += chunk) {
+        const size_t count = std::min<size_t>(chunk, mine.local_rows - first);
+        file.read_block(size_t(wi), slot, mine.row_offset + first, count, mine.col_offset,
+                        mine.local_cols, host.data());
+        backend->upload(block.data() + first * mine.local_cols, host.data(),
+                        count * mine.local_cols * sizeof(float));
     }
 }
 

@@ -94,14 +94,17 @@ struct Network::Impl {
     std::vector<float> weight_block(int wi, const std::vector<float>& whole) const;
     std::vector<float> bias_block(int l, const std::vector<float>& whole) const;
 
-    // Layers, edges, order and splits from the config (no parameter memory yet).
+    // ---- the graph and the plan ----
+    // The graph from graph.config (layers, edges, ties, skips, order; "N": "auto" resolved) and
+    // the plan (plan_parallel, and each owner edge's dense_grad); no parameter memory yet. The
+    // graph's only writer (feature names aside).
     void build(const std::map<std::string, uint32_t>& dataset_widths);
     // Parts of build(): ties shared edges to their owners, links Skip layers (the config
     // checked names and acyclicity; these check widths and what the engine runs).
     void link_shared_weights(const std::string& where);
     void link_skips(const std::string& where);
-    // Bands every layer over `num_ranks` ranks as rank `this_rank` sees them and picks each
-    // matrix's split; refuses what a split network cannot run yet. build() calls it with the
+    // The plan's bands of every layer over `num_ranks` ranks as rank `this_rank` sees them and
+    // each matrix's split; refuses what a split network cannot run yet. build() calls it with the
     // communicator's ranks; describe_model_parallel with any count.
     void plan_split(const std::string& where, int num_ranks, int this_rank);
     // Chooses model or data parallelism over the communicator's ranks (options.parallel) and
@@ -116,7 +119,9 @@ struct Network::Impl {
     void all_reduce_gradients();
     void zero_gradients();
     static engine::Split split_rule(const engine::GraphEdge& w);
-    // Allocates the weights and biases of this rank's blocks (after build()).
+    // ---- parameters ----
+    // Sizes params and buffers to the graph and allocates this rank's blocks of the weights and
+    // biases, and the bias gradients (after build()).
     void allocate_parameters();
     // Draws every owned weight matrix from its WeightInit (seeded) and sets every bias to its
     // WeightInit's Bias. Network::load skips the draws (initialize_biases only): the file holds
@@ -124,11 +129,14 @@ struct Network::Impl {
     void initialize_weights(uint64_t seed);
     void initialize_biases();
 
-    // Grows activation / delta buffers for batches of up to `batch` rows.
+    // ---- pass buffers and passes ----
+    // Grows activation / delta buffers (and a split network's collective scratch) for batches of
+    // up to `batch` rows.
     void ensure_batch_capacity(size_t batch);
     // Grows the row-sparse gradient buffers for batches of up to `nnz` input nonzeros.
     void ensure_sparse_capacity(size_t nnz);
-    // Allocates optimizer state slots for `kind` (zeroed) if not allocated yet.
+    // Allocates optimizer state slots for `kind` (zeroed) if not allocated yet (params), and the
+    // owner edges' dense gradients (buffers).
     void ensure_optimizer_state(OptimizerKind kind);
 
     // Forward pass over one batch. training: dropout and denoising on, keyed by mask_seed.
