@@ -46,4 +46,4 @@ sparsenet_module(backend PUBLIC sparsenet_common sparsenet_kernel_headers
   PRIVATE $<BUILD_INTERFACE:sparsenet_openblas>)
 sparsenet_module(comm PRIVATE sparsenet_backend MPI::MPI_CXX)
 sparsenet_module(engine PUBLIC sparsenet_backend sparsenet_comm sparsenet_io
-  PRIVATE JsonCpp::JsonCpp)
+  PRIVATE JsonCpp::JsonCpp $<BUILD_INTERFACE:sparsenet_openblas>)

@@ -83,6 +83,24 @@ struct SharedWeights {
     bool transposed = false;
 };
 
+// A sparsenet extension ("FixedWeights", on the layer that consumes the edge): the edge from the
+// Input layer `source` to this layer is fitted in closed form from the training data before the
+// first step of a new network, then never trained (no gradient, no optimizer state); model files
+// save and load it like any matrix. kEase: EASE^R (Steck 2019), B = I - P diag(1/diag(P)) with
+// P = (X^T X + lambda I)^-1 and X the source layer's training rows, so diag(B) = 0; the edge's
+// matrix is scale * B. The item-item linear path beside a nonlinear one (docs/quality.md).
+// in_training false: the edge is left out of training's forward pass (the nonlinear part learns
+// alone) and joins every inference-mode pass (scores, predictions, validation, evaluate_loss):
+// an ensemble of the two models, expressed as one network.
+enum class LinearFit { kEase };
+struct FixedWeights {
+    std::string source;  // one of this layer's sources: an Input layer as wide as this layer
+    LinearFit fit = LinearFit::kEase;
+    float lambda = 0.0f;  // > 0: the L2 weight of the fit
+    float scale = 1.0f;   // the matrix is scale * B
+    bool in_training = true;
+};
+
 struct LayerConfig {
     std::string name;
     LayerKind kind = LayerKind::kHidden;
@@ -95,6 +113,7 @@ struct LayerConfig {
     // pre-activation, before its activation function (DSSTNE's residual add).
     std::vector<std::string> skips;
     std::vector<SharedWeights> shared_weights;  // non-input; at most one per source
+    std::vector<FixedWeights> fixed_weights;    // non-input; at most one per source
     Activation activation = Activation::kSigmoid;
     // The activation's parameters: the layer's keys, else the network's (Hidden/Output layers).
     float relu_slope = 1.0f;        // LeakyRectifiedLinear, >= 0
@@ -201,6 +220,7 @@ bool operator==(const WeightInit& a, const WeightInit& b);
 bool operator==(const SparsenessPenalty& a, const SparsenessPenalty& b);
 bool operator==(const ActivationDefaults& a, const ActivationDefaults& b);
 bool operator==(const SharedWeights& a, const SharedWeights& b);
+bool operator==(const FixedWeights& a, const FixedWeights& b);
 bool operator==(const LayerConfig& a, const LayerConfig& b);
 bool operator==(const SmceParams& a, const SmceParams& b);
 bool operator==(const TrainingConfig& a, const TrainingConfig& b);

@@ -96,7 +96,9 @@ class Trainer {
     // indexed ones expanded to one row per example. A weighted Output dataset multiplies each
     // example's loss and output delta by its weight (weights of Input datasets change nothing);
     // an Output dataset with sparse_ignore_zero counts its stored targets only. Options out of
-    // range (validate(OptimizerOptions), batch 0, a negative decay) are Error(kUsage).
+    // range (validate(OptimizerOptions), batch 0, a negative decay) are Error(kUsage). A new
+    // network's FixedWeights matrices (config.h) are fitted here from these datasets; a network
+    // that was loaded, or trained by an earlier Trainer, keeps the ones it has.
     Trainer(Network& network, const std::map<std::string, const Dataset*>& datasets,
             TrainOptions options);
     ~Trainer();

@@ -362,11 +362,15 @@ const std::vector<std::string> kLayerKeys = {
     "Sparse",        "DataSet",    "Source",    "Skip",
     "SharedWeights", "Activation", "RELUSlope", "Slope",
     "ELUAlpha",      "SELULambda", "pDropout",  "Normalize",
-    "WeightInit",    "WeightNorm", "DeltaNorm", "SparsenessPenalty"};
+    "WeightInit",    "WeightNorm", "DeltaNorm", "SparsenessPenalty",
+    "FixedWeights"};
 const std::vector<std::string> kLayerNotImpl = {"Kernel", "KernelStride", "BatchNormalization",
                                                 "Function"};
 const std::vector<std::string> kSharedWeightsKeys = {"InputLayer", "SourceInputLayer",
                                                      "SourceOutputLayer", "Transposed"};
+const std::vector<std::string> kFixedWeightsKeys = {"Source", "Fit", "Lambda", "Scale",
+                                                    "InTraining"};
+const std::vector<EnumName<LinearFit>> kLinearFits = {{"EASE", LinearFit::kEase}};
 const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
 const std::vector<std::string> kDenoisingKeys = {"p"};
 const std::vector<std::string> kDeltaBoostKeys = {"one", "zero"};
@@ -614,6 +618,7 @@ struct ParsedLayer {
     std::string activation_path;            // JSON path of the Activation key, if present
     std::vector<std::string> skip_paths;    // JSON path of each entry of config.skips
     std::vector<std::string> shared_paths;  // JSON path of each entry of config.shared_weights
+    std::vector<std::string> fixed_paths;   // JSON path of each entry of config.fixed_weights
 };
 
 // A string or a non-empty array of non-empty strings (Source, Skip): appended to `names`, with
@@ -657,6 +662,32 @@ SharedWeights parse_shared_entry(const Ctx& ctx, const Field& f) {
     name("SourceOutputLayer", s.source_output_layer);
     if (Field g = o.get("Transposed")) s.transposed = get_bool(ctx, g);
     return s;
+}
+
+// One FixedWeights entry: {Source, Fit, Lambda, Scale, InTraining}; Source and Lambda are
+// required, Fit is EASE (the only fit so far), Scale 1 and InTraining true by default.
+FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
+    ObjectView o(ctx, *f.value, f.path, kFixedWeightsKeys, kNone,
+                 "an object with keys Source, Fit, Lambda, Scale, InTraining");
+    FixedWeights w;
+    Field source = o.get("Source");
+    if (!source) {
+        fail(ctx, source.path, "missing required key Source",
+             "a non-empty string (an Input layer among this layer's sources)");
+    }
+    w.source = get_string(ctx, source, "a non-empty string (a layer name)", false);
+    if (Field g = o.get("Fit")) w.fit = get_enum(ctx, g, "Fit", kLinearFits, kNone, "EASE");
+    Field lambda = o.get("Lambda");
+    const std::string lambda_expected = "a number > 0 (the fit's L2 weight)";
+    if (!lambda) fail(ctx, lambda.path, "missing required key Lambda", lambda_expected);
+    const double d = get_number(ctx, lambda, lambda_expected);
+    if (!(d > 0.0)) {
+        fail(ctx, lambda.path, "value " + format_number(d) + " is out of range", lambda_expected);
+    }
+    w.lambda = to_float(ctx, lambda, d, lambda_expected);
+    if (Field g = o.get("Scale")) w.scale = get_float(ctx, g, "a number (the matrix is Scale * B)");
+    if (Field g = o.get("InTraining")) w.in_training = get_bool(ctx, g);
+    return w;
 }
 
 // `network`: the network-level values a layer inherits (activation parameters, sparseness).
@@ -743,6 +774,26 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
         } else {
             layer.shared_weights.push_back(parse_shared_entry(ctx, f));
             out.shared_paths.push_back(f.path);
+        }
+    }
+
+    if (Field f = o.get("FixedWeights")) {
+        if (layer.kind == LayerKind::kInput) {
+            not_allowed(f, "FixedWeights", "FixedWeights only on Hidden and Output layers");
+        }
+        const Json::Value& s = *f.value;
+        if (s.isArray()) {
+            if (s.empty()) {
+                fail(ctx, f.path, "empty array", "a FixedWeights object or a non-empty array of them");
+            }
+            for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
+                Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};
+                layer.fixed_weights.push_back(parse_fixed_entry(ctx, e));
+                out.fixed_paths.push_back(e.path);
+            }
+        } else {
+            layer.fixed_weights.push_back(parse_fixed_entry(ctx, f));
+            out.fixed_paths.push_back(f.path);
         }
     }
 
@@ -879,6 +930,54 @@ void link_shared_weights(const Ctx& ctx, const std::vector<ParsedLayer>& layers)
                          " uses a shared matrix itself (chains of shared weights are not "
                          "allowed, as in DSSTNE)",
                      "the edge that owns the matrix");
+            }
+        }
+    }
+}
+
+// FixedWeights, after the sources and SharedWeights are checked: each entry's Source is an
+// Input layer among its layer's sources (at most one entry per source), and the edge neither
+// uses another edge's matrix nor lends its own (a fixed matrix is never trained, a shared one
+// sums the gradients of its uses). Widths are checked when the network is built.
+void link_fixed_weights(const Ctx& ctx, const std::vector<ParsedLayer>& layers) {
+    std::map<std::string, size_t> by_name;
+    for (size_t i = 0; i < layers.size(); ++i) by_name.emplace(layers[i].config.name, i);
+    for (const ParsedLayer& p : layers) {
+        const LayerConfig& l = p.config;
+        for (size_t k = 0; k < l.fixed_weights.size(); ++k) {
+            const FixedWeights& fw = l.fixed_weights[k];
+            const std::string path = p.fixed_paths[k] + ".Source";
+            if (std::find(l.sources.begin(), l.sources.end(), fw.source) == l.sources.end()) {
+                fail(ctx, path,
+                     "layer " + quote(fw.source) + " is not a Source of layer " + quote(l.name),
+                     "one of this layer's sources: " + join(l.sources));
+            }
+            if (layers[by_name.at(fw.source)].config.kind != LayerKind::kInput) {
+                fail(ctx, path, "layer " + quote(fw.source) + " is not an Input layer",
+                     "an Input layer (the fit reads its training rows)");
+            }
+            for (size_t j = 0; j < k; ++j) {
+                if (l.fixed_weights[j].source == fw.source) {
+                    fail(ctx, path, "the edge from " + quote(fw.source) + " is fixed twice",
+                         "at most one FixedWeights entry per source");
+                }
+            }
+            const std::string edge = quote(fw.source) + " -> " + quote(l.name);
+            for (const SharedWeights& s : l.shared_weights) {
+                if (s.input_layer == fw.source) {
+                    fail(ctx, path, "the edge " + edge + " also has a SharedWeights entry",
+                         "an edge with its own matrix (fixed or shared, not both)");
+                }
+            }
+            for (const ParsedLayer& q : layers) {
+                for (const SharedWeights& s : q.config.shared_weights) {
+                    if (s.source_input_layer == fw.source && s.source_output_layer == l.name) {
+                        fail(ctx, path,
+                             "the edge " + edge + " lends its matrix to layer " +
+                                 quote(q.config.name) + " (SharedWeights)",
+                             "a fixed edge whose matrix no other edge uses");
+                    }
+                }
             }
         }
     }
@@ -1098,6 +1197,7 @@ NetworkConfig NetworkConfig::from_json(const std::string& json_text, const std::
     }
     link_layers(ctx, parsed);
     link_shared_weights(ctx, parsed);
+    link_fixed_weights(ctx, parsed);
     check_loss_activation(ctx, cfg, parsed);
     for (ParsedLayer& p : parsed) cfg.layers.push_back(std::move(p.config));
     return cfg;
@@ -1142,6 +1242,7 @@ std::vector<ConfigKeySet> config_key_sets() {
             {"$.SparsenessPenalty", kSparsenessKeys, kNone},
             {"$.Layers[]", kLayerKeys, kLayerNotImpl},
             {"$.Layers[].SharedWeights", kSharedWeightsKeys, kNone},
+            {"$.Layers[].FixedWeights", kFixedWeightsKeys, kNone},
             {"$.Layers[].WeightInit", kWeightInitKeys, kNone},
             {"$.Layers[].Normalize", kNormalizeKeys, kNone},
             {"$.Layers[].SparsenessPenalty", kSparsenessKeys, kNone},
@@ -1156,6 +1257,7 @@ std::vector<ConfigValueSet> config_value_sets() {
             {"$.Layers[].Activation", names_of(kActivations), kActivationsNotImpl},
             {"$.Layers[].WeightInit.Scheme", names_of(kSchemes), kNone},
             {"$.Layers[].Normalize.Norm", kNorms, kNone},
+            {"$.Layers[].FixedWeights.Fit", names_of(kLinearFits), kNone},
             {"$.Training.Optimizer", names_of(kOptimizers), kNone},
             {"$.Training.SparseUpdates", names_of(kSparseUpdates), kNone}};
 }

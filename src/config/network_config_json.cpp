@@ -118,6 +118,11 @@ bool operator==(const SharedWeights& a, const SharedWeights& b) {
            a.source_output_layer == b.source_output_layer && a.transposed == b.transposed;
 }
 
+bool operator==(const FixedWeights& a, const FixedWeights& b) {
+    return a.source == b.source && a.fit == b.fit && a.lambda == b.lambda && a.scale == b.scale &&
+           a.in_training == b.in_training;
+}
+
 // Layers are equal when they behave the same: activation parameters are compared where the
 // activation uses them, the sparseness penalty where it applies (as to_json writes them).
 bool operator==(const LayerConfig& a, const LayerConfig& b) {
@@ -130,6 +135,7 @@ bool operator==(const LayerConfig& a, const LayerConfig& b) {
     return a.name == b.name && a.kind == b.kind && a.n == b.n && a.n_auto == b.n_auto &&
            a.sparse == b.sparse && a.dataset == b.dataset && a.sources == b.sources &&
            a.skips == b.skips && a.shared_weights == b.shared_weights &&
+           a.fixed_weights == b.fixed_weights &&
            a.activation == b.activation && (!slope || a.relu_slope == b.relu_slope) &&
            (!alpha || a.elu_alpha == b.elu_alpha) && (!lambda || a.selu_lambda == b.selu_lambda) &&
            a.p_dropout == b.p_dropout && a.normalize_l2 == b.normalize_l2 &&
@@ -270,6 +276,17 @@ std::string layer_json(const LayerConfig& l) {
                      ", \"SourceInputLayer\": " + json_string(s.source_input_layer) +
                      ", \"SourceOutputLayer\": " + json_string(s.source_output_layer) +
                      ", \"Transposed\": " + json_bool(s.transposed) + " }";
+            }
+            r += "]";
+        }
+        if (!l.fixed_weights.empty()) {
+            r += ", \"FixedWeights\": [";
+            for (size_t i = 0; i < l.fixed_weights.size(); ++i) {
+                const FixedWeights& fw = l.fixed_weights[i];
+                r += std::string(i > 0 ? ", " : "") + "{ \"Source\": " + json_string(fw.source) +
+                     ", \"Fit\": \"EASE\", \"Lambda\": " + json_float(fw.lambda) +
+                     ", \"Scale\": " + json_float(fw.scale) +
+                     ", \"InTraining\": " + json_bool(fw.in_training) + " }";
             }
             r += "]";
         }

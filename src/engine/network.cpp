@@ -120,6 +120,19 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
             w.cols = graph.layers[i].n;
             w.sparse_source = graph.layers[s].is_input();
             w.owner = static_cast<int>(graph.edges.size());
+            for (const FixedWeights& fw : graph.config.layers[i].fixed_weights) {
+                if (fw.source != src_name) continue;
+                if (w.rows != w.cols) {
+                    throw Error(ErrorCategory::kConfig,
+                                where + ": " + layer_path(i) + ".FixedWeights: the edge '" +
+                                    src_name + "' -> '" + graph.config.layers[i].name + "' is [" +
+                                    std::to_string(w.rows) + ", " + std::to_string(w.cols) +
+                                    "]; expected a square item-item matrix (the Input layer as "
+                                    "wide as this layer)");
+                }
+                w.fixed = true;
+                w.fixed_in_training = fw.in_training;
+            }
             graph.layers[s].out_weights.push_back(static_cast<int>(graph.edges.size()));
             graph.layers[i].in_weights.push_back(static_cast<int>(graph.edges.size()));
             graph.edges.push_back(std::move(w));
@@ -130,9 +143,15 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
     plan_parallel(where);
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         const GraphEdge& w = graph.edges[i];
+        if (w.fixed && plan.split()) {
+            throw Error(ErrorCategory::kNotImplemented,
+                        where + ": not implemented yet: FixedWeights in a network split over " +
+                            std::to_string(plan.ranks) + " ranks (use one rank or --parallel data)");
+        }
         // Data parallelism sums whole gradients over the ranks: sparse sources scatter theirs.
         if (w.owner == static_cast<int>(i)) {
-            plan.edges[i].dense_grad = !w.sparse_source || w.users > 1 || plan.data_parallel;
+            plan.edges[i].dense_grad =
+                !w.fixed && (!w.sparse_source || w.users > 1 || plan.data_parallel);
         }
     }
     // Topological order (Kahn), stable by position in the config; a skip is an edge like a
@@ -326,7 +345,10 @@ void Network::Impl::zero_gradients() {
     for (engine::EdgeBuffers& e : buffers.edges) e.grad_ready = false;
     for (const GraphEdge& w : graph.edges) {
         engine::EdgeBuffers& m = buffers.edges[w.owner];
-        if (!graph.layers[w.destination].reaches_output || m.grad_ready) continue;
+        if (!graph.layers[w.destination].reaches_output || m.grad_ready ||
+            graph.edges[w.owner].fixed) {
+            continue;
+        }
         const engine::EdgeSplit& block = plan.edges[w.owner];
         backend->fill(m.grad.data(), size_t(block.local_rows) * block.local_cols, 0.0f);
         m.grad_ready = true;
@@ -505,6 +527,13 @@ void Network::Impl::initialize_weights(uint64_t seed) {
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
         const GraphEdge& w = graph.edges[wi];
         if (w.owner != static_cast<int>(wi)) continue;  // initialised by its owner's WeightInit
+        if (w.fixed) {  // zeros until the fit (no draws: an item-item matrix may be huge)
+            const engine::EdgeSplit& block = plan.edges[wi];
+            backend->fill(params.edges[wi].w.data(), size_t(block.local_rows) * block.local_cols,
+                          0.0f);
+            params.fits_pending = true;
+            continue;
+        }
         const WeightInit& init = graph.layers[w.destination].config.weight_init;
         // docs/config-reference.md gives each scheme; fan_in = source width, fan_out = this
         // layer's width (DSSTNE's _inputLayer / _outputLayer strides).
@@ -597,7 +626,7 @@ void Network::Impl::ensure_sparse_capacity(size_t nnz) {
     if (nnz <= buffers.sparse_nnz_capacity) return;
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         engine::EdgeBuffers& g = buffers.edges[i];
-        if (!graph.edges[i].sparse_source) continue;
+        if (!graph.edges[i].sparse_source || graph.edges[i].fixed) continue;
         const size_t capacity = std::min<size_t>(nnz, plan.edges[i].local_rows);
         if (capacity <= g.sparse_capacity) continue;
         g.sparse_values = DeviceArray<float>(*backend, capacity * plan.edges[i].local_cols,
@@ -624,6 +653,7 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
     };
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         if (graph.edges[i].owner != static_cast<int>(i)) continue;  // state, gradient: on the owner
+        if (graph.edges[i].fixed) continue;                          // never trained
         engine::EdgeBuffers& g = buffers.edges[i];
         const engine::EdgeSplit& block = plan.edges[i];
         const size_t n = size_t(block.local_rows) * block.local_cols;
@@ -900,6 +930,7 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
     const io::ModelLayout& model = file.layout();
     const std::string& path = file.path();
     graph.feature_names = model.feature_names;
+    params.fits_pending = false;  // fixed matrices come from the file
     if (model.weights.size() != graph.edges.size()) {
         throw Error(ErrorCategory::kIo,
                     path + ": the model file holds " + std::to_string(model.weights.size()) +
@@ -933,8 +964,9 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
                                                 "of the model's config");
         }
         if (shared) continue;
-        check_slots(mw.state_slots, name);
-        for (int s = 0; s <= slots; ++s) {
+        const bool fixed = graph.edges[i].fixed;  // a fixed matrix has no optimizer state
+        if (!fixed) check_slots(mw.state_slots, name);
+        for (int s = 0; s <= (fixed ? 0 : slots); ++s) {
             read_weight_block(file, int(i), io::ModelSlot(s), weight_slot(params.edges[i], s));
         }
     }
@@ -973,7 +1005,7 @@ io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* traini
             mw.source_input_layer = graph.layers[owner.source].config.name;
             mw.source_output_layer = graph.layers[owner.destination].config.name;
         } else {
-            mw.state_slots = slots;
+            mw.state_slots = w.fixed ? 0 : slots;  // a fixed matrix has no optimizer state
         }
         layout.weights.push_back(std::move(mw));
     }
@@ -1037,7 +1069,7 @@ void Network::Impl::write_file(const std::string& path,
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         const GraphEdge& w = graph.edges[i];
         if (w.owner != static_cast<int>(i)) continue;  // stored with its owner
-        for (int s = 0; s <= slots; ++s) {
+        for (int s = 0; s <= (w.fixed ? 0 : slots); ++s) {
             stream_weight_rows(
                 int(i), weight_slot(params.edges[i], s),
                 [&](uint64_t first, uint64_t count, const float* values) {

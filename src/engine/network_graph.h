@@ -45,6 +45,10 @@ struct GraphEdge {
     int owner = -1;              // the edge whose matrix this edge uses (itself if it owns one)
     bool transposed = false;     // uses the owner's matrix transposed: owner is [cols, rows]
     int users = 1;               // owners: the edges using this matrix, itself included
+    // FixedWeights (config.h): fitted in closed form before a new network's first step, never
+    // trained: no gradient, no optimizer state, no row-sparse gradient buffers.
+    bool fixed = false;
+    bool fixed_in_training = true;  // false: left out of training-mode forward passes
 };
 
 struct Graph {

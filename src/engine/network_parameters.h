@@ -34,6 +34,9 @@ struct Parameters {
     // saves both; the learning rate's decay counts the steps).
     OptimizerKind state_kind = OptimizerKind::kSgd;
     uint64_t optimizer_steps = 0;
+    // Fixed edges (GraphEdge::fixed) wait for their fit: set when initialize_weights() starts a
+    // new network, cleared by the fit (engine::Training::fit_fixed_weights) or by reading a file.
+    bool fits_pending = false;
 };
 
 }  // namespace sparsenet::engine

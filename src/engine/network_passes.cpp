@@ -94,10 +94,14 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
         const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || l == skip_layer) continue;
         const MatrixView z = view(l);
+        bool first = true;  // the first product written overwrites z
         for (size_t k = 0; k < layer.in_weights.size(); ++k) {
             const GraphEdge& w = graph.edges[layer.in_weights[k]];
+            // FixedWeights with InTraining false: an inference-only path (no split: refused).
+            if (training && w.fixed && !w.fixed_in_training) continue;
             const GraphLayer& source = graph.layers[w.source];
-            const float beta = k == 0 ? 0.0f : 1.0f;
+            const float beta = first ? 0.0f : 1.0f;
+            first = false;
             const ConstMatrixView wv = matrix_of(w);
             switch (plan.edges[w.owner].split) {
                 case engine::Split::kNone:
@@ -131,6 +135,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                 }
             }
         }
+        if (first) be.fill(z.data, batch * plan.layers[l].n_local, 0.0f);  // every source left out
         // Skip: the skipped layers' stored activations join z before the activation (DSSTNE).
         for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
         if (plan.split() && layer.activation.kind == Activation::kSoftMax) {
@@ -261,6 +266,8 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         bool gathered_dz = false;
         for (int wi : layer.in_weights) {
             const GraphEdge& w = graph.edges[wi];
+            // A fixed matrix is never trained, and its source, an Input layer, has no delta.
+            if (graph.edges[w.owner].fixed) continue;
             engine::EdgeBuffers& m = buffers.edges[w.owner];  // the matrix's gradient
             const engine::EdgeSplit& m_block = plan.edges[w.owner];
             const GraphLayer& source = graph.layers[w.source];

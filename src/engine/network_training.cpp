@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "engine/linear_fit.h"
 #include "engine/network_impl.h"
 
 namespace sparsenet::engine {
@@ -109,6 +110,7 @@ std::map<std::string, std::vector<float>> Training::parameter_gradients(const Bi
     for (size_t wi = 0; wi < net_.graph.edges.size(); ++wi) {
         const GraphEdge& w = net_.graph.edges[wi];
         if (w.owner != static_cast<int>(wi)) continue;  // a shared matrix: one entry, its owner's
+        if (w.fixed) continue;                          // not a trained parameter
         grads[net_.weight_name(w)] =
             net_.assemble_weight(static_cast<int>(wi), net_.weight_gradient(static_cast<int>(wi)));
     }
@@ -120,6 +122,34 @@ std::map<std::string, std::vector<float>> Training::parameter_gradients(const Bi
         grads["bias:" + layer.config.name] = net_.assemble_bias(static_cast<int>(l), std::move(g));
     }
     return grads;
+}
+
+bool Training::fits_pending() const {
+    return net_.params.fits_pending;
+}
+
+void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& datasets) {
+    for (size_t wi = 0; wi < net_.graph.edges.size(); ++wi) {
+        const GraphEdge& w = net_.graph.edges[wi];
+        if (!w.fixed) continue;
+        const GraphLayer& source = net_.graph.layers[w.source];
+        const GraphLayer& destination = net_.graph.layers[w.destination];
+        const auto it = datasets.find(source.config.dataset);
+        if (it == datasets.end() || it->second == nullptr) {
+            throw Error(ErrorCategory::kInternal, "fit of " + net_.weight_name(w) +
+                                                      ": no training data '" +
+                                                      source.config.dataset + "'");
+        }
+        // The rows as stored (Normalize scales what the edge multiplies, not what it is fitted on).
+        const Dataset x = it->second->expanded();
+        for (const FixedWeights& fw : destination.config.fixed_weights) {
+            if (fw.source != source.config.name) continue;
+            const std::vector<float> b = ease_matrix(x, fw.lambda, fw.scale);
+            // The whole matrix: fixed edges are never split.
+            net_.params.edges[wi].w.upload(b.data(), b.size());
+        }
+    }
+    net_.params.fits_pending = false;
 }
 
 size_t Training::checked_layers() const {

@@ -37,6 +37,13 @@ class Training {
     bool split() const;
     const NetworkConfig& config() const;
 
+    // FixedWeights: whether a new network's fixed matrices still wait for their fit, and the fit
+    // itself (EASE, linear_fit.h) from the training rows of each fixed edge's source layer in
+    // `datasets` (by dataset name, the rows as stored: Normalize does not apply). Every rank
+    // fits the whole matrix from the whole data (a split network refuses FixedWeights).
+    bool fits_pending() const;
+    void fit_fixed_weights(const std::map<std::string, const Dataset*>& datasets);
+
     // Grows the activation, delta and sparse-gradient buffers for batches of up to `rows` rows
     // holding up to `input_nnz` stored input entries.
     void reserve(size_t rows, size_t input_nnz);
@@ -59,7 +66,8 @@ class Training {
     // *loss_sum (a split network's rank: its columns' part).
     void add_losses(const Bindings& data, const BatchRows& rows, double* loss_sum);
     // The inference-mode gradients of `rows` (no dropout; the loss of these rows, not scaled by
-    // a batch), whole, by parameter name: "weight:<source>-><destination>" of each owned matrix
+    // a batch), whole, by parameter name: "weight:<source>-><destination>" of each owned and
+    // trained (not fixed) matrix
     // and "bias:<layer>" of each non-input layer. Collective on a split network.
     std::map<std::string, std::vector<float>> parameter_gradients(const Bindings& data,
                                                                   const BatchRows& rows);

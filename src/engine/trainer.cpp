@@ -120,6 +120,9 @@ struct Trainer::Impl {
         net.reserve(std::min<uint64_t>(options.batch, data.rows()),
                     data.max_input_nnz(options.batch));
         net.ensure_optimizer_state(options.optimizer.kind);
+        // A new network's FixedWeights are fitted from this training data, before any step (a
+        // resume() then overwrites them with the checkpoint's, as every parameter).
+        if (net.fits_pending()) net.fit_fixed_weights(datasets);
         sync_every = sync_every_for(net.backend());
         if (net.data_parallel() && options.optimizer.sparse_update == SparseUpdate::kLazy) {
             throw Error(ErrorCategory::kNotImplemented,

@@ -548,10 +548,13 @@ void ModelReader::read_weights(int slots) {
             w.source_output_layer = get_text(nc, path, prefix + "_sourceOutputLayer");
             w.transposed = get_int(nc, path, prefix + "_bTransposed") != 0;
         } else {
-            w.state_slots = slots;
+            // A fixed matrix (FixedWeights) is never trained: no optimizer state in checkpoints.
+            bool fixed = false;
+            for (const FixedWeights& fw : out->fixed_weights) fixed = fixed || fw.source == in->name;
+            w.state_slots = fixed ? 0 : slots;
             const std::string whose = "the sizes of layers '" + w.input_layer + "' -> '" +
                                       w.output_layer + "' in the file's config";
-            for (int s = 0; s <= slots; ++s) {
+            for (int s = 0; s <= w.state_slots; ++s) {
                 ids[s] = find_variable(weight_variable(size_t(i), ModelSlot(s)), {w.rows, w.cols},
                                        whose);
             }

@@ -297,7 +297,7 @@ TEST(ConfigKeySets, ListTheObjectsAndNoKeyTwice) {
     EXPECT_EQ(objects, (std::vector<std::string>{
                            "$", "$.ScaledMarginalCrossEntropy", "$.DataScaledMarginalCrossEntropy",
                            "$.Denoising", "$.DeltaBoost", "$.SparsenessPenalty", "$.Layers[]",
-                           "$.Layers[].SharedWeights", "$.Layers[].WeightInit",
+                           "$.Layers[].SharedWeights", "$.Layers[].FixedWeights", "$.Layers[].WeightInit",
                            "$.Layers[].Normalize", "$.Layers[].SparsenessPenalty", "$.Training"}));
     for (const ConfigValueSet& v : config_value_sets()) EXPECT_FALSE(v.accepted.empty()) << v.key;
 }

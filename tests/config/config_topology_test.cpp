@@ -1,7 +1,8 @@
 // The topology keys of the network language: Skip and SharedWeights parsed (string or array,
 // object or array, case-insensitive keys), written back by to_json, and every structural mistake
 // reported with its JSON path (unknown or repeated names, cycles through skips, shared edges
-// that do not exist, chains, InputLayer not a source).
+// that do not exist, chains, InputLayer not a source); FixedWeights likewise (its source an
+// Input layer among the layer's sources, not shared either way).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -208,6 +209,76 @@ TEST(ConfigTopology, UntransposedTieBetweenSiblingLayers) {
     ASSERT_EQ(c.layers[3].shared_weights.size(), 1u);
     EXPECT_EQ(c.layers[3].shared_weights[0].source_output_layer, "H2");
     expect_round_trip(c);
+}
+
+// ---------------------------------------------------------------- FixedWeights
+
+// Out <- [H2, In], the In -> Out edge fixed: `entry` is the FixedWeights value.
+std::string fixed(const std::string& entry) {
+    return net("", "", R"(, "Source": ["H2", "In"], "FixedWeights": )" + entry);
+}
+
+TEST(ConfigTopology, FixedWeightsTakesAnObjectOrAnArrayWithDefaults) {
+    NetworkConfig c = NetworkConfig::from_json(fixed(R"({ "Source": "In", "Lambda": 500 })"));
+    ASSERT_EQ(c.layers[3].fixed_weights.size(), 1u);
+    const FixedWeights& f = c.layers[3].fixed_weights[0];
+    EXPECT_EQ(f.source, "In");
+    EXPECT_EQ(f.fit, LinearFit::kEase);
+    EXPECT_EQ(f.lambda, 500.0f);
+    EXPECT_EQ(f.scale, 1.0f);
+    EXPECT_TRUE(f.in_training);
+    expect_round_trip(c);
+    EXPECT_CONTAINS(c.to_json(), R"("FixedWeights": [{ "Source": "In", "Fit": "EASE", )"
+                                 R"("Lambda": 5e+02, "Scale": 1, "InTraining": true }])");
+    c = NetworkConfig::from_json(fixed(
+        R"([{ "source": "In", "FIT": "ease", "Lambda": 0.5, "Scale": -2, "InTraining": false }])"));
+    EXPECT_EQ(c.layers[3].fixed_weights[0].scale, -2.0f);
+    EXPECT_FALSE(c.layers[3].fixed_weights[0].in_training);
+    expect_round_trip(c);
+    EXPECT_EQ(NetworkConfig::from_json(net()).to_json().find("FixedWeights"), std::string::npos);
+    NetworkConfig d = c;
+    d.layers[3].fixed_weights[0].in_training = true;
+    EXPECT_FALSE(d == c);
+}
+
+TEST(ConfigTopology, FixedWeightsErrorsNameThePath) {
+    expect_config_error(fixed(R"({ "Lambda": 1 })"),
+                        {"$.Layers[3].FixedWeights.Source: missing required key Source"});
+    expect_config_error(fixed(R"({ "Source": "In" })"),
+                        {"$.Layers[3].FixedWeights.Lambda: missing required key Lambda",
+                         "a number > 0"});
+    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 0 })"),
+                        {"$.Layers[3].FixedWeights.Lambda: value 0 is out of range"});
+    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 1, "Fit": "SLIM" })"),
+                        {"$.Layers[3].FixedWeights.Fit: unknown value \"SLIM\"", "EASE"});
+    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 1, "Scal": 2 })"),
+                        {"$.Layers[3].FixedWeights.Scal: unknown key \"Scal\"",
+                         "Source, Fit, Lambda, Scale, InTraining"});
+    expect_config_error(fixed(R"([])"), {"$.Layers[3].FixedWeights: empty array"});
+    expect_config_error(fixed(R"({ "Source": "H1", "Lambda": 1 })"),
+                        {"$.Layers[3].FixedWeights.Source: layer \"H1\" is not a Source of "
+                         "layer \"Out\"",
+                         "one of this layer's sources: H2, In"});
+    expect_config_error(fixed(R"({ "Source": "H2", "Lambda": 1 })"),
+                        {"$.Layers[3].FixedWeights.Source: layer \"H2\" is not an Input layer"});
+    expect_config_error(fixed(R"([{ "Source": "In", "Lambda": 1 }, { "Source": "In", "Lambda": 2 }])"),
+                        {"$.Layers[3].FixedWeights[1].Source: the edge from \"In\" is fixed twice"});
+    expect_config_error(
+        net("", "", R"(, "Source": ["H2", "In"], "FixedWeights": { "Source": "In", "Lambda": 1 },
+            "SharedWeights": { "InputLayer": "In", "SourceInputLayer": "In",
+                               "SourceOutputLayer": "H1" })"),
+        {"$.Layers[3].FixedWeights.Source: the edge \"In\" -> \"Out\" also has a SharedWeights "
+         "entry"});
+    // H1 <- In fixed, and H2 <- In uses that matrix.
+    expect_config_error(
+        net(R"(, "FixedWeights": { "Source": "In", "Lambda": 1 })",
+            R"(, "Source": ["H1", "In"], "SharedWeights": { "InputLayer": "In",
+                "SourceInputLayer": "In", "SourceOutputLayer": "H1" })"),
+        {"$.Layers[1].FixedWeights.Source: the edge \"In\" -> \"H1\" lends its matrix to layer "
+         "\"H2\""});
+    expect_config_error(
+        R"({ "Layers": [ { "N": 4, "DataSet": "x", "FixedWeights": {} }, { "N": 4, "DataSet": "y" } ] })",
+        {"$.Layers[0].FixedWeights: FixedWeights is not allowed on Input layers"});
 }
 
 // ---------------------------------------------------------------- configs built in code

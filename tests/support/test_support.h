@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,8 +43,10 @@ Dataset random_dataset(uint64_t rows, uint32_t cols, RowShape shape, bool with_v
 // trainer.compute_gradients(first_row, count) for every weight of every parameter (step h),
 // with EXPECT_NEAR at 2e-3 + 2e-2 * max(|numeric|, |analytic|). Returns the number of weights
 // checked and, in *largest, the largest |numeric| seen (to show a check is not vacuous).
+// Parameters named in `untrained` (FixedWeights matrices) must have no gradient and are skipped.
 int check_gradients_numerically(Network& net, Trainer& trainer, uint64_t first_row, uint32_t count,
-                                float h, double* largest = nullptr);
+                                float h, double* largest = nullptr,
+                                const std::set<std::string>& untrained = {});
 
 // Runs f and expects an Error of `category` (a test failure otherwise); returns its message, or
 // "" when nothing was thrown.
