@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,15 +93,28 @@ TEST(Layering, KernelsIncludeNothingFromSrc) {
 }
 
 // The network's private header (src/engine/network_impl.h) is the network's own: only its
-// network*.cpp files include it. The Trainer, the Predictor, the Recommender and the output screen
-// ask narrow parts of it instead (network_training.h, network_scoring.h, network_bindings.h).
+// network*.cpp files include it, and the headers of its four parts (network_graph.h,
+// network_plan.h, network_parameters.h, network_buffers.h) only it and they. The Trainer, the
+// Predictor, the Recommender and the output screen ask narrow parts of it instead
+// (network_training.h, network_scoring.h, network_bindings.h).
 TEST(Layering, OnlyTheNetworkIncludesItsPrivateHeader) {
+    const std::set<std::string> parts = {"engine/network_graph.h", "engine/network_plan.h",
+                                         "engine/network_parameters.h",
+                                         "engine/network_buffers.h"};
+    for (const std::string& p : parts) EXPECT_TRUE(fs::exists(kSource / "src" / p)) << p;
     size_t network_files = 0;
     for (const char* dir : {"src", "tools", "include", "kernels"}) {
         for (const fs::path& f : sources_under(kSource / dir)) {
             const std::string rel = fs::relative(f, kSource).string();
             const bool own = rel.rfind("src/engine/network", 0) == 0;
+            const bool private_header = rel == "src/engine/network_impl.h";
             for (const Include& inc : quoted_includes(f)) {
+                if (parts.count(inc.path) > 0) {
+                    if (private_header || (own && parts.count(rel.substr(4)) > 0)) continue;
+                    ADD_FAILURE() << where(f, inc) << ": only network_impl.h includes the headers "
+                                  << "of the network's parts";
+                    continue;
+                }
                 if (inc.path != "engine/network_impl.h") continue;
                 if (own) {
                     ++network_files;
