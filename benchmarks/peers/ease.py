@@ -40,10 +40,12 @@ def parse_args():
     return p.parse_args()
 
 
-a = parse_args()
-# BLAS threads must be set before numpy loads its BLAS.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", str(a.threads))
-os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
+if __name__ == "__main__":
+    a = parse_args()
+    # BLAS threads must be set before numpy loads its BLAS (an importer, such as
+    # benchmarks/quality/blend_screen.py, sets them itself).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(a.threads))
+    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
 
 import netCDF4  # noqa: E402
 import numpy as np  # noqa: E402
