@@ -784,7 +784,8 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
         const Json::Value& s = *f.value;
         if (s.isArray()) {
             if (s.empty()) {
-                fail(ctx, f.path, "empty array", "a FixedWeights object or a non-empty array of them");
+                fail(ctx, f.path, "empty array",
+                     "a FixedWeights object or a non-empty array of them");
             }
             for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
                 Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};

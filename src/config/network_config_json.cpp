@@ -135,12 +135,11 @@ bool operator==(const LayerConfig& a, const LayerConfig& b) {
     return a.name == b.name && a.kind == b.kind && a.n == b.n && a.n_auto == b.n_auto &&
            a.sparse == b.sparse && a.dataset == b.dataset && a.sources == b.sources &&
            a.skips == b.skips && a.shared_weights == b.shared_weights &&
-           a.fixed_weights == b.fixed_weights &&
-           a.activation == b.activation && (!slope || a.relu_slope == b.relu_slope) &&
-           (!alpha || a.elu_alpha == b.elu_alpha) && (!lambda || a.selu_lambda == b.selu_lambda) &&
-           a.p_dropout == b.p_dropout && a.normalize_l2 == b.normalize_l2 &&
-           a.weight_init == b.weight_init && a.weight_norm == b.weight_norm &&
-           a.delta_norm == b.delta_norm &&
+           a.fixed_weights == b.fixed_weights && a.activation == b.activation &&
+           (!slope || a.relu_slope == b.relu_slope) && (!alpha || a.elu_alpha == b.elu_alpha) &&
+           (!lambda || a.selu_lambda == b.selu_lambda) && a.p_dropout == b.p_dropout &&
+           a.normalize_l2 == b.normalize_l2 && a.weight_init == b.weight_init &&
+           a.weight_norm == b.weight_norm && a.delta_norm == b.delta_norm &&
            (!penalty || a.sparseness_penalty == b.sparseness_penalty);
 }
 

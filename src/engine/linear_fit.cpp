@@ -19,8 +19,8 @@ std::vector<float> ease_matrix(const Dataset& x, float lambda, float scale) {
     if (!(lambda > 0.0f)) throw Error(ErrorCategory::kInternal, "ease_matrix: lambda <= 0");
     const size_t n = x.cols;
     if (n == 0 || n > size_t(INT32_MAX) / 2) {
-        throw Error(ErrorCategory::kData, "EASE fit: " + std::to_string(n) +
-                                              " columns; expected 1 to 1073741823");
+        throw Error(ErrorCategory::kData,
+                    "EASE fit: " + std::to_string(n) + " columns; expected 1 to 1073741823");
     }
     // The rows by column (CSC), so that each thread owns whole rows of G: G[i, :] is the sum
     // over the examples holding item i of x_ui * x_u.
@@ -57,9 +57,10 @@ std::vector<float> ease_matrix(const Dataset& x, float lambda, float scale) {
     spotrf_("U", &ni, g.data(), &ni, &info);
     if (info == 0) spotri_("U", &ni, g.data(), &ni, &info);
     if (info != 0) {
-        throw Error(ErrorCategory::kData,
-                    "EASE fit: X^T X + " + std::to_string(lambda) + " I is not positive definite "
-                    "in float (LAPACK info " + std::to_string(info) + "); expected a larger Lambda");
+        throw Error(ErrorCategory::kData, "EASE fit: X^T X + " + std::to_string(lambda) +
+                                              " I is not positive definite "
+                                              "in float (LAPACK info " +
+                                              std::to_string(info) + "); expected a larger Lambda");
     }
     // P's lower triangle (row-major) holds the inverse: mirror it, then B = -P / diag(P) by
     // column, zero diagonal.

@@ -146,7 +146,8 @@ void Network::Impl::build(const std::map<std::string, uint32_t>& dataset_widths)
         if (w.fixed && plan.split()) {
             throw Error(ErrorCategory::kNotImplemented,
                         where + ": not implemented yet: FixedWeights in a network split over " +
-                            std::to_string(plan.ranks) + " ranks (use one rank or --parallel data)");
+                            std::to_string(plan.ranks) +
+                            " ranks (use one rank or --parallel data)");
         }
         // Data parallelism sums whole gradients over the ranks: sparse sources scatter theirs.
         if (w.owner == static_cast<int>(i)) {
@@ -653,7 +654,7 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
     };
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         if (graph.edges[i].owner != static_cast<int>(i)) continue;  // state, gradient: on the owner
-        if (graph.edges[i].fixed) continue;                          // never trained
+        if (graph.edges[i].fixed) continue;                         // never trained
         engine::EdgeBuffers& g = buffers.edges[i];
         const engine::EdgeSplit& block = plan.edges[i];
         const size_t n = size_t(block.local_rows) * block.local_cols;

@@ -68,8 +68,7 @@ std::string describe_model_parallel(const NetworkConfig& config,
         const double cols = by_output ? dst_cap : w.cols;
         // Parameters, the dense gradient (sparse sources keep a row-sparse one instead), state;
         // a fixed matrix (FixedWeights) has only its values.
-        const double per_value =
-            f * (1.0 + (part.dense_grad ? 1.0 : 0.0) + (w.fixed ? 0 : slots));
+        const double per_value = f * (1.0 + (part.dense_grad ? 1.0 : 0.0) + (w.fixed ? 0 : slots));
         param_bytes += rows * cols * per_value;
         out << "  " << src.config.name << " -> " << dst.config.name << " [" << w.rows << " x "
             << w.cols << "]: ";

@@ -550,7 +550,8 @@ void ModelReader::read_weights(int slots) {
         } else {
             // A fixed matrix (FixedWeights) is never trained: no optimizer state in checkpoints.
             bool fixed = false;
-            for (const FixedWeights& fw : out->fixed_weights) fixed = fixed || fw.source == in->name;
+            for (const FixedWeights& fw : out->fixed_weights)
+                fixed = fixed || fw.source == in->name;
             w.state_slots = fixed ? 0 : slots;
             const std::string whose = "the sizes of layers '" + w.input_layer + "' -> '" +
                                       w.output_layer + "' in the file's config";

@@ -294,11 +294,12 @@ TEST(ConfigKeySets, ListTheObjectsAndNoKeyTwice) {
         std::sort(all.begin(), all.end());
         EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << s.object;
     }
-    EXPECT_EQ(objects, (std::vector<std::string>{
-                           "$", "$.ScaledMarginalCrossEntropy", "$.DataScaledMarginalCrossEntropy",
-                           "$.Denoising", "$.DeltaBoost", "$.SparsenessPenalty", "$.Layers[]",
-                           "$.Layers[].SharedWeights", "$.Layers[].FixedWeights", "$.Layers[].WeightInit",
-                           "$.Layers[].Normalize", "$.Layers[].SparsenessPenalty", "$.Training"}));
+    EXPECT_EQ(objects,
+              (std::vector<std::string>{
+                  "$", "$.ScaledMarginalCrossEntropy", "$.DataScaledMarginalCrossEntropy",
+                  "$.Denoising", "$.DeltaBoost", "$.SparsenessPenalty", "$.Layers[]",
+                  "$.Layers[].SharedWeights", "$.Layers[].FixedWeights", "$.Layers[].WeightInit",
+                  "$.Layers[].Normalize", "$.Layers[].SparsenessPenalty", "$.Training"}));
     for (const ConfigValueSet& v : config_value_sets()) EXPECT_FALSE(v.accepted.empty()) << v.key;
 }
 

@@ -244,9 +244,9 @@ TEST(ConfigTopology, FixedWeightsTakesAnObjectOrAnArrayWithDefaults) {
 TEST(ConfigTopology, FixedWeightsErrorsNameThePath) {
     expect_config_error(fixed(R"({ "Lambda": 1 })"),
                         {"$.Layers[3].FixedWeights.Source: missing required key Source"});
-    expect_config_error(fixed(R"({ "Source": "In" })"),
-                        {"$.Layers[3].FixedWeights.Lambda: missing required key Lambda",
-                         "a number > 0"});
+    expect_config_error(
+        fixed(R"({ "Source": "In" })"),
+        {"$.Layers[3].FixedWeights.Lambda: missing required key Lambda", "a number > 0"});
     expect_config_error(fixed(R"({ "Source": "In", "Lambda": 0 })"),
                         {"$.Layers[3].FixedWeights.Lambda: value 0 is out of range"});
     expect_config_error(fixed(R"({ "Source": "In", "Lambda": 1, "Fit": "SLIM" })"),
@@ -261,8 +261,9 @@ TEST(ConfigTopology, FixedWeightsErrorsNameThePath) {
                          "one of this layer's sources: H2, In"});
     expect_config_error(fixed(R"({ "Source": "H2", "Lambda": 1 })"),
                         {"$.Layers[3].FixedWeights.Source: layer \"H2\" is not an Input layer"});
-    expect_config_error(fixed(R"([{ "Source": "In", "Lambda": 1 }, { "Source": "In", "Lambda": 2 }])"),
-                        {"$.Layers[3].FixedWeights[1].Source: the edge from \"In\" is fixed twice"});
+    expect_config_error(
+        fixed(R"([{ "Source": "In", "Lambda": 1 }, { "Source": "In", "Lambda": 2 }])"),
+        {"$.Layers[3].FixedWeights[1].Source: the edge from \"In\" is fixed twice"});
     expect_config_error(
         net("", "", R"(, "Source": ["H2", "In"], "FixedWeights": { "Source": "In", "Lambda": 1 },
             "SharedWeights": { "InputLayer": "In", "SourceInputLayer": "In",

@@ -47,8 +47,8 @@ std::vector<double> ease_reference(const Dataset& x, double lambda, double scale
     for (uint64_t r = 0; r < x.rows; ++r)
         for (uint64_t a = x.offsets[r]; a < x.offsets[r + 1]; ++a)
             for (uint64_t b = x.offsets[r]; b < x.offsets[r + 1]; ++b)
-                g[x.indices[a] * n + x.indices[b]] += (x.values.empty() ? 1.0 : x.values[a]) *
-                                                      (x.values.empty() ? 1.0 : x.values[b]);
+                g[x.indices[a] * n + x.indices[b]] +=
+                    (x.values.empty() ? 1.0 : x.values[a]) * (x.values.empty() ? 1.0 : x.values[b]);
     for (size_t i = 0; i < n; ++i) {
         g[i * n + i] += lambda;
         p[i * n + i] = 1.0;
@@ -77,7 +77,8 @@ std::vector<double> ease_reference(const Dataset& x, double lambda, double scale
     }
     std::vector<double> b(n * n);
     for (size_t i = 0; i < n; ++i)
-        for (size_t j = 0; j < n; ++j) b[i * n + j] = i == j ? 0.0 : -scale * p[i * n + j] / p[j * n + j];
+        for (size_t j = 0; j < n; ++j)
+            b[i * n + j] = i == j ? 0.0 : -scale * p[i * n + j] / p[j * n + j];
     return b;
 }
 
@@ -113,8 +114,7 @@ std::string config(const std::string& fixed = R"("Source": "In", "Lambda": 4, "S
         { "Name": "H", "Kind": "Hidden", "N": 4, "Activation": "Tanh", "Source": "In" },
         { "Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "x", "Sparse": true,
           "Activation": "Sigmoid", "Source": )" +
-           out_sources + (fixed.empty() ? "" : R"(, "FixedWeights": { )" + fixed + " }") +
-           " } ] }";
+           out_sources + (fixed.empty() ? "" : R"(, "FixedWeights": { )" + fixed + " }") + " } ] }";
 }
 
 TrainOptions adam(uint32_t epochs) {
@@ -129,7 +129,8 @@ TrainOptions adam(uint32_t epochs) {
 
 TEST(FixedWeights, FittedBeforeTheFirstStepAndNeverTrained) {
     const Dataset x = items();
-    Network net = Network::create(NetworkConfig::from_json(config()), {{"x", kItems}}, cpu_options());
+    Network net =
+        Network::create(NetworkConfig::from_json(config()), {{"x", kItems}}, cpu_options());
     EXPECT_EQ(net.get_parameter("weight:In->Out"), std::vector<float>(kItems * kItems, 0.0f));
     Trainer trainer(net, {{"x", &x}}, adam(3));
     const std::vector<float> fitted = net.get_parameter("weight:In->Out");
@@ -148,32 +149,32 @@ TEST(FixedWeights, FittedBeforeTheFirstStepAndNeverTrained) {
     for (const Parameter& p : net.parameters()) listed = listed || p.name == "weight:In->Out";
     EXPECT_TRUE(listed);
     // A second Trainer on the same (no longer new) network keeps the matrix.
-    const Dataset other = testing::random_dataset(kRows, kItems, testing::RowShape::kUniform,
-                                                  false, 99, "x");
+    const Dataset other =
+        testing::random_dataset(kRows, kItems, testing::RowShape::kUniform, false, 99, "x");
     Trainer again(net, {{"x", &other}}, adam(1));
     EXPECT_EQ(net.get_parameter("weight:In->Out"), fitted);
 }
 
 TEST(FixedWeights, GradientsOfTheOtherParametersMatchFiniteDifferences) {
     const Dataset x = items();
-    Network net = Network::create(NetworkConfig::from_json(config()), {{"x", kItems}}, cpu_options());
+    Network net =
+        Network::create(NetworkConfig::from_json(config()), {{"x", kItems}}, cpu_options());
     Trainer trainer(net, {{"x", &x}}, adam(1));
     double largest = 0.0;
     const int checked = testing::check_gradients_numerically(net, trainer, 0, 12, 1e-3, &largest,
-                                                           {"weight:In->Out"});
+                                                             {"weight:In->Out"});
     EXPECT_GT(checked, 0);
     EXPECT_GT(largest, 1e-4);
 }
 
 TEST(FixedWeights, InferenceOnlyPathLeavesTrainingAsWithoutTheEdge) {
     const Dataset x = items();
-    Network with = Network::create(
-        NetworkConfig::from_json(config(R"("Source": "In", "Lambda": 4, "Scale": 2,
+    Network with =
+        Network::create(NetworkConfig::from_json(config(R"("Source": "In", "Lambda": 4, "Scale": 2,
                                            "InTraining": false)")),
-        {{"x", kItems}}, cpu_options());
-    Network without =
-        Network::create(NetworkConfig::from_json(config("", R"(["H"])")), {{"x", kItems}},
-                        cpu_options());
+                        {{"x", kItems}}, cpu_options());
+    Network without = Network::create(NetworkConfig::from_json(config("", R"(["H"])")),
+                                      {{"x", kItems}}, cpu_options());
     Trainer(with, {{"x", &x}}, adam(3)).fit();
     Trainer(without, {{"x", &x}}, adam(3)).fit();
     for (const char* name : {"weight:In->H", "weight:H->Out", "bias:H", "bias:Out"}) {
@@ -187,7 +188,8 @@ TEST(FixedWeights, InferenceOnlyPathLeavesTrainingAsWithoutTheEdge) {
     for (uint64_t r = 0; r < kRows; ++r) {
         for (uint32_t j = 0; j < kItems; ++j) {
             double path = 0.0;
-            for (uint64_t e = x.offsets[r]; e < x.offsets[r + 1]; ++e) path += w[x.indices[e] * kItems + j];
+            for (uint64_t e = x.offsets[r]; e < x.offsets[r + 1]; ++e)
+                path += w[x.indices[e] * kItems + j];
             const double pb = b[r * kItems + j];
             const double want = 1.0 / (1.0 + std::exp(-(std::log(pb / (1.0 - pb)) + path)));
             EXPECT_NEAR(a[r * kItems + j], want, 2e-5) << r << "," << j;
@@ -200,7 +202,8 @@ TEST(FixedWeights, InferenceOnlyPathLeavesTrainingAsWithoutTheEdge) {
 TEST(FixedWeights, ModelFilesAndCheckpointsKeepItAndAResumeIsBitExact) {
     const Dataset x = items();
     testing::TempDir dir;
-    Network net = Network::create(NetworkConfig::from_json(config()), {{"x", kItems}}, cpu_options());
+    Network net =
+        Network::create(NetworkConfig::from_json(config()), {{"x", kItems}}, cpu_options());
     Trainer trainer(net, {{"x", &x}}, adam(2));
     trainer.train_epoch();
     trainer.save_checkpoint(dir.file("ckpt.nc"));

@@ -99,8 +99,7 @@ TEST(Layering, KernelsIncludeNothingFromSrc) {
 // (network_training.h, network_scoring.h, network_bindings.h).
 TEST(Layering, OnlyTheNetworkIncludesItsPrivateHeader) {
     const std::set<std::string> parts = {"engine/network_graph.h", "engine/network_plan.h",
-                                         "engine/network_parameters.h",
-                                         "engine/network_buffers.h"};
+                                         "engine/network_parameters.h", "engine/network_buffers.h"};
     for (const std::string& p : parts) EXPECT_TRUE(fs::exists(kSource / "src" / p)) << p;
     size_t network_files = 0;
     for (const char* dir : {"src", "tools", "include", "kernels"}) {
