@@ -3,8 +3,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <set>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
