@@ -664,6 +664,27 @@ SharedWeights parse_shared_entry(const Ctx& ctx, const Field& f) {
     return s;
 }
 
+// An object or a non-empty array of objects (SharedWeights, FixedWeights): each parsed by
+// `parse_one`, appended to `entries`, its JSON path to `paths`.
+template <typename Entry>
+void parse_entries(const Ctx& ctx, const Field& f, const std::string& key,
+                   Entry (*parse_one)(const Ctx&, const Field&), std::vector<Entry>& entries,
+                   std::vector<std::string>& paths) {
+    const Json::Value& s = *f.value;
+    if (!s.isArray()) {
+        entries.push_back(parse_one(ctx, f));
+        paths.push_back(f.path);
+        return;
+    }
+    if (s.empty())
+        fail(ctx, f.path, "empty array", "a " + key + " object or a non-empty array of them");
+    for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
+        Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};
+        entries.push_back(parse_one(ctx, e));
+        paths.push_back(e.path);
+    }
+}
+
 // One FixedWeights entry: {Source, Fit, Lambda, Scale, InTraining}; Source and Lambda are
 // required, Fit is EASE (the only fit so far), Scale 1 and InTraining true by default.
 FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
@@ -760,42 +781,16 @@ ParsedLayer parse_layer(const Ctx& ctx, const Json::Value& v, size_t index, size
         if (layer.kind == LayerKind::kInput) {
             not_allowed(f, "SharedWeights", "SharedWeights only on Hidden and Output layers");
         }
-        const Json::Value& s = *f.value;
-        if (s.isArray()) {
-            if (s.empty()) {
-                fail(ctx, f.path, "empty array",
-                     "a SharedWeights object or a non-empty array of them");
-            }
-            for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
-                Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};
-                layer.shared_weights.push_back(parse_shared_entry(ctx, e));
-                out.shared_paths.push_back(e.path);
-            }
-        } else {
-            layer.shared_weights.push_back(parse_shared_entry(ctx, f));
-            out.shared_paths.push_back(f.path);
-        }
+        parse_entries(ctx, f, "SharedWeights", parse_shared_entry, layer.shared_weights,
+                      out.shared_paths);
     }
 
     if (Field f = o.get("FixedWeights")) {
         if (layer.kind == LayerKind::kInput) {
             not_allowed(f, "FixedWeights", "FixedWeights only on Hidden and Output layers");
         }
-        const Json::Value& s = *f.value;
-        if (s.isArray()) {
-            if (s.empty()) {
-                fail(ctx, f.path, "empty array",
-                     "a FixedWeights object or a non-empty array of them");
-            }
-            for (Json::ArrayIndex i = 0; i < s.size(); ++i) {
-                Field e{&s[i], f.path + "[" + std::to_string(i) + "]"};
-                layer.fixed_weights.push_back(parse_fixed_entry(ctx, e));
-                out.fixed_paths.push_back(e.path);
-            }
-        } else {
-            layer.fixed_weights.push_back(parse_fixed_entry(ctx, f));
-            out.fixed_paths.push_back(f.path);
-        }
+        parse_entries(ctx, f, "FixedWeights", parse_fixed_entry, layer.fixed_weights,
+                      out.fixed_paths);
     }
 
     if (Field f = o.get("Activation")) {
