@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Protocol A on yelp2018 (../shared/design/quality.md): split, train configs/protocol-a.json with the
-# epoch chosen on validation, EASE peer with lambda chosen on validation, both scored by
-# `sparsenet evaluate`; writes benchmarks/results/<date>-<machine>-quality-yelp2018.json.
+# Protocol A on yelp2018 (../shared/design/quality.md): split, train configs/protocol-a-yelp2018.json
+# (the autoencoder with learning-rate decay and an inference-only EASE path, both chosen on
+# Yelp2018's validation: docs/quality.md) with the epoch chosen on validation, EASE peer with
+# lambda chosen on validation, both scored by `sparsenet evaluate`; writes
+# benchmarks/results/<date>-<machine>-quality-yelp2018.json.
 # Needs the build (make) and benchmarks/.venv (benchmarks/setup-venv.sh). Extra arguments go to
 # protocol_a.py (e.g. --no-ease, --epochs N, --config FILE).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-exec benchmarks/quality/protocol_a.py --dataset yelp2018 --config configs/protocol-a.json --epochs 40 \
+exec benchmarks/quality/protocol_a.py --dataset yelp2018 --config configs/protocol-a-yelp2018.json --epochs 40 \
   --ease-lambdas 100,200,500 "$@"
