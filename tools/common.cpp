@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -144,6 +145,18 @@ void check_writable(const std::string& path) {
 
 void set_threads(int threads) {
     if (threads > 0) omp_set_num_threads(threads);
+}
+
+namespace {
+std::atomic<bool> g_verbose{false};
+}  // namespace
+
+void set_verbose(bool on) {
+    g_verbose.store(on);
+}
+
+bool verbose() {
+    return g_verbose.load();
 }
 
 std::vector<std::string> split_list(const std::string& list, const std::string& option) {

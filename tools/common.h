@@ -45,4 +45,10 @@ void check_writable(const std::string& path);
 // Applies --threads to OpenMP/OpenBLAS (0 = leave the defaults).
 void set_threads(int threads);
 
+// --verbose of train, predict and evaluate: also say which device `--device auto` took when it is
+// the CPU of a machine without an NVIDIA GPU (the expected case, otherwise not mentioned; a GPU
+// taken, or one present but not usable, is always said: main.cpp).
+void set_verbose(bool on);
+bool verbose();
+
 }  // namespace sparsenet::cli

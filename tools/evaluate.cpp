@@ -83,6 +83,10 @@ int evaluate_main(int argc, char** argv) {
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        bool verbose_flag = false;
+        args.add_flag({"-v", "--verbose"}, &verbose_flag,
+                      "also say which device --device auto took when it is the CPU of a machine "
+                      "without an NVIDIA GPU");
         if (!args.parse(argc, argv)) return 0;
         const std::vector<uint32_t> ks = parse_k_list(k_text, "-k");
         const uint32_t kmax = *std::max_element(ks.begin(), ks.end());
@@ -104,6 +108,7 @@ int evaluate_main(int argc, char** argv) {
         }
         if (batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
         set_threads(threads);
+        set_verbose(verbose_flag);
 
         const Dataset heldout = read_plain(heldout_path);
         Dataset input;

@@ -100,10 +100,14 @@ void disable_hdf5_exit_handler() {
     if (fn != nullptr) fn();
 }
 
-// `--device auto` (the default) says on stderr which backend it took and why: a GPU machine
-// whose CUDA setup is broken (no libcublas, a build for the wrong architecture) would otherwise
-// train on the CPU without a word.
-void report_device_choice(const std::string& line) {
+// `--device auto` (the default) says on stderr when it took a GPU, and when it took the CPU
+// although the machine has an NVIDIA GPU, with the CUDA runtime's reason: a GPU machine whose
+// CUDA setup is broken (no driver, no libcublas, a build for the wrong architecture) would
+// otherwise train on the CPU without a word. On a machine without an NVIDIA GPU the CPU is the
+// expected choice: said only with --verbose (every command of `make demo` used to start with
+// the CUDA runtime's "driver version is insufficient", which read like a failure).
+void report_device_choice(const std::string& line, sparsenet::DeviceChoiceKind kind) {
+    if (kind == sparsenet::DeviceChoiceKind::kCpuNoGpu && !sparsenet::cli::verbose()) return;
     std::fprintf(stderr, "sparsenet: %s\n", line.c_str());
 }
 

@@ -222,6 +222,10 @@ int predict_main(int argc, char** argv) {
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        bool verbose_flag = false;
+        args.add_flag({"-v", "--verbose"}, &verbose_flag,
+                      "also say which device --device auto took when it is the CPU of a machine "
+                      "without an NVIDIA GPU");
         args.add({"--comm"}, &comm, "KIND",
                  "auto | local | mpi | nccl: the ranks that split the model under mpirun "
                  "(default auto)");
@@ -259,6 +263,7 @@ int predict_main(int argc, char** argv) {
         const std::string fmt = score_format(format.empty() ? (text ? "4.3f" : ".6g") : format);
         options.output_layer = output_layer;
         set_threads(threads);
+        set_verbose(verbose_flag);
 
         NetworkOptions net_options;
         net_options.device = device;

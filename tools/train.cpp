@@ -158,6 +158,10 @@ int train_main(int argc, char** argv) {
         args.add({"--ranks"}, &plan_ranks, "N",
                  "ranks the --dry-run plan is for (default: this job's ranks, 1 without mpirun)");
         args.add_flag({"-q", "--quiet"}, &quiet, "print nothing but errors");
+        bool verbose_flag = false;
+        args.add_flag({"-v", "--verbose"}, &verbose_flag,
+                      "also say which device --device auto took when it is the CPU of a machine "
+                      "without an NVIDIA GPU");
         if (!args.parse(argc, argv)) return 0;
 
         const NetworkConfig config = NetworkConfig::from_file(config_path);
@@ -215,6 +219,7 @@ int train_main(int argc, char** argv) {
                         "option --resume: the checkpoint " + checkpoint_path + " does not exist");
         }
         set_threads(threads);
+        set_verbose(verbose_flag);
         NetworkOptions net_options;
         net_options.device = device;
         net_options.threads = threads;

@@ -6,15 +6,28 @@
 
 namespace sparsenet {
 
-// What make_backend("auto") took and why, as one line: "device auto -> cuda:0 (...)" or
-// "device auto -> cpu (no CUDA device: ...)". Silently falling back to the CPU hides a broken
-// GPU setup (a missing libcublas looks like a CPU-only machine), so the choice is always
-// available; but the library prints nothing: a program that wants it on stderr (the CLI) installs
-// a reporter, which make_backend("auto") calls once per process (later resolutions repeat the
-// first one's answer). nullptr removes it.
-using DeviceChoiceReporter = void (*)(const std::string& line);
+// How make_backend("auto") resolved. A machine without an NVIDIA GPU taking the CPU is the
+// expected case; the CPU taken although the machine shows an NVIDIA GPU (no driver or one too old
+// for this build's CUDA runtime, a GPU this build has no kernels for, a build without CUDA) is
+// worth a word, with the CUDA runtime's own: otherwise a broken GPU setup trains on the CPU
+// without anyone noticing.
+enum class DeviceChoiceKind {
+    kGpu,              // a GPU: "device auto -> cuda:0 (...)"
+    kCpuNoGpu,         // the CPU; the machine shows no NVIDIA GPU
+    kCpuGpuNotUsable,  // the CPU although the machine shows an NVIDIA GPU (the line says why)
+};
+
+// What make_backend("auto") took and why, as one line: "device auto -> cuda:0 (...)",
+// "device auto -> cpu (no NVIDIA GPU found; ...)" or "device auto -> cpu (an NVIDIA GPU is present
+// but ...)". The library prints nothing: a program that wants it (the CLI prints kGpu and
+// kCpuGpuNotUsable on stderr, kCpuNoGpu only with --verbose) installs a reporter, which
+// make_backend("auto") calls once per process (later resolutions repeat the first one's answer).
+// nullptr removes it.
+using DeviceChoiceReporter = void (*)(const std::string& line, DeviceChoiceKind kind);
 void set_device_choice_reporter(DeviceChoiceReporter reporter);
-// The line of the last make_backend("auto") in this process ("" before the first).
+// The line and kind of the last make_backend("auto") in this process ("" and kCpuNoGpu before the
+// first).
 std::string last_device_choice();
+DeviceChoiceKind last_device_choice_kind();
 
 }  // namespace sparsenet

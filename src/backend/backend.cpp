@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cctype>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.h"
@@ -95,20 +97,41 @@ namespace {
 std::atomic<DeviceChoiceReporter> g_reporter{nullptr};
 std::mutex g_choice_mutex;
 std::string g_choice;  // the last "device auto -> ..." line
+DeviceChoiceKind g_choice_kind = DeviceChoiceKind::kCpuNoGpu;
 bool g_choice_reported = false;
 
 // Records the choice of make_backend("auto") and hands it to the reporter once per process.
-void note_auto_choice(const std::string& line) {
+void note_auto_choice(const std::string& line, DeviceChoiceKind kind) {
     bool report = false;
     {
         std::lock_guard<std::mutex> lock(g_choice_mutex);
         g_choice = line;
+        g_choice_kind = kind;
         report = !g_choice_reported && g_reporter.load() != nullptr;
         if (report) g_choice_reported = true;
     }
     if (report) {
-        if (DeviceChoiceReporter r = g_reporter.load()) r(line);
+        if (DeviceChoiceReporter r = g_reporter.load()) r(line, kind);
     }
+}
+
+// driver_reports_gpu: the CUDA driver counted a device (then a GPU is there, whatever sysfs says).
+void note_auto_cpu_choice(const std::string& why, bool driver_reports_gpu) {
+#ifdef SPARSENET_WITH_CUDA
+    const bool cuda_build = true;
+#else
+    const bool cuda_build = false;
+#endif
+    const AutoChoice c =
+        describe_auto_cpu_choice(driver_reports_gpu || nvidia_gpu_present(), cuda_build, why);
+    note_auto_choice(c.line, c.kind);
+}
+
+std::string read_first_line(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
 }
 
 bool is_cuda_device(const std::string& d) {
@@ -128,6 +151,49 @@ std::string last_device_choice() {
     return g_choice;
 }
 
+DeviceChoiceKind last_device_choice_kind() {
+    std::lock_guard<std::mutex> lock(g_choice_mutex);
+    return g_choice_kind;
+}
+
+bool nvidia_gpu_present() {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path driver_gpus = "/proc/driver/nvidia/gpus";
+    if (fs::is_directory(driver_gpus, ec) && !fs::is_empty(driver_gpus, ec) && !ec) return true;
+    if (fs::exists("/dev/nvidia0", ec)) return true;
+    // PCI class 0x0300xx is a VGA controller, 0x0302xx a 3D controller (data-centre GPUs); NVIDIA
+    // also makes audio functions and bridges, which are not GPUs.
+    for (fs::directory_iterator it("/sys/bus/pci/devices", ec), end; !ec && it != end;
+         it.increment(ec)) {
+        if (read_first_line((it->path() / "vendor").string()) != "0x10de") continue;
+        const std::string cls = read_first_line((it->path() / "class").string());
+        if (cls.rfind("0x0300", 0) == 0 || cls.rfind("0x0302", 0) == 0) return true;
+    }
+    return false;
+}
+
+AutoChoice describe_auto_cpu_choice(bool gpu_present, bool cuda_build, const std::string& why) {
+    if (!cuda_build) {
+        if (!gpu_present) {
+            return {"device auto -> cpu (no NVIDIA GPU found; this build has no CUDA backend)",
+                    DeviceChoiceKind::kCpuNoGpu};
+        }
+        return {
+            "device auto -> cpu (an NVIDIA GPU is present, but this build has no CUDA "
+            "backend: rebuild with the CUDA toolkit installed, docs/gpu.md)",
+            DeviceChoiceKind::kCpuGpuNotUsable};
+    }
+    if (!gpu_present) {
+        // The expected case on a laptop or a CPU server: the runtime's words stay in the line for
+        // --verbose, in case the operating system hides a GPU that is there.
+        return {"device auto -> cpu (no NVIDIA GPU found; the CUDA runtime: " + why + ")",
+                DeviceChoiceKind::kCpuNoGpu};
+    }
+    return {"device auto -> cpu (an NVIDIA GPU is present but CUDA cannot use it: " + why + ")",
+            DeviceChoiceKind::kCpuGpuNotUsable};
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     if (threads < 0) {
         throw Error(ErrorCategory::kUsage,
@@ -145,21 +211,25 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
         std::string why;
         const int count = cuda::device_count(&why);
         if (count == 0) {
-            // No driver (cudaErrorInsufficientDriver / NoDevice) or a driver without devices.
-            note_auto_choice("device auto -> cpu (no CUDA device: " + why + ")");
+            // No driver (cudaErrorInsufficientDriver / NoDevice) or a driver without devices:
+            // expected without a GPU, worth a word with one (nvidia_gpu_present).
+            note_auto_cpu_choice(why, false);
         } else if (!cuda::device_usable(0, &why)) {
-            note_auto_choice("device auto -> cpu (the driver reports " + std::to_string(count) +
-                             " CUDA device(s) but cuda:0 is not usable: " + why + ")");
+            note_auto_cpu_choice("the driver reports " + std::to_string(count) +
+                                     " CUDA device(s) but cuda:0 is not usable: " + why,
+                                 true);
         } else {
             try {
                 std::unique_ptr<Backend> backend = cuda::create_backend(0);
                 note_auto_choice("device auto -> cuda:0 (" + std::to_string(count) +
-                                 " CUDA device(s) reported by the driver)");
+                                     " CUDA device(s) reported by the driver)",
+                                 DeviceChoiceKind::kGpu);
                 return backend;
             } catch (const Error& e) {
-                note_auto_choice(
-                    "device auto -> cpu (the driver reports " + std::to_string(count) +
-                    " CUDA device(s) but the CUDA backend could not be created: " + e.what() + ")");
+                note_auto_cpu_choice(
+                    "the driver reports " + std::to_string(count) +
+                        " CUDA device(s) but the CUDA backend could not be created: " + e.what(),
+                    true);
             }
         }
         return std::make_unique<CpuBackend>(threads);
@@ -188,7 +258,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
 #else
     // This build has no CUDA backend, so "auto" always resolves to the CPU.
     if (d == "auto") {
-        note_auto_choice("device auto -> cpu (this build has no CUDA backend)");
+        note_auto_cpu_choice("", false);
         return std::make_unique<CpuBackend>(threads);
     }
     if (is_cuda_device(d)) {

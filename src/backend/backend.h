@@ -227,6 +227,24 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads = 0
 
 // make_backend("auto") reports its choice: sparsenet/device_choice.h.
 
+// Whether this machine shows an NVIDIA GPU, asked of the operating system rather than the CUDA
+// runtime, which answers cudaErrorInsufficientDriver both on a machine without a GPU and on one
+// whose GPU has no driver or one too old: a GPU listed by a loaded NVIDIA driver
+// (/proc/driver/nvidia/gpus), a device node /dev/nvidia0 (a container given a GPU), or a PCI
+// display or 3D controller with NVIDIA's vendor id 0x10de (/sys/bus/pci/devices: found even
+// without a driver).
+bool nvidia_gpu_present();
+
+// The line and kind make_backend("auto") records when it takes the CPU, from what it found:
+// whether the machine shows an NVIDIA GPU, whether this build has the CUDA backend, and the CUDA
+// runtime's reason for not using one (empty in a build without CUDA). Separate so that every
+// case is tested on any machine.
+struct AutoChoice {
+    std::string line;
+    DeviceChoiceKind kind;
+};
+AutoChoice describe_auto_cpu_choice(bool gpu_present, bool cuda_build, const std::string& why);
+
 // RAII array in backend memory.
 template <typename T>
 class DeviceArray {

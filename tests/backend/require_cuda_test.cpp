@@ -77,12 +77,15 @@ TEST(CudaTestPolicy, RequiredCudaFailsWithoutAGpu) {
 }
 #endif
 
-// make_backend("auto") always records which backend it took and why, and hands the line to an
-// installed reporter once per process (the CLI prints it on stderr).
+// make_backend("auto") always records which backend it took and why, and hands the line and its
+// kind to an installed reporter once per process (the CLI prints it on stderr, the CPU of a
+// machine without a GPU only with --verbose).
 std::string g_reported;
+DeviceChoiceKind g_reported_kind = DeviceChoiceKind::kGpu;
 int g_reports = 0;
-void reporter(const std::string& line) {
+void reporter(const std::string& line, DeviceChoiceKind kind) {
     g_reported = line;
+    g_reported_kind = kind;
     ++g_reports;
 }
 
@@ -93,14 +96,20 @@ TEST(DeviceAuto, SaysWhichBackendItTookAndWhy) {
     set_device_choice_reporter(nullptr);
     EXPECT_EQ(g_reports, 1);  // once per process
     EXPECT_EQ(g_reported, last_device_choice());
+    EXPECT_EQ(g_reported_kind, last_device_choice_kind());
     EXPECT_EQ(g_reported.rfind("device auto -> " + a->name() + " (", 0), 0u) << g_reported;
     if (a->name() == "cpu") {
-        // Why not the GPU: no driver or device, an unusable device, or a build without CUDA.
-        EXPECT_TRUE(contains(g_reported, "no CUDA device: ") ||
-                    contains(g_reported, "is not usable") ||
-                    contains(g_reported, "could not be created") ||
-                    contains(g_reported, "this build has no CUDA backend"))
-            << g_reported;
+        // Why not the GPU: none on this machine (the expected case), or one that is there but
+        // cannot be used, with the reason.
+        if (nvidia_gpu_present() || testing::cuda_driver_devices() > 0) {
+            EXPECT_EQ(g_reported_kind, DeviceChoiceKind::kCpuGpuNotUsable) << g_reported;
+            EXPECT_TRUE(contains(g_reported, "an NVIDIA GPU is present")) << g_reported;
+        } else {
+            EXPECT_EQ(g_reported_kind, DeviceChoiceKind::kCpuNoGpu) << g_reported;
+            EXPECT_TRUE(contains(g_reported, "no NVIDIA GPU found")) << g_reported;
+        }
+    } else {
+        EXPECT_EQ(g_reported_kind, DeviceChoiceKind::kGpu) << g_reported;
     }
     // make_backend("cpu") is not "auto": it says nothing.
     g_reports = 0;
@@ -108,6 +117,35 @@ TEST(DeviceAuto, SaysWhichBackendItTookAndWhy) {
     make_backend("cpu");
     set_device_choice_reporter(nullptr);
     EXPECT_EQ(g_reports, 0);
+}
+
+// Every case of the CPU choice's line, whatever this machine has.
+TEST(DeviceAuto, TheCpuOfAMachineWithoutAGpuIsTheExpectedCase) {
+    const std::string runtime =
+        "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version "
+        "(cudaErrorInsufficientDriver)";
+    const AutoChoice none = describe_auto_cpu_choice(false, true, runtime);
+    EXPECT_EQ(none.kind, DeviceChoiceKind::kCpuNoGpu);
+    EXPECT_EQ(none.line,
+              "device auto -> cpu (no NVIDIA GPU found; the CUDA runtime: " + runtime + ")");
+    const AutoChoice none_no_cuda = describe_auto_cpu_choice(false, false, "");
+    EXPECT_EQ(none_no_cuda.kind, DeviceChoiceKind::kCpuNoGpu);
+    EXPECT_EQ(none_no_cuda.line,
+              "device auto -> cpu (no NVIDIA GPU found; this build has no CUDA backend)");
+}
+
+TEST(DeviceAuto, AGpuThatIsThereButNotUsableKeepsTheRuntimesWords) {
+    const std::string runtime =
+        "cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime version "
+        "(cudaErrorInsufficientDriver)";
+    const AutoChoice broken = describe_auto_cpu_choice(true, true, runtime);
+    EXPECT_EQ(broken.kind, DeviceChoiceKind::kCpuGpuNotUsable);
+    EXPECT_EQ(broken.line, "device auto -> cpu (an NVIDIA GPU is present but CUDA cannot use it: " +
+                               runtime + ")");
+    const AutoChoice no_cuda = describe_auto_cpu_choice(true, false, "");
+    EXPECT_EQ(no_cuda.kind, DeviceChoiceKind::kCpuGpuNotUsable);
+    EXPECT_TRUE(contains(no_cuda.line, "this build has no CUDA backend")) << no_cuda.line;
+    EXPECT_TRUE(contains(no_cuda.line, "docs/gpu.md")) << no_cuda.line;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// `--device auto` (the default) says on stderr which backend it took and why, so a GPU machine
-// whose CUDA setup is broken does not train on the CPU without a word; `--device cpu` says
-// nothing.
+// `--device auto` (the default) says on stderr which backend it took and why when that matters: a
+// GPU taken, or the CPU taken although the machine has an NVIDIA GPU (a broken CUDA setup must not
+// train on the CPU without a word). On a machine without a GPU the CPU is the expected choice:
+// said only with --verbose. `--device cpu` says nothing.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,30 +37,56 @@ class DeviceAutoCli : public ::testing::Test {
     std::string config_, data_, out_;
 };
 
-TEST_F(DeviceAutoCli, TrainSaysWhichBackendAutoTookAndWhy) {
+// The line "sparsenet: device auto -> ..." of out, "" when there is none; fails if it is there
+// twice.
+std::string auto_line(const std::string& out) {
+    const size_t at = out.find("sparsenet: device auto -> ");
+    if (at == std::string::npos) return "";
+    const std::string line = out.substr(at, out.find('\n', at) - at);
+    EXPECT_EQ(out.find("device auto ->", at + line.size()), std::string::npos)
+        << "said twice: " << out;
+    return line;
+}
+
+TEST_F(DeviceAutoCli, VerboseSaysWhichBackendAutoTookAndWhy) {
     const std::string model = dir_.file("model.nc");
+    ASSERT_EQ(
+        run("train -c " + config_ + " -i " + data_ + " -n " + model + " -b 16 -e 1 --verbose"), 0)
+        << out_;
+    const std::string verbose = auto_line(out_);
+    // Either the GPU, or the CPU with the reason: no GPU on this machine (on a GPU-less builder,
+    // with the CUDA runtime's words after it), or one that is there but cannot be used.
+    EXPECT_TRUE(verbose.rfind("sparsenet: device auto -> cuda:0 (", 0) == 0 ||
+                verbose.rfind("sparsenet: device auto -> cpu (no NVIDIA GPU found", 0) == 0 ||
+                verbose.rfind("sparsenet: device auto -> cpu (an NVIDIA GPU is present", 0) == 0)
+        << out_;
+    EXPECT_EQ(verbose.back(), ')') << verbose;
+
+    // Without --verbose: the same line, except on a machine without a GPU, where the CPU is
+    // the expected choice and nothing is said.
+    const bool no_gpu = verbose.find("(no NVIDIA GPU found") != std::string::npos;
     ASSERT_EQ(run("train -c " + config_ + " -i " + data_ + " -n " + model + " -b 16 -e 1"), 0)
         << out_;
-    const size_t at = out_.find("sparsenet: device auto -> ");
-    ASSERT_NE(at, std::string::npos) << out_;
-    const std::string line = out_.substr(at, out_.find('\n', at) - at);
-    // Either the GPU, or the CPU with the reason (on this GPU-less builder: no CUDA device, with
-    // the CUDA runtime's error).
-    EXPECT_TRUE(line.rfind("sparsenet: device auto -> cuda:0 (", 0) == 0 ||
-                line.rfind("sparsenet: device auto -> cpu (", 0) == 0)
-        << line;
-    EXPECT_EQ(line.back(), ')') << line;
-    EXPECT_EQ(out_.find("device auto ->", at + line.size()), std::string::npos)
-        << "said twice: " << out_;
+    EXPECT_EQ(auto_line(out_), no_gpu ? "" : verbose) << out_;
+    if (no_gpu) {
+        EXPECT_EQ(out_.find("cudaGetDeviceCount"), std::string::npos) << out_;
+    }
 
-    // Predicting with the model (also auto by default) says it too; --device cpu does not.
-    ASSERT_EQ(run("predict -n " + model + " --input " + data_ + " -k 3 -s " + dir_.file("r.txt")),
+    // predict and evaluate (auto by default too) do the same; --device cpu says nothing.
+    const std::string recs = dir_.file("r.txt");
+    ASSERT_EQ(run("predict -n " + model + " --input " + data_ + " -k 3 -s " + recs + " -v"), 0)
+        << out_;
+    EXPECT_EQ(auto_line(out_), verbose) << out_;
+    ASSERT_EQ(run("predict -n " + model + " --input " + data_ + " -k 3 -s " + recs), 0) << out_;
+    EXPECT_EQ(auto_line(out_), no_gpu ? "" : verbose) << out_;
+    ASSERT_EQ(run("evaluate -n " + model + " --input " + data_ + " --heldout " + data_ +
+                  " -k 3 --verbose"),
               0)
         << out_;
-    EXPECT_NE(out_.find("sparsenet: device auto -> "), std::string::npos) << out_;
-    ASSERT_EQ(
-        run("train -c " + config_ + " -i " + data_ + " -n " + model + " -b 16 -e 1 --device cpu"),
-        0)
+    EXPECT_EQ(auto_line(out_), verbose) << out_;
+    ASSERT_EQ(run("train -c " + config_ + " -i " + data_ + " -n " + model +
+                  " -b 16 -e 1 --device cpu --verbose"),
+              0)
         << out_;
     EXPECT_EQ(out_.find("device auto"), std::string::npos) << out_;
 }

@@ -17,9 +17,9 @@
 //    SPARSENET_CUDA_SYNC_CHECK=1 synchronises after every launch so that it names the kernel.
 //  * Memory: cudaMallocAsync / cudaFreeAsync on the compute stream (a pool that keeps freed
 //    memory for reuse), or cudaMalloc / cudaFree where the device has no memory pools.
-//  * GEMM math: fp32 (CUBLAS_DEFAULT_MATH). SPARSENET_CUDA_TF32=1 in the environment selects
-//    CUBLAS_TF32_TENSOR_OP_MATH (faster, about 1e-3 relative error; NetworkOptions has no field
-//    for it).
+//  * GEMM math: TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH, about 1e-3 relative error) by
+//    default; SPARSENET_CUDA_TF32=0 in the environment selects exact fp32 (CUBLAS_DEFAULT_MATH;
+//    NetworkOptions has no field for it). See the constructor and docs/gpu.md, "Precision".
 // Not thread-safe: one backend runs one op at a time (like the CPU backend).
 #pragma once
 
