@@ -166,6 +166,21 @@ TEST(UserDocs, NoDevelopmentEnvironmentWording) {
     }
 }
 
+// The scripts a user runs (scripts/, the CI entry point) are read as documentation too: their
+// header comments once told of "a lent GPU machine" and "one device call".
+TEST(UserDocs, ScriptsHaveNoDevelopmentEnvironmentWording) {
+    std::vector<fs::path> files{kSource / ".ci" / "run"};
+    for (const auto& e : fs::directory_iterator(kSource / "scripts")) {
+        if (e.is_regular_file()) files.push_back(e.path());
+    }
+    ASSERT_GE(files.size(), 8u);
+    for (const fs::path& file : files) {
+        for (const std::string& hit : dev_wording(read_text(file))) {
+            ADD_FAILURE() << rel(file) << ":" << hit;
+        }
+    }
+}
+
 TEST(UserDocs, EveryRelativeLinkResolves) {
     size_t links = 0;
     for (const fs::path& page : user_pages()) {
