@@ -2,6 +2,7 @@
 // an .npz of arrays for pipelines (numpy.load reads it directly).
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -20,10 +21,19 @@ class ScoreFormat {
   public:
     explicit ScoreFormat(const std::string& format);
     void append(std::string& out, float score) const;
+    // The fast path's text at p (room for kFastRoom + width() bytes); returns its end.
+    char* write(char* p, float score) const;
+    static constexpr int kFastRoom = 128;
+    int width() const { return width_; }
     const std::string& format() const { return format_; }
     bool fast() const { return fast_; }  // to_chars path (for the tests)
 
   private:
+    std::chars_format how() const {
+        return conversion_ == 'f'   ? std::chars_format::fixed
+               : conversion_ == 'e' ? std::chars_format::scientific
+                                    : std::chars_format::general;
+    }
     std::string format_;
     bool fast_ = false;
     char conversion_ = 'g';
