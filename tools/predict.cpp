@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "args.h"
@@ -19,6 +20,7 @@
 #include "sparsenet/convert.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
+#include "sparsenet/model_info.h"
 #include "sparsenet/network.h"
 #include "sparsenet/predictor.h"
 #include "sparsenet/resources.h"
@@ -316,6 +318,47 @@ int predict_main(int argc, char** argv) {
         options.output_layer = output_layer;
         set_threads(threads);
 
+        // --input: the datasets the input layers read (the model's config from its header, no
+        // weights), read while the device starts on a thread (prepare_device: on CUDA the
+        // context and cuBLAS, which Network::load then finds started).
+        std::map<std::string, Dataset> datasets;
+        std::thread device_start;
+        struct Joined {
+            std::thread& t;
+            ~Joined() {
+                if (t.joinable()) t.join();
+            }
+        } joined{device_start};
+        if (device != "cpu") device_start = std::thread([device] { prepare_device(device); });
+        if (!text) {
+            const NetworkConfig model_config = read_model_info(model_path).config;
+            std::vector<const LayerConfig*> inputs;
+            for (const LayerConfig& l : model_config.layers) {
+                if (l.kind == LayerKind::kInput) inputs.push_back(&l);
+            }
+            // Only the datasets the input layers read: a training file also holds the output
+            // dataset, as large (reading both doubled predict's load of the ML-20M shape). A
+            // file with a single dataset feeds a single-input network whatever its name.
+            const std::vector<std::string> in_file = list_datasets(input_path);
+            const auto holds = [&](const std::string& name) {
+                return std::find(in_file.begin(), in_file.end(), name) != in_file.end();
+            };
+            if (inputs.size() == 1 && in_file.size() == 1 && !holds(inputs[0]->dataset)) {
+                Dataset only = Dataset::read(input_path, in_file[0]);
+                only.name = inputs[0]->dataset;
+                datasets.emplace(only.name, std::move(only));
+            }
+            for (const LayerConfig* l : inputs) {
+                if (datasets.count(l->dataset)) continue;
+                if (!holds(l->dataset)) {
+                    throw Error(ErrorCategory::kData, input_path + ": has no dataset '" +
+                                                          l->dataset + "' for input layer '" +
+                                                          l->name + "'");
+                }
+                datasets.emplace(l->dataset, Dataset::read(input_path, l->dataset));
+            }
+        }
+
         NetworkOptions net_options;
         net_options.device = device;
         net_options.threads = threads;
@@ -349,7 +392,6 @@ int predict_main(int argc, char** argv) {
         }
         const uint32_t out_width = network.layer_size(out_layer_name);
 
-        std::map<std::string, Dataset> datasets;
         std::vector<std::string> sample_names, feature_names;
         const Dataset* exclude = nullptr;
         Dataset merged, filter;
@@ -421,27 +463,6 @@ int predict_main(int argc, char** argv) {
                 exclude = &filter;
             }
         } else {
-            // Only the datasets the input layers read: a training file also holds the output
-            // dataset, as large (reading both doubled predict's load of the ML-20M shape). A
-            // file with a single dataset feeds a single-input network whatever its name.
-            const std::vector<std::string> in_file = list_datasets(input_path);
-            const auto holds = [&](const std::string& name) {
-                return std::find(in_file.begin(), in_file.end(), name) != in_file.end();
-            };
-            if (inputs.size() == 1 && in_file.size() == 1 && !holds(inputs[0]->dataset)) {
-                Dataset only = Dataset::read(input_path, in_file[0]);
-                only.name = inputs[0]->dataset;
-                datasets.emplace(only.name, std::move(only));
-            }
-            for (const LayerConfig* l : inputs) {
-                if (datasets.count(l->dataset)) continue;
-                if (!holds(l->dataset)) {
-                    throw Error(ErrorCategory::kData, input_path + ": has no dataset '" +
-                                                          l->dataset + "' for input layer '" +
-                                                          l->name + "'");
-                }
-                datasets.emplace(l->dataset, Dataset::read(input_path, l->dataset));
-            }
             if (!samples_index.empty()) sample_names = read_index(samples_index);
             if (!features_index.empty()) feature_names = read_index(features_index);
             if (!feature_names.empty() && feature_names.size() < out_width) {

@@ -125,6 +125,45 @@ TEST(ScoreFormat, SameTextAsPrintfForEveryKindOfFloat) {
     EXPECT_FALSE(ScoreFormat("%G").fast());
 }
 
+// The integer path of "%.<P>g" (P <= 9, 1e-10 <= |x| < 1e10) against printf over a stride of
+// every float bit pattern (both signs, a million values, every exponent), and over the
+// neighbours of each power of ten and of each value halfway between two P-digit numbers.
+TEST(ScoreFormat, IntegerPathOfGIsPrintfOverAllExponents) {
+    std::vector<float> floats;
+    for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 4099) {
+        const uint32_t bits = uint32_t(b);
+        float f;
+        std::memcpy(&f, &bits, 4);
+        floats.push_back(f);
+    }
+    for (int d = -11; d <= 10; ++d) {
+        for (const double mantissa : {1.0, 9.9999995, 9.999995, 1.0000005, 1.5, 2.5, 1.234565}) {
+            float f = float(mantissa * std::pow(10.0, d));
+            for (int i = 0; i < 6; ++i) f = std::nextafter(f, 0.0f);
+            for (int i = 0; i < 12; ++i, f = std::nextafter(f, 1e30f)) {
+                floats.push_back(f);
+                floats.push_back(-f);
+            }
+        }
+    }
+    for (const std::string fmt : {"%.6g", "%g", "%.1g", "%.3g", "%.9g", "%.0g"}) {
+        SCOPED_TRACE(fmt);
+        const ScoreFormat format(fmt);
+        size_t differ = 0;
+        std::string out;
+        for (const float f : floats) {
+            out.clear();
+            format.append(out, f);
+            const std::string want = printf_text(fmt, f);
+            if (out != want && ++differ <= 5) {
+                ADD_FAILURE() << "score " << printf_text("%.9g", f) << ": '" << out << "', printf '"
+                              << want << "'";
+            }
+        }
+        EXPECT_EQ(differ, 0u);
+    }
+}
+
 TopK random_top(uint64_t rows, uint32_t k, uint32_t items, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<uint32_t> item(0, items - 1);
