@@ -121,11 +121,17 @@ constexpr uint64_t kPow10[20] = {1ull,
                                  1000000000000000000ull,
                                  10000000000000000000ull};
 
+// 10^-12 .. 10^12 (index k + 12), for the first guess of a float's decimal exponent.
+constexpr double kPow10Double[25] = {1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4,
+                                     1e-3,  1e-2,  1e-1,  1e0,  1e1,  1e2,  1e3,  1e4,  1e5,
+                                     1e6,   1e7,   1e8,   1e9,  1e10, 1e11, 1e12};
+
 // printf's "%.<P>g" of a float x with 1e-10 <= |x| < 1e10 and 1 <= P <= 9, exactly: the float's
 // binary value m * 2^e scaled by 10^s in integers (128 bits at most), rounded half to even as
 // printf rounds the exact value, then laid out as %g does (fixed for exponents -4 .. P-1, else
-// d.ddde+XX; trailing zeros dropped). A third of to_chars' time for a precision here (it
-// formats any double), which was two thirds of writing the recs file.
+// d.ddde+XX; trailing zeros dropped). Formatting 138,493 rows of 100 random scores to /dev/null
+// on one thread took 1.05 s this way, 1.89 s through to_chars and 5.7 s through snprintf (the
+// shared 2-core development VM).
 char* write_g(char* p, float x, int precision) {
     uint32_t bits;
     std::memcpy(&bits, &x, 4);
@@ -136,12 +142,20 @@ char* write_g(char* p, float x, int precision) {
     // The decimal exponent d of |x| (10^d <= |x| < 10^(d+1)): estimated from the binary one,
     // then corrected by the integer part q of |x| * 10^(P-1-d), which has P digits for the
     // right d.
-    int d = ((e + 23) * 1233) >> 12;
+    int d = ((e + 23) * 1233) >> 12;  // floor(log10(2^(e+23))): d or d - 1
+    if (std::fabs(double(x)) >= kPow10Double[d + 1 + 12]) ++d;  // nearly always d now
     uint64_t q = 0;
     bool up = false;
     for (int tries = 0; tries < 4; ++tries) {
         const int s = P - 1 - d;
-        if (s >= 0) {  // |x| * 10^s = m * 10^s * 2^e
+        if (s >= 0 && s <= 11 && e < 0 && e > -64) {  // the usual case, in 64 bits
+            const uint64_t num = m * kPow10[s];       // < 2^24 * 10^11 < 2^61
+            const int sh = -e;
+            q = num >> sh;
+            const uint64_t rem = num & ((uint64_t(1) << sh) - 1);
+            const uint64_t half = uint64_t(1) << (sh - 1);
+            up = rem > half || (rem == half && (q & 1));
+        } else if (s >= 0) {  // |x| * 10^s = m * 10^s * 2^e
             unsigned __int128 num = (unsigned __int128)m * kPow10[s];
             if (e >= 0) {
                 num <<= e;
