@@ -47,6 +47,13 @@ def cpu_model():
     return platform.processor()
 
 
+def commit_of(cli):
+    """' at <commit>' of the source tree above a build directory, when it is a git checkout."""
+    r = subprocess.run(["git", "-C", str(cli.resolve().parent.parent), "rev-parse", "--short",
+                        "HEAD"], capture_output=True, text=True)
+    return f" at {r.stdout.strip()}" if r.returncode == 0 else ""
+
+
 def run(cmd):
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
     if r.returncode != 0:
@@ -141,8 +148,8 @@ def main():
                  "trained 1 epoch on a 2,000-user slice of the same shape",
         "command": "sparsenet predict -n MODEL --input DATA -k %d -s FILE --threads %d "
                    "--device cpu --timings" % (a.k, a.threads),
-        "builds": {"base": run([clis["base"], "--version"]).stdout.strip() + f" ({a.base})",
-                   "new": run([new, "--version"]).stdout.strip() + f" ({a.build})"},
+        "builds": {name: run([cli, "--version"]).stdout.strip() + commit_of(cli)
+                   for name, cli in clis.items()},
         "recs_files_identical": True,
         "runs": runs,
         "median_s": med,

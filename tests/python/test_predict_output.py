@@ -86,3 +86,19 @@ def test_output_format_errors(model, data, tmp_path):
     assert "-s FILE" in fails("--output-format", "npz")
     assert "option -p" in fails("--output-format", "npz", "-s", tmp_path / "x.npz", "-p", ".3f")
     assert not (tmp_path / "x").exists() and not (tmp_path / "x.npz").exists()
+
+
+def test_timings_name_every_phase_in_order(model, data, tmp_path):
+    import re
+    import subprocess
+    from conftest import CLI
+
+    r = subprocess.run([str(CLI), "predict", "-n", str(model), "--input", str(data / "train.nc"),
+                        "-k", "10", "-s", str(tmp_path / "r.txt"), "--threads", str(THREADS),
+                        "--device", "cpu", "--timings"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    phases = re.findall(r"^predict: (\w+) (\d+\.\d{3}) s$", r.stderr, re.M)
+    assert [p for p, _ in phases] == ["load", "score", "top_k", "write", "total"]
+    seconds = {p: float(s) for p, s in phases}
+    parts = seconds["load"] + seconds["score"] + seconds["top_k"] + seconds["write"]
+    assert seconds["total"] >= parts - 0.004  # each printed rounded to the millisecond
