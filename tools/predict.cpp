@@ -11,13 +11,16 @@
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "args.h"
 #include "common.h"
+#include "recs_output.h"
 #include "sparsenet/convert.h"
 #include "sparsenet/error.h"
 #include "sparsenet/index_file.h"
+#include "sparsenet/model_info.h"
 #include "sparsenet/network.h"
 #include "sparsenet/predictor.h"
 #include "sparsenet/resources.h"
@@ -43,22 +46,55 @@ Dataset csr_union(const Dataset& a, const Dataset& b) {
 }
 
 // --timings: the seconds of each phase on stderr as it ends ("predict: load 1.234 s"), for the
-// benchmarks that report users per second of the whole process.
+// benchmarks that report users per second of the whole process: load, score, top_k, write and
+// total (from the start of the command to the file renamed into place).
 struct PhaseTimer {
+    using Clock = std::chrono::steady_clock;
     bool on = false;
-    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    Clock::time_point start = Clock::now();
+    Clock::time_point last = start;
+    void print(const char* phase, double seconds) const {
+        if (on) std::fprintf(stderr, "predict: %s %.3f s\n", phase, seconds);
+    }
     void mark(const char* phase) {
-        const auto now = std::chrono::steady_clock::now();
-        if (on) {
-            std::fprintf(stderr, "predict: %s %.3f s\n", phase,
-                         std::chrono::duration<double>(now - last).count());
-        }
+        const auto now = Clock::now();
+        print(phase, std::chrono::duration<double>(now - last).count());
         last = now;
+    }
+    void total() const {
+        print("total", std::chrono::duration<double>(Clock::now() - start).count());
     }
 };
 
-std::string label(const std::vector<std::string>& names, uint64_t i) {
-    return i < names.size() ? names[i] : std::to_string(i);
+// --output-format npz: users (int64 row numbers, [rows]), items (uint32, [rows, k]; 2^32-1 in
+// unused slots) and scores (float32, [rows, k]; -inf in unused slots), as the Python package's
+// Network.predict returns them; with names, user_names and item_names ("<U" arrays by row and
+// by column).
+bool write_npz_file(const TopK& top, const std::vector<std::string>& sample_names,
+                    const std::vector<std::string>& feature_names, std::FILE* out) {
+    std::vector<int64_t> users(top.rows);
+    for (uint64_t r = 0; r < top.rows; ++r) users[r] = int64_t(r);
+    std::vector<NpyArray> arrays{
+        {"users", "<i8", {top.rows}, users.data(), users.size() * sizeof(int64_t)},
+        {"items", "<u4", {top.rows, top.k}, top.indices.data(), top.indices.size() * 4},
+        {"scores", "<f4", {top.rows, top.k}, top.scores.data(), top.scores.size() * 4}};
+    std::vector<char32_t> user_names, item_names;
+    if (!sample_names.empty()) {
+        NpyArray a{"user_names", "", {}, nullptr, 0};
+        user_names = utf32_names(sample_names, "user names", top.rows, &a.descr);
+        a.shape = {std::min<uint64_t>(top.rows, sample_names.size())};
+        a.data = user_names.data();
+        a.bytes = user_names.size() * 4;
+        arrays.push_back(a);
+    }
+    if (!feature_names.empty()) {
+        NpyArray a{"item_names", "", {feature_names.size()}, nullptr, 0};
+        item_names = utf32_names(feature_names, "item names", feature_names.size(), &a.descr);
+        a.data = item_names.data();
+        a.bytes = item_names.size() * 4;
+        arrays.push_back(a);
+    }
+    return write_npz(out, arrays);
 }
 
 // Rethrows an error of reading what option `flag` names with the flag in front, so that every
@@ -207,6 +243,11 @@ int predict_main(int argc, char** argv) {
         args.add({"-k"}, &options.k, "K", "recommendations per row (default 100)");
         args.add({"-b", "--batch"}, &options.batch, "N", "rows per batch (default 1024)");
         args.add({"-s", "--output"}, &out_path, "FILE", "recommendations file (default stdout)");
+        std::string output_format = "text";
+        args.add({"--output-format"}, &output_format, "FORMAT",
+                 "text | npz: DSSTNE's recs text (default), or an uncompressed .npz that "
+                 "numpy.load reads (arrays users, items, scores; user_names, item_names with "
+                 "names); npz needs -s FILE");
         args.add({"-p", "--score-format"}, &format, "FMT",
                  "printf format of a score, with or without '%' (DSSTNE: default 4.3f with -r, "
                  ".6g otherwise)");
@@ -234,8 +275,24 @@ int predict_main(int argc, char** argv) {
                  "hold all of it (default model)");
         PhaseTimer timings;
         args.add_flag({"--timings"}, &timings.on,
-                      "print each phase's seconds (load, top_k, write) on stderr");
+                      "print each phase's seconds (load, score, top_k, write, total) on stderr");
         if (!args.parse(argc, argv)) return 0;
+        if (output_format != "text" && output_format != "npz") {
+            throw Error(ErrorCategory::kUsage, "option --output-format: '" + output_format +
+                                                   "' is not an output format; expected text "
+                                                   "or npz");
+        }
+        const bool npz = output_format == "npz";
+        if (npz && out_path.empty()) {
+            throw Error(ErrorCategory::kUsage,
+                        "option --output-format npz: needs an output file (-s FILE.npz); the "
+                        "standard output takes text only");
+        }
+        if (npz && !format.empty()) {
+            throw Error(ErrorCategory::kUsage,
+                        "option -p: formats the scores of text output; --output-format npz "
+                        "stores them as float32");
+        }
         if (options.k == 0) throw Error(ErrorCategory::kUsage, "option -k: must be at least 1");
         if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
         const bool text = !text_path.empty();
@@ -260,10 +317,52 @@ int predict_main(int argc, char** argv) {
                         "with -r, the sample names come from the text and only -f excludes "
                         "items; --keep-input, --exclude and --samples-index go with --input");
         }
-        const std::string fmt = score_format(format.empty() ? (text ? "4.3f" : ".6g") : format);
+        const ScoreFormat score_writer(
+            score_format(format.empty() ? (text ? "4.3f" : ".6g") : format));
         options.output_layer = output_layer;
         set_threads(threads);
         set_verbose(verbose_flag);
+
+        // --input: the datasets the input layers read (the model's config from its header, no
+        // weights), read while the device starts on a thread (prepare_device: on CUDA the
+        // context and cuBLAS, which Network::load then finds started).
+        std::map<std::string, Dataset> datasets;
+        std::thread device_start;
+        struct Joined {
+            std::thread& t;
+            ~Joined() {
+                if (t.joinable()) t.join();
+            }
+        } joined{device_start};
+        if (device != "cpu") device_start = std::thread([device] { prepare_device(device); });
+        if (!text) {
+            const NetworkConfig model_config = read_model_info(model_path).config;
+            std::vector<const LayerConfig*> inputs;
+            for (const LayerConfig& l : model_config.layers) {
+                if (l.kind == LayerKind::kInput) inputs.push_back(&l);
+            }
+            // Only the datasets the input layers read: a training file also holds the output
+            // dataset, as large (reading both doubled predict's load of the ML-20M shape). A
+            // file with a single dataset feeds a single-input network whatever its name.
+            const std::vector<std::string> in_file = list_datasets(input_path);
+            const auto holds = [&](const std::string& name) {
+                return std::find(in_file.begin(), in_file.end(), name) != in_file.end();
+            };
+            if (inputs.size() == 1 && in_file.size() == 1 && !holds(inputs[0]->dataset)) {
+                Dataset only = Dataset::read(input_path, in_file[0]);
+                only.name = inputs[0]->dataset;
+                datasets.emplace(only.name, std::move(only));
+            }
+            for (const LayerConfig* l : inputs) {
+                if (datasets.count(l->dataset)) continue;
+                if (!holds(l->dataset)) {
+                    throw Error(ErrorCategory::kData, input_path + ": has no dataset '" +
+                                                          l->dataset + "' for input layer '" +
+                                                          l->name + "'");
+                }
+                datasets.emplace(l->dataset, Dataset::read(input_path, l->dataset));
+            }
+        }
 
         NetworkOptions net_options;
         net_options.device = device;
@@ -298,7 +397,6 @@ int predict_main(int argc, char** argv) {
         }
         const uint32_t out_width = network.layer_size(out_layer_name);
 
-        std::map<std::string, Dataset> datasets;
         std::vector<std::string> sample_names, feature_names;
         const Dataset* exclude = nullptr;
         Dataset merged, filter;
@@ -370,27 +468,6 @@ int predict_main(int argc, char** argv) {
                 exclude = &filter;
             }
         } else {
-            // Only the datasets the input layers read: a training file also holds the output
-            // dataset, as large (reading both doubled predict's load of the ML-20M shape). A
-            // file with a single dataset feeds a single-input network whatever its name.
-            const std::vector<std::string> in_file = list_datasets(input_path);
-            const auto holds = [&](const std::string& name) {
-                return std::find(in_file.begin(), in_file.end(), name) != in_file.end();
-            };
-            if (inputs.size() == 1 && in_file.size() == 1 && !holds(inputs[0]->dataset)) {
-                Dataset only = Dataset::read(input_path, in_file[0]);
-                only.name = inputs[0]->dataset;
-                datasets.emplace(only.name, std::move(only));
-            }
-            for (const LayerConfig* l : inputs) {
-                if (datasets.count(l->dataset)) continue;
-                if (!holds(l->dataset)) {
-                    throw Error(ErrorCategory::kData, input_path + ": has no dataset '" +
-                                                          l->dataset + "' for input layer '" +
-                                                          l->name + "'");
-                }
-                datasets.emplace(l->dataset, Dataset::read(input_path, l->dataset));
-            }
             if (!samples_index.empty()) sample_names = read_index(samples_index);
             if (!features_index.empty()) feature_names = read_index(features_index);
             if (!feature_names.empty() && feature_names.size() < out_width) {
@@ -440,8 +517,12 @@ int predict_main(int argc, char** argv) {
         }
 
         timings.mark("load");
+        PredictTimings phases;
+        if (timings.on) options.timings = &phases;
         const TopK top = predictor.top_k(options, exclude);
-        timings.mark("top_k");
+        timings.print("score", phases.score);
+        timings.print("top_k", phases.top_k);
+        timings.last = PhaseTimer::Clock::now();
         if (network.rank() != 0) return 0;  // a split model: every rank merged; rank 0 writes
         // -s FILE: atomic replacement, as write_model: a temporary file flushed to the device and
         // renamed over FILE; a failed write (a full disk, the file size limit) leaves a previous
@@ -471,36 +552,19 @@ int predict_main(int argc, char** argv) {
                             out_path + ": cannot write " + tmp + ": " + std::strerror(errno));
             }
         }
-        // Rows are formatted in parallel, a block at a time, and written in order. One thread
-        // formatting 138,493 rows of 100 scores (13.8M snprintf calls) took most of the 7.3 s of
-        // the first H100 predict run (19,005 users/s; benchmarks/results/gpu/2026-11-25-h100.json).
-        const auto format_row = [&](uint64_t r, std::string& line) {
-            line = label(sample_names, r);
-            line += '\t';
-            for (uint32_t i = 0; i < top.k; ++i) {
-                const uint32_t item = top.indices[r * top.k + i];
-                if (item == std::numeric_limits<uint32_t>::max()) break;
-                char score[64];
-                std::snprintf(score, sizeof score, fmt.c_str(), top.scores[r * top.k + i]);
-                if (i > 0 && !text) line += ':';
-                line += label(feature_names, item);
-                line += ',';
-                line += score;
-                if (text) line += ':';  // DSSTNE ends every entry with ':'
-            }
-            line += '\n';
-        };
-        constexpr uint64_t kWriteBlock = 8192;  // rows formatted before a write
-        std::vector<std::string> lines(size_t(std::min<uint64_t>(top.rows, kWriteBlock)));
-        for (uint64_t r0 = 0; r0 < top.rows; r0 += kWriteBlock) {
-            const int64_t n = int64_t(std::min<uint64_t>(kWriteBlock, top.rows - r0));
-#pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < n; ++i) format_row(r0 + uint64_t(i), lines[size_t(i)]);
-            for (int64_t i = 0; i < n; ++i) {
-                if (std::fputs(lines[size_t(i)].c_str(), out) == EOF && !out_path.empty())
-                    fail("writing " + tmp);
-            }
+        bool written = false;
+        try {
+            written =
+                npz ? write_npz_file(top, sample_names, feature_names, out)
+                    : write_recs_text(
+                          RecsText{&top, &sample_names, &feature_names, &score_writer, text}, out);
+        } catch (...) {  // a name that is not UTF-8 (npz): no temporary file left behind
+            if (!out_path.empty()) std::fclose(out);
+            if (!out_path.empty() && !in_place) std::remove(tmp.c_str());
+            throw;
         }
+        // A write error on the standard output (a closed pipe) ends the output, as before.
+        if (!written && !out_path.empty()) fail("writing " + tmp);
         timings.mark("write");
         if (!out_path.empty()) {
             if (std::fflush(out) != 0 || std::ferror(out) != 0) fail("writing " + tmp);
@@ -508,6 +572,7 @@ int predict_main(int argc, char** argv) {
                 const int closed = std::fclose(out);
                 out = nullptr;
                 if (closed != 0) fail("closing it");
+                timings.total();
                 return 0;
             }
             if (::fsync(fileno(out)) != 0) fail("flushing " + tmp + " to disk (fsync)");
@@ -522,6 +587,7 @@ int predict_main(int argc, char** argv) {
                                                     std::strerror(errno));
             }
         }
+        timings.total();
         return 0;
     });
 }

@@ -112,4 +112,10 @@ std::string describe_model_parallel(const NetworkConfig& config,
                                     const std::map<std::string, uint32_t>& dataset_widths,
                                     int ranks, uint32_t batch, OptimizerKind optimizer);
 
+// Starts the device that NetworkOptions::device `device` names ahead of Network::load, for a
+// caller with files to read meanwhile (predict runs it on a thread while it reads its input):
+// on CUDA, the device's context and cuBLAS, which the load then finds started; nothing for the
+// CPU. Safe on any thread; never throws (what fails is reported by the load).
+void prepare_device(const std::string& device);
+
 }  // namespace sparsenet

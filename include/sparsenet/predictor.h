@@ -19,12 +19,21 @@ struct TopK {
     std::vector<uint32_t> indices;  // [rows, k]; UINT32_MAX in unused slots
 };
 
+// Seconds of Predictor::top_k's two phases, added up over its batches (PredictOptions::timings).
+struct PredictTimings {
+    double score = 0.0;  // the forward passes (waited for on a device)
+    double top_k = 0.0;  // the selection of each row's top K and its download
+};
+
 struct PredictOptions {
     uint32_t k = 100;
     uint32_t batch = 1024;
     // The layer to rank, by name (any non-input layer); empty: the first Output layer in the
     // config's order.
     std::string output_layer;
+    // When set, top_k adds the seconds of each phase here; it then waits for the device after
+    // every forward pass (a small cost on a GPU, where the passes otherwise overlap the host).
+    PredictTimings* timings = nullptr;
 };
 
 class Predictor {
@@ -42,7 +51,8 @@ class Predictor {
 
     // Top-K for every row. exclude (optional, same rows as the inputs, width <= the output
     // width; an indexed dataset is expanded first): its stored columns are never returned for
-    // that row.
+    // that row. An exclude that is one of the inputs given to the constructor is read from its
+    // upload there (not uploaded again).
     TopK top_k(const PredictOptions& options, const Dataset* exclude = nullptr);
 
   private:

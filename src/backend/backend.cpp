@@ -194,6 +194,21 @@ AutoChoice describe_auto_cpu_choice(bool gpu_present, bool cuda_build, const std
             DeviceChoiceKind::kCpuGpuNotUsable};
 }
 
+void prepare_backend_device(const std::string& device) {
+#ifdef SPARSENET_WITH_CUDA
+    std::string d = device;
+    std::transform(d.begin(), d.end(), d.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
+    if (d != "auto" && !is_cuda_device(d)) return;
+    const std::string digits = d.size() > 5 ? d.substr(5) : "0";
+    if (digits.size() > 9) return;
+    const int index = d == "auto" ? 0 : std::stoi(digits);
+    if (index < cuda::device_count(nullptr)) cuda::prepare_device(index);
+#else
+    (void)device;
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     if (threads < 0) {
         throw Error(ErrorCategory::kUsage,

@@ -225,6 +225,10 @@ class Backend {
 // threads: 0 = all cores (CPU backend).
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads = 0);
 
+// Starts the device that make_backend(device) would use, ahead of it (sparsenet::prepare_device).
+// Nothing for the CPU; never throws.
+void prepare_backend_device(const std::string& device);
+
 // make_backend("auto") reports its choice: sparsenet/device_choice.h.
 
 // Whether this machine shows an NVIDIA GPU, asked of the operating system rather than the CUDA

@@ -897,6 +897,13 @@ Network Network::create(const NetworkConfig& config,
     });
 }
 
+void prepare_device(const std::string& device) {
+    try {
+        prepare_backend_device(device);
+    } catch (...) {  // never throws: the load reports the device's errors
+    }
+}
+
 Network Network::load(const std::string& path, const NetworkOptions& options) {
     return host_memory_guard("loading a model", [&] {
         const io::ModelReader file(path);  // the layout only: each rank reads its blocks below

@@ -66,6 +66,7 @@ BoundData::BoundData(Network::Impl& net, const std::map<std::string, const Datas
             slot = std::make_unique<DeviceDataset>(*net.backend, data);
         }
         bindings_.layer_data[l] = slot.get();
+        if (norm == 0.0f) as_given_[&data] = slot.get();
         if (layer.is_input() && !input_lengths_.count(key)) {
             input_lengths_[key] = sorted_lengths(data);
         }
@@ -157,6 +158,11 @@ size_t BoundData::max_input_nnz(size_t batch) const {
         most = std::max(most, sum);
     }
     return most;
+}
+
+const DeviceDataset* BoundData::uploaded(const Dataset* data) const {
+    const auto it = as_given_.find(data);
+    return it == as_given_.end() ? nullptr : it->second;
 }
 
 }  // namespace sparsenet::engine

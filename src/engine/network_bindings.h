@@ -34,6 +34,9 @@ class BoundData {
     uint64_t rows() const { return rows_; }  // examples (expanded rows)
     // Largest number of stored entries in any `batch` rows of any bound input dataset.
     size_t max_input_nnz(size_t batch) const;
+    // The upload of host dataset `data` as it is (neither L2-normalised nor a column band), or
+    // null: predict's exclusion of the row's own inputs reads it instead of a second upload.
+    const DeviceDataset* uploaded(const Dataset* data) const;
 
   private:
     // Split networks: binds layer l to this rank's column band of `data`.
@@ -48,6 +51,7 @@ class BoundData {
 
     Bindings bindings_;
     std::map<std::string, std::unique_ptr<DeviceDataset>> uploaded_;
+    std::map<const Dataset*, const DeviceDataset*> as_given_;     // uploaded() by host dataset
     std::map<std::string, std::vector<uint64_t>> input_lengths_;  // sorted descending
     uint64_t rows_ = 0;
 };

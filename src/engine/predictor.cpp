@@ -2,6 +2,7 @@
 #include "sparsenet/predictor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/network_bindings.h"
 #include "engine/network_scoring.h"
@@ -46,16 +47,20 @@ TopK Predictor::top_k(const PredictOptions& options, const Dataset* exclude) {
     const engine::LayerUnits layer = p.net.units(l);
     if (options.k == 0) throw Error(ErrorCategory::kUsage, "k must be positive");
     if (options.batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
-    std::unique_ptr<engine::DeviceDataset> excluded;
+    std::unique_ptr<engine::DeviceDataset> uploaded_exclude;
+    // The row's own inputs (predict's default exclusion) are on the device already: uploading
+    // them again doubled the input's upload of the ML-20M shape.
+    const engine::DeviceDataset* excluded =
+        exclude != nullptr && !p.net.split() ? p.data.uploaded(exclude) : nullptr;
     Dataset expanded_exclude;
-    if (exclude != nullptr && exclude->is_indexed()) {
+    if (exclude != nullptr && excluded == nullptr && exclude->is_indexed()) {
         expanded_exclude = exclude->expanded();
         exclude = &expanded_exclude;
     }
     if (exclude != nullptr) {
-        if (exclude->rows != p.data.rows()) {
+        if (exclude->examples() != p.data.rows()) {
             throw Error(ErrorCategory::kData, "the exclusion dataset '" + exclude->name + "' has " +
-                                                  std::to_string(exclude->rows) +
+                                                  std::to_string(exclude->examples()) +
                                                   " rows; the inputs have " +
                                                   std::to_string(p.data.rows()));
         }
@@ -65,14 +70,15 @@ TopK Predictor::top_k(const PredictOptions& options, const Dataset* exclude) {
                                                   " columns; layer '" + layer.name + "' has " +
                                                   std::to_string(layer.n) + " units");
         }
-        if (p.net.split()) {  // this rank's columns of the exclusion, as its band of scores
+        if (excluded == nullptr && p.net.split()) {  // this rank's columns, as its band of scores
             const uint32_t first = std::min(layer.offset, exclude->cols);
             const uint32_t last = std::min(layer.offset + layer.n_local, exclude->cols);
-            excluded = std::make_unique<engine::DeviceDataset>(
+            uploaded_exclude = std::make_unique<engine::DeviceDataset>(
                 p.net.backend(), column_band(*exclude, first, last), first);
-        } else {
-            excluded = std::make_unique<engine::DeviceDataset>(p.net.backend(), *exclude);
+        } else if (excluded == nullptr) {
+            uploaded_exclude = std::make_unique<engine::DeviceDataset>(p.net.backend(), *exclude);
         }
+        if (uploaded_exclude) excluded = uploaded_exclude.get();
     }
     TopK result;
     result.rows = p.data.rows();
@@ -82,12 +88,23 @@ TopK Predictor::top_k(const PredictOptions& options, const Dataset* exclude) {
     const size_t step = std::min<uint64_t>(options.batch, std::max<uint64_t>(1, result.rows));
     for (uint64_t first = 0; first < result.rows; first += step) {
         const size_t count = std::min<uint64_t>(step, result.rows - first);
+        using Clock = std::chrono::steady_clock;
+        const Clock::time_point t0 = Clock::now();
         p.forward(first, count);
+        Clock::time_point t1;
+        if (options.timings != nullptr) {
+            p.net.backend().synchronize();
+            t1 = Clock::now();
+            options.timings->score += std::chrono::duration<double>(t1 - t0).count();
+        }
         CsrBatchView ex;
         if (excluded) ex = excluded->view(BatchRows{nullptr, first, count});
         p.net.top_k(l, count, excluded ? &ex : nullptr, options.k,
                     result.scores.data() + first * options.k,
                     result.indices.data() + first * options.k);
+        if (options.timings != nullptr) {
+            options.timings->top_k += std::chrono::duration<double>(Clock::now() - t1).count();
+        }
     }
     return result;
 }

@@ -251,6 +251,18 @@ std::unique_ptr<Backend> create_backend(int index) {
     return std::make_unique<CudaBackend>(index);
 }
 
+void prepare_device(int index) {
+    try {
+        if (cudaSetDevice(index) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return;
+        }
+        cublasHandle_t handle = nullptr;
+        if (cublas().create(&handle) == CUBLAS_STATUS_SUCCESS) (void)cublas().destroy(handle);
+    } catch (...) {  // cuBLAS not loadable: create_backend says so
+    }
+}
+
 }  // namespace cuda
 
 namespace {

@@ -24,4 +24,9 @@ bool device_usable(int index, std::string* why);
 // stream, the cuBLAS handle or the staging memory cannot be created.
 std::unique_ptr<Backend> create_backend(int index);
 
+// Starts device `index` ahead of create_backend, on the calling thread (predict runs it on a
+// thread of its own while it reads files): the device's primary context, and cuBLAS loaded with
+// one handle created and destroyed. Never throws; what fails shows again in create_backend.
+void prepare_device(int index);
+
 }  // namespace sparsenet::cuda
