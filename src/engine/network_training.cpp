@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "engine/linear_fit.h"
@@ -75,7 +77,12 @@ void Training::compute_batch_gradients(const Bindings& data, const BatchRows& ba
                                        uint64_t mask_seed, double* loss_sum) {
     if (!net_.plan.data_parallel) {
         net_.forward(data, batch, true, mask_seed);
+        // The dense weight gradients go into update()'s GEMMs (SPARSENET_FUSED_UPDATE=0: written
+        // here, as before; the A/B of docs/benchmarks.md).
+        const char* fused = std::getenv("SPARSENET_FUSED_UPDATE");
+        net_.buffers.defer_dense_grads = fused == nullptr || std::string(fused) != "0";
         net_.backward(data, batch, true, mask_seed, loss_sum);
+        net_.buffers.defer_dense_grads = false;
         return;
     }
     // This rank's share of the batch; the gradients of every share are summed.
@@ -205,6 +212,7 @@ void Training::record_health(float* f, size_t rows) const {
 }
 
 std::string Training::locate_nonfinite(size_t batch) const {
+    net_.materialize_gradients();  // the search reads the weight gradients
     const Network::Impl& net = net_;
     const uint32_t none = UINT32_MAX;
     const uint32_t per_pass = uint32_t(net.graph.order.size() * 3);
