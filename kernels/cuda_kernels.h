@@ -207,6 +207,12 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
                          const formulas::ActivationParams& act, ConstMatrixView a,
                          const CsrBatchView& target, float scale, MatrixView delta,
                          double* loss_sum, ScratchBuffer& row_loss);
+// output_epilogue: z := f(z + bias), then output_delta of the new z, in the same kernel (one
+// block per row) for element-wise activations; SoftMax runs the two kernels in sequence.
+void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss,
+                            const formulas::ActivationParams& act, const float* bias, MatrixView z,
+                            const CsrBatchView& target, float scale, MatrixView delta,
+                            double* loss_sum, ScratchBuffer& row_loss);
 
 // kernels/cuda_optimizer.cu
 void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& step, MatrixView w,

@@ -111,6 +111,7 @@ enum class Op {
     kDivideRows,
     kRowSumSquares,
     kClipRows,
+    kOutputEpilogue,
 };
 const char* to_string(Op op);
 

@@ -62,6 +62,8 @@ const char* to_string(Op op) {
             return "row_sum_squares";
         case Op::kClipRows:
             return "clip_rows";
+        case Op::kOutputEpilogue:
+            return "output_epilogue";
     }
     return "unknown";
 }

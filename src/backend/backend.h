@@ -98,6 +98,17 @@ class Backend {
                       ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
                       double* loss_sum);
 
+    // The output layer of a training step in one pass per row (issue 33): z := f(z + bias) as
+    // bias_activation_forward, then delta and *loss_sum as output_delta with a = the new z, each
+    // row while it is in cache. The same values bit for bit as those two ops in sequence (the same
+    // formulas in the same order: tests/backend/output_epilogue_test.cpp), one read and one write
+    // of z less. bias: [n] or nullptr; z, delta: [B, n] (z becomes the activations); target,
+    // scale, loss_sum: as output_delta. A target row breaking output_delta's rule is
+    // Error(kInternal) before anything is written (CPU; a device at its next synchronisation).
+    void output_epilogue(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                         const float* bias, MatrixView z, const CsrBatchView& target, float scale,
+                         MatrixView delta, double* loss_sum);
+
     // Sparseness penalty of a hidden layer (formulas/regularizer.h): rho_j = mean over the rows
     // of a[:, j], clamped; delta[r, j] += scale * beta * KL'(p, rho_j) for every row (0 where
     // the clamp is active)
@@ -201,6 +212,12 @@ class Backend {
                                    const formulas::ActivationParams& act, ConstMatrixView a,
                                    const CsrBatchView& target, float scale, MatrixView delta,
                                    double* loss_sum) = 0;
+    // The unfused composition by default (bias_activation_forward_impl, then output_delta_impl);
+    // the CPU and CUDA backends override it with their one-pass versions.
+    virtual void output_epilogue_impl(const formulas::LossParams& loss,
+                                      const formulas::ActivationParams& act, const float* bias,
+                                      MatrixView z, const CsrBatchView& target, float scale,
+                                      MatrixView delta, double* loss_sum);
     virtual void sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                          MatrixView delta, double* loss_sum) = 0;
     virtual void normalize_rows_impl(float max_norm, MatrixView m) = 0;

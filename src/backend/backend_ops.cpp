@@ -111,6 +111,27 @@ void Backend::output_delta(const formulas::LossParams& loss, const formulas::Act
     output_delta_impl(loss, act, a, target, scale, delta, loss_sum);
 }
 
+void Backend::output_epilogue(const formulas::LossParams& loss,
+                              const formulas::ActivationParams& act, const float* bias,
+                              MatrixView z, const CsrBatchView& target, float scale,
+                              MatrixView delta, double* loss_sum) {
+    check(z.rows == delta.rows && z.cols == delta.cols, "output_epilogue",
+          "shapes of z and delta differ");
+    check(target.batch.batch == z.rows, "output_epilogue", "target batch size != rows of z");
+    check(target.cols <= z.cols, "output_epilogue", "target width > columns of z");
+    check_ld(z, "output_epilogue", "ld of z < its columns");
+    check_ld(delta, "output_epilogue", "ld of delta < its columns");
+    output_epilogue_impl(loss, act, bias, z, target, scale, delta, loss_sum);
+}
+
+void Backend::output_epilogue_impl(const formulas::LossParams& loss,
+                                   const formulas::ActivationParams& act, const float* bias,
+                                   MatrixView z, const CsrBatchView& target, float scale,
+                                   MatrixView delta, double* loss_sum) {
+    bias_activation_forward_impl(act, bias, z);
+    output_delta_impl(loss, act, z, target, scale, delta, loss_sum);
+}
+
 void Backend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
                                  MatrixView delta, double* loss_sum) {
     check(delta.data == nullptr || (delta.rows == a.rows && delta.cols == a.cols),

@@ -65,6 +65,12 @@ struct PassBuffers {
     // weights; Momentum: the velocity), or written on demand (materialize_gradients) by every
     // other reader of the gradient.
     bool defer_dense_grads = false;
+    // Set around a training step (Training::compute_batch_gradients): forward leaves the output
+    // layers' z + bias and activation to backward, which runs them with the delta and the loss
+    // in one pass per row (Backend::output_epilogue); output_activation_pending says forward
+    // did (until backward has run).
+    bool fuse_output_epilogue = false;
+    bool output_activation_pending = false;
 };
 
 }  // namespace sparsenet::engine

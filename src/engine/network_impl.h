@@ -149,8 +149,8 @@ struct Network::Impl {
     // skip_layer: a layer no other reads, left uncomputed (the Recommender's fp16 screening
     // computes its output layer itself).
     void forward(Backend& be, const std::vector<float*>& act, const engine::Bindings& data,
-                 const BatchRows& rows, bool training, uint64_t mask_seed,
-                 int skip_layer = -1) const;
+                 const BatchRows& rows, bool training, uint64_t mask_seed, int skip_layer = -1,
+                 bool defer_output_activation = false) const;
     // Output deltas and backward pass: fills every needed weight/bias gradient.
     // loss_sum (nullable) accumulates the summed loss of the batch.
     void backward(const engine::Bindings& data, const BatchRows& rows, bool training,

@@ -77,12 +77,21 @@ void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows,
                             uint64_t mask_seed) {
     std::vector<float*> act(graph.layers.size(), nullptr);
     for (size_t l = 0; l < graph.layers.size(); ++l) act[l] = buffers.layers[l].act.data();
-    forward(*backend, act, data, rows, training, mask_seed);
+    // A training step's output activations are left to backward's output_epilogue (one pass per
+    // row: activation, delta, loss) unless a split SoftMax needs its collectives or another
+    // layer reads an output layer.
+    bool defer = training && buffers.fuse_output_epilogue && !plan.split();
+    for (const GraphEdge& e : graph.edges) defer = defer && !graph.layers[e.source].is_output();
+    for (int s : graph.order)
+        for (int k : graph.layers[s].skips) defer = defer && !graph.layers[k].is_output();
+    buffers.output_activation_pending = defer;
+    forward(*backend, act, data, rows, training, mask_seed, -1, defer);
 }
 
 void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             const engine::Bindings& data, const BatchRows& rows, bool training,
-                            uint64_t mask_seed, int skip_layer) const {
+                            uint64_t mask_seed, int skip_layer,
+                            bool defer_output_activation) const {
     const size_t batch = rows.batch;
     auto view = [&](int l) {
         return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].n_local};
@@ -140,6 +149,8 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
         for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
         if (plan.split() && layer.activation.kind == Activation::kSoftMax) {
             split_softmax(l, z);
+        } else if (defer_output_activation && layer.is_output()) {
+            // z + bias and the activation: backward's output_epilogue.
         } else {
             be.bias_activation_forward(layer.activation, params.layers[l].bias.data(), z);
         }
@@ -233,13 +244,20 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerBuffers& buf = buffers.layers[l];
         MatrixView delta = rows_of(buf.delta, batch, n_local);
-        backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                              rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
-                              scale, delta, loss_sum);
+        if (buffers.output_activation_pending) {
+            backend->output_epilogue(loss_params(layer, *data.layer_data[l]), layer.activation,
+                                     params.layers[l].bias.data(), rows_of(buf.act, batch, n_local),
+                                     data.layer_data[l]->view(rows), scale, delta, loss_sum);
+        } else {
+            backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
+                                  rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
+                                  scale, delta, loss_sum);
+        }
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
         if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);
         has_delta[l] = true;
     }
+    buffers.output_activation_pending = false;
     for (auto it = graph.order.rbegin(); it != graph.order.rend(); ++it) {
         const int l = *it;
         const GraphLayer& layer = graph.layers[l];

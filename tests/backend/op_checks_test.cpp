@@ -127,6 +127,23 @@ std::vector<BadCall> bad_calls() {
          [sigmoid, loss](Backend& b) {
              b.output_delta(loss, sigmoid, cmat(2, 4), csr(2, 5), 1, mat(2, 4), nullptr);
          }},
+        {"output_epilogue: shapes of z and delta differ",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4), csr(2, 4), 1, mat(2, 5), nullptr);
+         }},
+        {"output_epilogue: target batch size != rows of z",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4), csr(3, 4), 1, mat(2, 4), nullptr);
+         }},
+        {"output_epilogue: target width > columns of z",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4), csr(2, 5), 1, mat(2, 4), nullptr);
+         }},
+        {"output_epilogue: ld of z < its columns",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4, 3), csr(2, 4), 1, mat(2, 4),
+                               nullptr);
+         }},
         {"sparseness_penalty: shapes of a and delta differ",
          [](Backend& b) { b.sparseness_penalty(0.05f, 1, cmat(2, 4), 1, mat(3, 4), nullptr); }},
         {"normalize_rows: ld of m < its columns",
@@ -178,7 +195,7 @@ TEST(OpChecks, EveryOpOfTheTableHasABadCall) {
     std::vector<std::string> covered;
     for (const BadCall& c : bad_calls())
         covered.push_back(c.expected.substr(0, c.expected.find(':')));
-    for (int op = 0; op <= int(Op::kClipRows); ++op) {
+    for (int op = 0; op <= int(Op::kOutputEpilogue); ++op) {
         const std::string name = to_string(Op(op));
         EXPECT_NE(std::find(covered.begin(), covered.end(), name), covered.end())
             << "no bad call for op " << name;

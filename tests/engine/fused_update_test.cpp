@@ -26,7 +26,7 @@ const char* kNetwork = R"({
     {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
     {"Name": "Hidden1", "Kind": "Hidden", "N": 24, "Activation": "Sigmoid", "pDropout": 0.2},
     {"Name": "Hidden2", "Kind": "Hidden", "N": 20, "Activation": "Tanh" %s},
-    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid",
+    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "%s",
      "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -2.0}}
   ]})";
 
@@ -61,11 +61,13 @@ class ScopedEnv {
     const char* name_;
 };
 
-TrainedRun train(const OptimizerOptions& optimizer, bool fused, const char* hidden2_extra = "") {
+TrainedRun train(const OptimizerOptions& optimizer, bool fused, const char* hidden2_extra = "",
+                 bool fused_epilogue = true, const char* output_activation = "Sigmoid") {
     const ScopedEnv env("SPARSENET_FUSED_UPDATE", fused ? nullptr : "0");
+    const ScopedEnv env2("SPARSENET_FUSED_EPILOGUE", fused_epilogue ? nullptr : "0");
     const Dataset in = planted("in"), out = planted("out");
     char config[2048];
-    std::snprintf(config, sizeof config, kNetwork, hidden2_extra);
+    std::snprintf(config, sizeof config, kNetwork, hidden2_extra, output_activation);
     NetworkOptions no;
     no.device = "cpu";
     no.threads = 2;
@@ -169,6 +171,20 @@ TEST(FusedUpdate, OtherStepsUseTheMaterialisedGradientBitForBit) {
             EXPECT_GE(max_difference(fused, plain), 0.0);
             EXPECT_LE(max_difference(fused, plain), 1e-5);
         }
+    }
+}
+
+// The output layer's activation, delta and loss in one pass per row (Backend::output_epilogue)
+// against forward's activation then backward's delta: the same values bit for bit, so whole
+// training runs are identical (Sigmoid + ScaledMarginalCrossEntropy, and SoftMax + multinomial
+// CrossEntropy).
+TEST(FusedOutputEpilogue, TrainingIsIdenticalToSeparatePasses) {
+    const OptimizerOptions o = optimizer(OptimizerKind::kAdam, 0.005f);
+    for (const char* activation : {"Sigmoid", "SoftMax"}) {
+        SCOPED_TRACE(activation);
+        const TrainedRun fused = train(o, true, "", true, activation);
+        const TrainedRun plain = train(o, true, "", false, activation);
+        EXPECT_EQ(max_difference(fused, plain), 0.0);
     }
 }
 

@@ -172,6 +172,16 @@ void CpuBackend::output_delta_impl(const formulas::LossParams& loss,
     });
 }
 
+void CpuBackend::output_epilogue_impl(const formulas::LossParams& loss,
+                                      const formulas::ActivationParams& act, const float* bias,
+                                      MatrixView z, const CsrBatchView& target, float scale,
+                                      MatrixView delta, double* loss_sum) {
+    with_scratch(Op::kOutputEpilogue, [&] {
+        cpu::output_delta(loss, act, cmat(z), csr(target), scale, mat(delta), loss_sum, row_loss_,
+                          threads_, z.data, bias);
+    });
+}
+
 void CpuBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                          MatrixView delta, double* loss_sum) {
     with_scratch(Op::kSparsenessPenalty, [&] {

@@ -188,6 +188,20 @@ void activate_row(const formulas::ActivationParams& p, const T* bias, T* z, size
     std::copy(tail_z, tail_z + (n - whole), z + whole);
 }
 
+// One row of bias_activation_forward: z := f(z + bias) (bias may be null), SoftMax row-wise.
+// Also the first step of output_epilogue's row (cpu_ops_sparse.h): the same values bit for bit.
+template <Activation A, class T>
+inline void bias_activation_row(const formulas::ActivationParams& act, const T* bias, T* z,
+                                size_t n) {
+    if constexpr (A == Activation::kSoftMax) {
+        if (bias != nullptr)
+            for (size_t j = 0; j < n; ++j) z[j] += bias[j];
+        softmax_row(z, n);
+    } else {
+        activate_row<A>(act, bias, z, n);
+    }
+}
+
 // In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
 template <class T>
 void bias_activation_forward(const formulas::ActivationParams& act, const T* bias, MatT<T> z,
@@ -203,14 +217,7 @@ void bias_activation_forward(const formulas::ActivationParams& act, const T* bia
             // shared across the parallel region would be read through a pointer, every element).
             formulas::ActivationParams p = act;
             p.kind = A;
-            T* __restrict zr = z.row(r);
-            if constexpr (A == Activation::kSoftMax) {
-                if (bias != nullptr)
-                    for (size_t j = 0; j < n; ++j) zr[j] += bias[j];
-                softmax_row(zr, n);
-            } else {
-                activate_row<A>(p, bias, zr, n);
-            }
+            bias_activation_row<A>(p, bias, z.row(r), n);
         }
     });
 }
