@@ -12,7 +12,9 @@
 // the rate of the three together (their FLOPs over the sum of their median times): one JSON
 // object on stdout.
 //
-// usage: sparsenet_bench_sgemm BATCH IN OUT [threads=2] [repeats=5]
+// usage: sparsenet_bench_sgemm BATCH IN OUT [threads=2] [repeats=5] [pad=0]
+// pad: extra floats per row of every matrix whose rows are OUT wide (W, z, dz, dW): the leading
+// dimension OUT + pad, e.g. to measure a leading dimension padded to a multiple of 16 floats.
 #include <cblas.h>
 #include <omp.h>
 
@@ -38,6 +40,7 @@ struct Shape {
     const float *a, *b;
     int lda, ldb;
     float* c;
+    int ldc;
 };
 
 }  // namespace
@@ -50,10 +53,13 @@ int main(int argc, char** argv) {
     const int batch = std::atoi(argv[1]), in = std::atoi(argv[2]), out = std::atoi(argv[3]);
     const int threads = argc > 4 ? std::atoi(argv[4]) : 2;
     const int repeats = argc > 5 ? std::atoi(argv[5]) : 5;
-    if (batch < 1 || in < 1 || out < 1 || threads < 1 || repeats < 1) {
-        std::fprintf(stderr, "%s: BATCH, IN, OUT, threads and repeats must be >= 1\n", argv[0]);
+    const int pad = argc > 6 ? std::atoi(argv[6]) : 0;
+    if (batch < 1 || in < 1 || out < 1 || threads < 1 || repeats < 1 || pad < 0) {
+        std::fprintf(stderr, "%s: BATCH, IN, OUT, threads and repeats must be >= 1, pad >= 0\n",
+                     argv[0]);
         return 2;
     }
+    const int ldo = out + pad;
     omp_set_num_threads(threads);
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-0.05f, 0.05f);
@@ -62,16 +68,20 @@ int main(int argc, char** argv) {
         for (float& x : v) x = u(rng);
         return v;
     };
-    const std::vector<float> h = filled(size_t(batch) * in), w = filled(size_t(in) * out),
-                             dz = filled(size_t(batch) * out);
-    std::vector<float> z(size_t(batch) * out), dh(size_t(batch) * in), dw(size_t(in) * out);
+    const std::vector<float> h = filled(size_t(batch) * in), w = filled(size_t(in) * ldo),
+                             dz = filled(size_t(batch) * ldo);
+    std::vector<float> z(size_t(batch) * ldo), dh(size_t(batch) * in), dw(size_t(in) * ldo);
+    // ldc: the result's leading dimension.
     const Shape shapes[] = {
-        {"forward", false, false, batch, out, in, h.data(), w.data(), in, out, z.data()},
-        {"input_delta", false, true, batch, in, out, dz.data(), w.data(), out, out, dh.data()},
-        {"weight_gradient", true, false, in, out, batch, h.data(), dz.data(), in, out, dw.data()},
+        {"forward", false, false, batch, out, in, h.data(), w.data(), in, ldo, z.data(), ldo},
+        {"input_delta", false, true, batch, in, out, dz.data(), w.data(), ldo, ldo, dh.data(), in},
+        {"weight_gradient", true, false, in, out, batch, h.data(), dz.data(), in, ldo, dw.data(),
+         ldo},
     };
-    std::printf("{\"batch\": %d, \"in\": %d, \"out\": %d, \"threads\": %d, \"repeats\": %d", batch,
-                in, out, threads, repeats);
+    std::printf(
+        "{\"batch\": %d, \"in\": %d, \"out\": %d, \"threads\": %d, \"repeats\": %d, "
+        "\"ld_pad\": %d",
+        batch, in, out, threads, repeats, pad);
     double flop_all = 0.0, seconds_all = 0.0;
     for (const Shape& s : shapes) {
         std::vector<double> seconds;
@@ -79,7 +89,7 @@ int main(int argc, char** argv) {
             const auto start = std::chrono::steady_clock::now();
             cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
                         s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, s.a, s.lda, s.b,
-                        s.ldb, 0.0f, s.c, s.n);
+                        s.ldb, 0.0f, s.c, s.ldc);
             const double t =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             if (r > 0) seconds.push_back(t);
