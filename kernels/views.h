@@ -112,6 +112,8 @@ enum class Op {
     kRowSumSquares,
     kClipRows,
     kOutputEpilogue,
+    kBiasActivationDropout,
+    kActivationBackwardColumnSum,
 };
 const char* to_string(Op op);
 

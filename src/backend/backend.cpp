@@ -64,6 +64,10 @@ const char* to_string(Op op) {
             return "clip_rows";
         case Op::kOutputEpilogue:
             return "output_epilogue";
+        case Op::kBiasActivationDropout:
+            return "bias_activation_dropout";
+        case Op::kActivationBackwardColumnSum:
+            return "activation_backward_column_sum";
     }
     return "unknown";
 }

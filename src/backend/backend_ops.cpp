@@ -51,7 +51,7 @@ struct OpTimes {
         const char* v = std::getenv("SPARSENET_OP_TIMES");
         return v != nullptr && *v != '\0' && std::string(v) != "0";
     }();
-    static constexpr size_t kOps = size_t(Op::kOutputEpilogue) + 1;
+    static constexpr size_t kOps = size_t(Op::kActivationBackwardColumnSum) + 1;
     std::array<std::atomic<uint64_t>, kOps> ns{}, calls{};
     std::array<std::atomic<double>, kOps> flop{};
     ~OpTimes() {
@@ -155,6 +155,42 @@ void Backend::column_sum(ConstMatrixView m, float alpha, float beta, float* out)
     check_ld(m, "column_sum", "ld of m < its columns");
     const OpTimer timer(Op::kColumnSum, 0.0);
     column_sum_impl(m, alpha, beta, out);
+}
+
+void Backend::bias_activation_dropout(const formulas::ActivationParams& act, const float* bias,
+                                      const DropoutMask& mask, MatrixView z) {
+    const bool active = mask.params.p > 0.0f && z.rows > 0 && z.cols > 0;
+    check(!active || mask.rows.batch == z.rows, "bias_activation_dropout",
+          "mask batch size != rows of z");
+    check_ld(z, "bias_activation_dropout", "ld of z < its columns");
+    const OpTimer timer(Op::kBiasActivationDropout, 0.0);
+    bias_activation_dropout_impl(act, bias, mask, z);
+}
+
+void Backend::bias_activation_dropout_impl(const formulas::ActivationParams& act, const float* bias,
+                                           const DropoutMask& mask, MatrixView z) {
+    bias_activation_forward_impl(act, bias, z);
+    dropout_impl(mask, z);
+}
+
+void Backend::activation_backward_column_sum(const formulas::ActivationParams& act,
+                                             ConstMatrixView a, const DropoutMask* mask,
+                                             MatrixView d, float* column_sums) {
+    const char* op = "activation_backward_column_sum";
+    check(act.kind != Activation::kSoftMax, op, "SoftMax is applied by output_delta, not here");
+    check(a.rows == d.rows && a.cols == d.cols, op, "shapes of a and d differ");
+    check(mask == nullptr || mask->rows.batch == d.rows, op, "mask batch size != rows of d");
+    check_ld(a, op, "ld of a < its columns");
+    check_ld(d, op, "ld of d < its columns");
+    const OpTimer timer(Op::kActivationBackwardColumnSum, 0.0);
+    activation_backward_column_sum_impl(act, a, mask, d, column_sums);
+}
+
+void Backend::activation_backward_column_sum_impl(const formulas::ActivationParams& act,
+                                                  ConstMatrixView a, const DropoutMask* mask,
+                                                  MatrixView d, float* column_sums) {
+    activation_backward_impl(act, a, mask, d);
+    column_sum_impl(d, 1.0f, 0.0f, column_sums);
 }
 
 void Backend::dropout(const DropoutMask& mask, MatrixView m) {

@@ -151,6 +151,10 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
             split_softmax(l, z);
         } else if (defer_output_activation && layer.is_output()) {
             // z + bias and the activation: backward's output_epilogue.
+        } else if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
+            be.bias_activation_dropout(layer.activation, params.layers[l].bias.data(),
+                                       dropout_mask(l, rows, mask_seed), z);
+            continue;
         } else {
             be.bias_activation_forward(layer.activation, params.layers[l].bias.data(), z);
         }
@@ -271,17 +275,19 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 const SparsenessPenalty& sp = layer.config.sparseness_penalty;
                 backend->sparseness_penalty(sp.p, sp.beta, act, scale, dz, loss_sum);
             }
-            if (training && layer.config.p_dropout > 0.0f) {
-                const DropoutMask mask = dropout_mask(l, rows, mask_seed);
-                backend->activation_backward(layer.activation, act, &mask, dz);
-            } else {
-                backend->activation_backward(layer.activation, act, nullptr, dz);
-            }
-            if (layer.config.delta_norm > 0.0f) {
+            const bool masked = training && layer.config.p_dropout > 0.0f;
+            const DropoutMask mask = masked ? dropout_mask(l, rows, mask_seed) : DropoutMask{};
+            if (layer.config.delta_norm > 0.0f) {  // the rows' norms between the two ops
+                backend->activation_backward(layer.activation, act, masked ? &mask : nullptr, dz);
                 clip_delta_rows(layer.config.delta_norm * scale, dz);
+                backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
+            } else {  // the bias gradient summed as the deltas are written
+                backend->activation_backward_column_sum(
+                    layer.activation, act, masked ? &mask : nullptr, dz, buf.bias_grad.data());
             }
+        } else {
+            backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
         }
-        backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
         // Matrices split by input rows need the whole dz: gathered once for all of them.
         const MatrixView dz_all{plan.full_gather.data(), batch, layer.n, layer.n};
         bool gathered_dz = false;
