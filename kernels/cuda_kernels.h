@@ -171,6 +171,10 @@ void launch_bias_activation_forward(const Context& ctx, const formulas::Activati
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
                                 ConstMatrixView a, const DropoutMask* mask, MatrixView d);
 void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m);
+// bias_activation_forward then dropout in one kernel (element-wise activations with p > 0;
+// otherwise the two launches).
+void launch_bias_activation_dropout(const Context& ctx, const formulas::ActivationParams& act,
+                                    const float* bias, const DropoutMask& mask, MatrixView z);
 void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, MatrixView dense);
 
 // kernels/cuda_reduce.cu
