@@ -14,8 +14,15 @@ Each system trains --epochs epochs; the figure is the time of the epoch loop as 
 reports it (sparsenet: --metrics-out; peers: their own timer), so process start and data loading
 are excluded for everyone.
 
+sgemm_gflops: after each repetition the machine's sgemm rate at the output layer's three training
+shapes (forward, input delta, weight gradient: build/benchmarks/sparsenet_bench_sgemm, the same
+OpenBLAS and thread count), so the epoch's model-FLOP rate can be read as a fraction of it
+(sgemm_fraction) under the same load. --baseline-build DIR adds DIR's sparsenet as the system
+"sparsenet-base", run alternately with the new one (an A/B on a shared machine).
+
 usage: benchmarks/bench.py [--build build] [--python PY] [--workload dsstne-bench|mult-dae]
        [--users 8192] [--repeats 3] [--threads 2] [--batch N[,N...]] [--no-peers] [--tag T]
+       [--baseline-build DIR] [--sgemm-repeats 3]
 """
 import argparse
 import datetime
@@ -45,10 +52,13 @@ def cpu_model():
     return platform.processor()
 
 
+def layer_sizes(cfg_path, items):
+    return [int(l["N"]) if l["N"] != "auto" else items for l in json.load(open(cfg_path))["Layers"]]
+
+
 def flops_per_example(cfg_path, items, mean_nnz):
     """Multiply-adds x 2 of forward + backward (dX and dW) per example."""
-    cfg = json.load(open(cfg_path))
-    sizes = [int(l["N"]) if l["N"] != "auto" else items for l in cfg["Layers"]]
+    sizes = layer_sizes(cfg_path, items)
     total = 0.0
     for i in range(1, len(sizes)):
         if i == 1:  # sparse input: gather forward, scatter gradient; no input delta
@@ -82,6 +92,10 @@ def main():
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "sparsenet-bench"))
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--tag", default="", help="suffix of the results file name")
+    p.add_argument("--baseline-build", default=None,
+                   help="another build whose sparsenet runs alternately as 'sparsenet-base'")
+    p.add_argument("--sgemm-repeats", type=int, default=3,
+                   help="timed calls per shape of each sgemm measurement (0: skip it)")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sparsenet = os.path.join(a.build, "sparsenet")
@@ -96,7 +110,7 @@ def main():
     ds = info["files"][0]["datasets"][0]
     examples, mean_nnz = ds["examples"], ds["nonzeros"] / ds["examples"]
 
-    def ours(batch):
+    def ours(batch, sparsenet=sparsenet):
         metrics = os.path.join(a.work, "metrics.jsonl")
         run([sparsenet, "train", "-c", config, "-i", data, "-n", os.path.join(a.work, "m.nc"),
              "-b", str(batch), "-e", str(a.epochs), "--threads", str(a.threads),
@@ -116,6 +130,21 @@ def main():
 
     systems = {"sparsenet": ours}
     versions = {"sparsenet": run([sparsenet, "--version"]).strip()}
+    if a.baseline_build:
+        base_bin = os.path.join(a.baseline_build, "sparsenet")
+        systems["sparsenet-base"] = lambda batch: ours(batch, base_bin)
+        versions["sparsenet-base"] = run([base_bin, "--version"]).strip()
+    sgemm = next((p for p in (os.path.join(a.build, "benchmarks", "sparsenet_bench_sgemm"),
+                              os.path.join(ROOT, "build", "benchmarks", "sparsenet_bench_sgemm"))
+                  if os.path.exists(p)), None)
+    if sgemm is None and a.sgemm_repeats > 0:
+        print("note: sparsenet_bench_sgemm not built: no sgemm_gflops", file=sys.stderr)
+    sizes = layer_sizes(config, ITEMS)
+
+    def sgemm_rate(batch):
+        out = run([sgemm, str(batch), str(sizes[-2]), str(sizes[-1]), str(a.threads),
+                   str(a.sgemm_repeats)])
+        return json.loads(out.strip().splitlines()[-1])
     if not a.no_peers:
         if not os.path.exists(a.python):
             sys.exit(f"{a.python} not found: run `make bench` (it creates the venv) or --no-peers")
@@ -128,6 +157,7 @@ def main():
     for batch in batches:
         times = {name: [] for name in systems}
         losses = {name: [] for name in systems}
+        sgemm_runs = []
         for r in range(a.repeats):  # alternate systems within each repetition
             for name, go in systems.items():
                 epoch_seconds, epoch_losses = go(batch)
@@ -135,17 +165,32 @@ def main():
                 losses[name].append(epoch_losses[-1])
                 print(f"  batch {batch} repeat {r + 1}/{a.repeats} {name:16s} "
                       f"{times[name][-1]:.2f} s/epoch (loss {epoch_losses[-1]:.4g})", flush=True)
+            if sgemm is not None and a.sgemm_repeats > 0:
+                sgemm_runs.append(sgemm_rate(batch))
+                print(f"  batch {batch} repeat {r + 1}/{a.repeats} sgemm at the output layer "
+                      f"{sgemm_runs[-1]['gflops']:.1f} GFLOP/s", flush=True)
+        sgemm_gflops = (statistics.median(s["gflops"] for s in sgemm_runs) if sgemm_runs
+                        else None)
         base = statistics.median(times["sparsenet"])
         print(f"\n{a.workload}: {examples} users x {ITEMS} items ({mean_nnz:.1f} per user), batch "
               f"{batch}, {a.threads} threads, {cpu_model()}; median of {a.repeats}")
+        if sgemm_gflops:
+            print(f"sgemm at the output layer's shapes ({batch} x {sizes[-2]} x {sizes[-1]}): "
+                  f"{sgemm_gflops:.1f} GFLOP/s (median of {len(sgemm_runs)})")
         print(f"{'system':18s} {'s/epoch':>8s} {'users/s':>9s} {'GFLOP/s':>8s} "
-              f"{'sparsenet speedup':>18s} {'last loss':>10s}")
+              f"{'of sgemm':>8s} {'sparsenet speedup':>18s} {'last loss':>10s}")
         for name, ts in times.items():
             med = statistics.median(ts)
-            rows.append({"system": name, "batch": batch, "seconds": ts, "median_s": med,
-                         "users_per_s": examples / med, "gflops": flop / med / 1e9,
-                         "sparsenet_speedup": med / base, "loss": losses[name]})
-            print(f"{name:18s} {med:8.2f} {examples / med:9.0f} {flop / med / 1e9:8.1f} "
+            gflops = flop / med / 1e9
+            row = {"system": name, "batch": batch, "seconds": ts, "median_s": med,
+                   "users_per_s": examples / med, "gflops": gflops,
+                   "sparsenet_speedup": med / base, "loss": losses[name]}
+            if sgemm_gflops:
+                row.update({"sgemm_gflops": sgemm_gflops, "sgemm_fraction": gflops / sgemm_gflops,
+                            "sgemm_runs": sgemm_runs})
+            rows.append(row)
+            frac = f"{100 * gflops / sgemm_gflops:7.1f}%" if sgemm_gflops else f"{'-':>8s}"
+            print(f"{name:18s} {med:8.2f} {examples / med:9.0f} {gflops:8.1f} {frac} "
                   f"{med / base:17.2f}x {statistics.median(losses[name]):10.4g}")
         print()
     result = {
@@ -156,7 +201,8 @@ def main():
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
         "workload": {"users": examples, "items": ITEMS, "mean_row": mean_nnz, "batches": batches,
                      "epochs": a.epochs, "config": os.path.basename(config),
-                     "sparsenet_flags": extra_flags, "flop_per_epoch": flop},
+                     "sparsenet_flags": extra_flags, "flop_per_epoch": flop,
+                     "output_layer": {"in": sizes[-2], "out": sizes[-1]}},
         "results": rows,
     }
     os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)

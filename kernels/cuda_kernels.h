@@ -171,6 +171,10 @@ void launch_bias_activation_forward(const Context& ctx, const formulas::Activati
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
                                 ConstMatrixView a, const DropoutMask* mask, MatrixView d);
 void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m);
+// bias_activation_forward then dropout in one kernel (element-wise activations with p > 0;
+// otherwise the two launches).
+void launch_bias_activation_dropout(const Context& ctx, const formulas::ActivationParams& act,
+                                    const float* bias, const DropoutMask& mask, MatrixView z);
 void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, MatrixView dense);
 
 // kernels/cuda_reduce.cu
@@ -207,6 +211,12 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
                          const formulas::ActivationParams& act, ConstMatrixView a,
                          const CsrBatchView& target, float scale, MatrixView delta,
                          double* loss_sum, ScratchBuffer& row_loss);
+// output_epilogue: z := f(z + bias), then output_delta of the new z, in the same kernel (one
+// block per row) for element-wise activations; SoftMax runs the two kernels in sequence.
+void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss,
+                            const formulas::ActivationParams& act, const float* bias, MatrixView z,
+                            const CsrBatchView& target, float scale, MatrixView delta,
+                            double* loss_sum, ScratchBuffer& row_loss);
 
 // kernels/cuda_optimizer.cu
 void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& step, MatrixView w,

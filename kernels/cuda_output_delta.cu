@@ -19,6 +19,11 @@
 // order to *loss_sum (device memory): deterministic, bit-identical on every run. Differences
 // from the CPU come from the device's log/exp (a few ulp per term) and the summation grouping
 // (double): within 1e-5 relative (output_delta_test.cpp, CudaParity.*).
+// output_epilogue (za != nullptr, element-wise activations): the zero-target pass first makes
+// each of its thread's units a = f(z + bias) (activation_forward_kernel's expression), writes it
+// back to z and takes its delta from that value; the __syncthreads() before the corrections
+// makes every unit's activation visible to the block. So the values are the two kernels' bit for
+// bit, with one read and one write of z less (compiles, untested on GPU).
 // A stored target column >= n is skipped and reported (Error(kInternal) at the next sync), and
 // so is a target row whose column ids are not strictly increasing (a repeated column would make
 // two threads write one delta): the CPU throws the same error at the call.
@@ -38,7 +43,8 @@ constexpr int kSumThreads = 256;
 __global__ void __launch_bounds__(kThreads)
     output_delta_kernel(formulas::LossParams loss, formulas::ActivationParams act,
                         ConstMatrixView a, CsrBatchView target, float scale, MatrixView delta,
-                        double* row_loss, DeviceStatus* status) {
+                        double* row_loss, DeviceStatus* status, float* za_all = nullptr,
+                        const float* bias = nullptr) {
     __shared__ double smem[kThreads / 32];
     const size_t b = blockIdx.x;
     const size_t n = a.cols;
@@ -48,6 +54,7 @@ __global__ void __launch_bounds__(kThreads)
     const uint64_t t0 = target.offsets[ex], t1 = target.offsets[ex + 1];
     const uint32_t* idx = target.indices;
     const float* ar = a.data + b * a.ld;
+    float* za = za_all != nullptr ? za_all + b * a.ld : nullptr;  // same storage as ar
     float* dr = delta.data + b * delta.ld;
     const bool want_loss = row_loss != nullptr;
     const bool iz = loss.ignore_zero;
@@ -129,8 +136,14 @@ __global__ void __launch_bounds__(kThreads)
         // DeltaBoost scales the delta of zero and nonzero targets (1 and 1 by default).
         const float scale_zero = sc * loss.boost_zero;
         const float scale_one = sc * loss.boost_one;
-        for (size_t j = threadIdx.x; j < n; j += kThreads)
-            dr[j] = iz ? 0.0f : scale_zero * formulas::output_delta_element(loss, act, ar[j], 0.0f);
+        for (size_t j = threadIdx.x; j < n; j += kThreads) {
+            float aj = ar[j];
+            if (za != nullptr) {
+                aj = formulas::activate(act, bias != nullptr ? aj + bias[j] : aj);
+                za[j] = aj;
+            }
+            dr[j] = iz ? 0.0f : scale_zero * formulas::output_delta_element(loss, act, aj, 0.0f);
+        }
         __syncthreads();
         for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads) {
             const uint32_t j = idx[e];
@@ -184,6 +197,30 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
     output_delta_kernel<<<unsigned(rows), kThreads, 0, ctx.stream>>>(loss, act, a, target, scale,
                                                                      delta, rl, ctx.status);
     check_launch(ctx, "output_delta_kernel");
+    if (loss_sum != nullptr) {
+        sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);
+        check_launch(ctx, "sum_rows_kernel");
+    }
+}
+
+void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss,
+                            const formulas::ActivationParams& act, const float* bias, MatrixView z,
+                            const CsrBatchView& target, float scale, MatrixView delta,
+                            double* loss_sum, ScratchBuffer& row_loss) {
+    if (act.kind == Activation::kSoftMax) {  // row-wise: the softmax kernel, then the delta
+        launch_bias_activation_forward(ctx, act, bias, z);
+        launch_output_delta(ctx, loss, act, z, target, scale, delta, loss_sum, row_loss);
+        return;
+    }
+    const size_t rows = z.rows;
+    if (rows == 0) return;
+    if (rows > 0x7fffffffu)
+        throw Error(ErrorCategory::kInternal, "output_epilogue: too many rows for the CUDA grid");
+    double* rl = nullptr;
+    if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
+    output_delta_kernel<<<unsigned(rows), kThreads, 0, ctx.stream>>>(
+        loss, act, ConstMatrixView(z), target, scale, delta, rl, ctx.status, z.data, bias);
+    check_launch(ctx, "output_delta_kernel (epilogue)");
     if (loss_sum != nullptr) {
         sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);
         check_launch(ctx, "sum_rows_kernel");

@@ -111,6 +111,9 @@ enum class Op {
     kDivideRows,
     kRowSumSquares,
     kClipRows,
+    kOutputEpilogue,
+    kBiasActivationDropout,
+    kActivationBackwardColumnSum,
 };
 const char* to_string(Op op);
 

@@ -64,6 +64,12 @@ const char* to_string(Op op) {
             return "row_sum_squares";
         case Op::kClipRows:
             return "clip_rows";
+        case Op::kOutputEpilogue:
+            return "output_epilogue";
+        case Op::kBiasActivationDropout:
+            return "bias_activation_dropout";
+        case Op::kActivationBackwardColumnSum:
+            return "activation_backward_column_sum";
     }
     return "unknown";
 }

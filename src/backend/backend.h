@@ -76,6 +76,16 @@ class Backend {
     // out[c] = alpha * sum_r m[r, c] + beta * out[c].
     void column_sum(ConstMatrixView m, float alpha, float beta, float* out);
 
+    // A hidden layer of a training step (issue 33), each the two ops it names in one pass, bit
+    // for bit the same values (tests/backend/hidden_fusion_test.cpp):
+    //  * bias_activation_dropout: bias_activation_forward(act, bias, z), then dropout(mask, z);
+    //  * activation_backward_column_sum: activation_backward(act, a, mask, d), then
+    //    column_sum(d, 1, 0, column_sums) (the bias gradient).
+    void bias_activation_dropout(const formulas::ActivationParams& act, const float* bias,
+                                 const DropoutMask& mask, MatrixView z);
+    void activation_backward_column_sum(const formulas::ActivationParams& act, ConstMatrixView a,
+                                        const DropoutMask* mask, MatrixView d, float* column_sums);
+
     // In place dropout: m[r, c] := kept ? scale * m[r, c] + shift : dropped (mask.params; with
     // inverted dropout m / (1 - p) or 0). mask.params.p <= 0 does nothing. The mask depends only
     // on (seed, example, global column), so activation_backward with the same mask sees it.
@@ -97,6 +107,17 @@ class Backend {
     void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                       ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
                       double* loss_sum);
+
+    // The output layer of a training step in one pass per row (issue 33): z := f(z + bias) as
+    // bias_activation_forward, then delta and *loss_sum as output_delta with a = the new z, each
+    // row while it is in cache. The same values bit for bit as those two ops in sequence (the same
+    // formulas in the same order: tests/backend/output_epilogue_test.cpp), one read and one write
+    // of z less. bias: [n] or nullptr; z, delta: [B, n] (z becomes the activations); target,
+    // scale, loss_sum: as output_delta. A target row breaking output_delta's rule is
+    // Error(kInternal) before anything is written (CPU; a device at its next synchronisation).
+    void output_epilogue(const formulas::LossParams& loss, const formulas::ActivationParams& act,
+                         const float* bias, MatrixView z, const CsrBatchView& target, float scale,
+                         MatrixView delta, double* loss_sum);
 
     // Sparseness penalty of a hidden layer (formulas/regularizer.h): rho_j = mean over the rows
     // of a[:, j], clamped; delta[r, j] += scale * beta * KL'(p, rho_j) for every row (0 where
@@ -201,6 +222,19 @@ class Backend {
                                    const formulas::ActivationParams& act, ConstMatrixView a,
                                    const CsrBatchView& target, float scale, MatrixView delta,
                                    double* loss_sum) = 0;
+    // The unfused composition by default (bias_activation_forward_impl, then output_delta_impl);
+    // the CPU and CUDA backends override it with their one-pass versions.
+    virtual void output_epilogue_impl(const formulas::LossParams& loss,
+                                      const formulas::ActivationParams& act, const float* bias,
+                                      MatrixView z, const CsrBatchView& target, float scale,
+                                      MatrixView delta, double* loss_sum);
+    // The unfused compositions by default; the CPU backend overrides them.
+    virtual void bias_activation_dropout_impl(const formulas::ActivationParams& act,
+                                              const float* bias, const DropoutMask& mask,
+                                              MatrixView z);
+    virtual void activation_backward_column_sum_impl(const formulas::ActivationParams& act,
+                                                     ConstMatrixView a, const DropoutMask* mask,
+                                                     MatrixView d, float* column_sums);
     virtual void sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                          MatrixView delta, double* loss_sum) = 0;
     virtual void normalize_rows_impl(float max_norm, MatrixView m) = 0;

@@ -10,8 +10,13 @@
 // Not checked here: what only the data shows (a column or row id out of range, a count over a
 // capacity) and an implementation's own limits (BLAS's int dimensions); the implementations
 // check those, the CPU at the call and a device at its next synchronisation.
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "backend/backend.h"
@@ -37,6 +42,61 @@ void check_state(const formulas::OptimizerStep& step, const void* s1, const void
     check(slots < 2 || s2 != nullptr, op, "optimizer state slot 2 is null");
 }
 
+// SPARSENET_OP_TIMES=1: the wall time, calls and (gemm) FLOPs of every op, summed over the process
+// and printed to stderr at its exit: where an epoch's time goes against its GEMM time
+// (docs/benchmarks.md). Meaningful on the CPU backend, whose ops return when done; a device
+// backend's ops only enqueue. Off: one branch per op.
+struct OpTimes {
+    bool on = [] {
+        const char* v = std::getenv("SPARSENET_OP_TIMES");
+        return v != nullptr && *v != '\0' && std::string(v) != "0";
+    }();
+    static constexpr size_t kOps = size_t(Op::kActivationBackwardColumnSum) + 1;
+    std::array<std::atomic<uint64_t>, kOps> ns{}, calls{};
+    std::array<std::atomic<double>, kOps> flop{};
+    ~OpTimes() {
+        if (!on) return;
+        double total = 0.0;
+        for (size_t i = 0; i < kOps; ++i) total += double(ns[i].load()) * 1e-9;
+        std::fprintf(stderr, "sparsenet op times (SPARSENET_OP_TIMES): %.3f s in ops\n", total);
+        for (size_t i = 0; i < kOps; ++i) {
+            if (calls[i].load() == 0) continue;
+            const double s = double(ns[i].load()) * 1e-9;
+            std::fprintf(stderr, "  %-24s %9.3f s %6.1f %% %8llu calls", to_string(Op(i)), s,
+                         total > 0 ? 100.0 * s / total : 0.0, (unsigned long long)calls[i].load());
+            if (flop[i].load() > 0 && s > 0)
+                std::fprintf(stderr, " %8.1f GFLOP/s", flop[i].load() / s * 1e-9);
+            std::fprintf(stderr, "\n");
+        }
+    }
+};
+OpTimes g_op_times;
+
+class OpTimer {
+  public:
+    OpTimer(Op op, double flop) : op_(op), flop_(flop) {
+        if (g_op_times.on) start_ = std::chrono::steady_clock::now();
+    }
+    ~OpTimer() {
+        if (!g_op_times.on) return;
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - start_);
+        const size_t i = size_t(op_);
+        g_op_times.ns[i] += uint64_t(ns.count());
+        g_op_times.calls[i] += 1;
+        double f = g_op_times.flop[i].load();
+        while (!g_op_times.flop[i].compare_exchange_weak(f, f + flop_)) {
+        }
+    }
+    OpTimer(const OpTimer&) = delete;
+    OpTimer& operator=(const OpTimer&) = delete;
+
+  private:
+    Op op_;
+    double flop_;
+    std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace
 
 void Backend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
@@ -46,6 +106,7 @@ void Backend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixVi
     check(w.rows >= x.cols, "csr_matmul", "rows of w < input width");
     check_ld(w, "csr_matmul", "ld of w < its columns");
     check_ld(z, "csr_matmul", "ld of z < its columns");
+    const OpTimer timer(Op::kCsrMatmul, 0.0);
     csr_matmul_impl(x, noise, w, z, beta);
 }
 
@@ -54,6 +115,7 @@ void Backend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMat
     check(dz.rows == x.batch.batch, "csr_weight_grad", "rows of dz != batch size");
     check(grad.cols == dz.cols, "csr_weight_grad", "gradient width != columns of dz");
     check_ld(dz, "csr_weight_grad", "ld of dz < its columns");
+    const OpTimer timer(Op::kCsrWeightGrad, 0.0);
     csr_weight_grad_impl(x, noise, dz, alpha, grad);
 }
 
@@ -65,12 +127,14 @@ void Backend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, C
     check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
     check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
     check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
+    const OpTimer timer(Op::kGemm, 2.0 * double(m) * double(n) * double(k));
     gemm_impl(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
 void Backend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
                                       MatrixView z) {
     check_ld(z, "bias_activation_forward", "ld of z < its columns");
+    const OpTimer timer(Op::kBiasActivationForward, 0.0);
     bias_activation_forward_impl(act, bias, z);
 }
 
@@ -83,12 +147,50 @@ void Backend::activation_backward(const formulas::ActivationParams& act, ConstMa
           "mask batch size != rows of d");
     check_ld(a, "activation_backward", "ld of a < its columns");
     check_ld(d, "activation_backward", "ld of d < its columns");
+    const OpTimer timer(Op::kActivationBackward, 0.0);
     activation_backward_impl(act, a, mask, d);
 }
 
 void Backend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
     check_ld(m, "column_sum", "ld of m < its columns");
+    const OpTimer timer(Op::kColumnSum, 0.0);
     column_sum_impl(m, alpha, beta, out);
+}
+
+void Backend::bias_activation_dropout(const formulas::ActivationParams& act, const float* bias,
+                                      const DropoutMask& mask, MatrixView z) {
+    const bool active = mask.params.p > 0.0f && z.rows > 0 && z.cols > 0;
+    check(!active || mask.rows.batch == z.rows, "bias_activation_dropout",
+          "mask batch size != rows of z");
+    check_ld(z, "bias_activation_dropout", "ld of z < its columns");
+    const OpTimer timer(Op::kBiasActivationDropout, 0.0);
+    bias_activation_dropout_impl(act, bias, mask, z);
+}
+
+void Backend::bias_activation_dropout_impl(const formulas::ActivationParams& act, const float* bias,
+                                           const DropoutMask& mask, MatrixView z) {
+    bias_activation_forward_impl(act, bias, z);
+    dropout_impl(mask, z);
+}
+
+void Backend::activation_backward_column_sum(const formulas::ActivationParams& act,
+                                             ConstMatrixView a, const DropoutMask* mask,
+                                             MatrixView d, float* column_sums) {
+    const char* op = "activation_backward_column_sum";
+    check(act.kind != Activation::kSoftMax, op, "SoftMax is applied by output_delta, not here");
+    check(a.rows == d.rows && a.cols == d.cols, op, "shapes of a and d differ");
+    check(mask == nullptr || mask->rows.batch == d.rows, op, "mask batch size != rows of d");
+    check_ld(a, op, "ld of a < its columns");
+    check_ld(d, op, "ld of d < its columns");
+    const OpTimer timer(Op::kActivationBackwardColumnSum, 0.0);
+    activation_backward_column_sum_impl(act, a, mask, d, column_sums);
+}
+
+void Backend::activation_backward_column_sum_impl(const formulas::ActivationParams& act,
+                                                  ConstMatrixView a, const DropoutMask* mask,
+                                                  MatrixView d, float* column_sums) {
+    activation_backward_impl(act, a, mask, d);
+    column_sum_impl(d, 1.0f, 0.0f, column_sums);
 }
 
 void Backend::dropout(const DropoutMask& mask, MatrixView m) {
@@ -96,6 +198,7 @@ void Backend::dropout(const DropoutMask& mask, MatrixView m) {
     const bool active = mask.params.p > 0.0f && m.rows > 0 && m.cols > 0;
     check(!active || mask.rows.batch == m.rows, "dropout", "mask batch size != rows of m");
     check_ld(m, "dropout", "ld of m < its columns");
+    const OpTimer timer(Op::kDropout, 0.0);
     dropout_impl(mask, m);
 }
 
@@ -108,7 +211,30 @@ void Backend::output_delta(const formulas::LossParams& loss, const formulas::Act
     check(target.cols <= a.cols, "output_delta", "target width > columns of a");
     check_ld(a, "output_delta", "ld of a < its columns");
     check_ld(delta, "output_delta", "ld of delta < its columns");
+    const OpTimer timer(Op::kOutputDelta, 0.0);
     output_delta_impl(loss, act, a, target, scale, delta, loss_sum);
+}
+
+void Backend::output_epilogue(const formulas::LossParams& loss,
+                              const formulas::ActivationParams& act, const float* bias,
+                              MatrixView z, const CsrBatchView& target, float scale,
+                              MatrixView delta, double* loss_sum) {
+    check(z.rows == delta.rows && z.cols == delta.cols, "output_epilogue",
+          "shapes of z and delta differ");
+    check(target.batch.batch == z.rows, "output_epilogue", "target batch size != rows of z");
+    check(target.cols <= z.cols, "output_epilogue", "target width > columns of z");
+    check_ld(z, "output_epilogue", "ld of z < its columns");
+    check_ld(delta, "output_epilogue", "ld of delta < its columns");
+    const OpTimer timer(Op::kOutputEpilogue, 0.0);
+    output_epilogue_impl(loss, act, bias, z, target, scale, delta, loss_sum);
+}
+
+void Backend::output_epilogue_impl(const formulas::LossParams& loss,
+                                   const formulas::ActivationParams& act, const float* bias,
+                                   MatrixView z, const CsrBatchView& target, float scale,
+                                   MatrixView delta, double* loss_sum) {
+    bias_activation_forward_impl(act, bias, z);
+    output_delta_impl(loss, act, z, target, scale, delta, loss_sum);
 }
 
 void Backend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,
@@ -116,41 +242,49 @@ void Backend::sparseness_penalty(float p, float beta, ConstMatrixView a, float s
     check(delta.data == nullptr || (delta.rows == a.rows && delta.cols == a.cols),
           "sparseness_penalty", "shapes of a and delta differ");
     check_ld(a, "sparseness_penalty", "ld of a < its columns");
+    const OpTimer timer(Op::kSparsenessPenalty, 0.0);
     sparseness_penalty_impl(p, beta, a, scale, delta, loss_sum);
 }
 
 void Backend::normalize_rows(float max_norm, MatrixView m) {
     check_ld(m, "normalize_rows", "ld of m < its columns");
+    const OpTimer timer(Op::kNormalizeRows, 0.0);
     normalize_rows_impl(max_norm, m);
 }
 
 void Backend::normalize_columns(float max_norm, MatrixView w) {
     check_ld(w, "normalize_columns", "ld of w < its columns");
+    const OpTimer timer(Op::kNormalizeColumns, 0.0);
     normalize_columns_impl(max_norm, w);
 }
 
 void Backend::row_max(ConstMatrixView m, float* out) {
     check_ld(m, "row_max", "ld of m < its columns");
+    const OpTimer timer(Op::kRowMax, 0.0);
     row_max_impl(m, out);
 }
 
 void Backend::exp_rows(const float* shift, MatrixView m, float* row_sum) {
     check_ld(m, "exp_rows", "ld of m < its columns");
+    const OpTimer timer(Op::kExpRows, 0.0);
     exp_rows_impl(shift, m, row_sum);
 }
 
 void Backend::divide_rows(const float* divisor, MatrixView m) {
     check_ld(m, "divide_rows", "ld of m < its columns");
+    const OpTimer timer(Op::kDivideRows, 0.0);
     divide_rows_impl(divisor, m);
 }
 
 void Backend::row_sum_squares(ConstMatrixView m, float* out) {
     check_ld(m, "row_sum_squares", "ld of m < its columns");
+    const OpTimer timer(Op::kRowSumSquares, 0.0);
     row_sum_squares_impl(m, out);
 }
 
 void Backend::clip_rows(float max_norm, const float* sq_norm, MatrixView m) {
     check_ld(m, "clip_rows", "ld of m < its columns");
+    const OpTimer timer(Op::kClipRows, 0.0);
     clip_rows_impl(max_norm, sq_norm, m);
 }
 
@@ -158,12 +292,14 @@ void Backend::add_matrix(float alpha, ConstMatrixView x, float beta, MatrixView 
     check(x.rows == y.rows && x.cols == y.cols, "add_matrix", "shapes of x and y differ");
     check_ld(x, "add_matrix", "ld of x < its columns");
     check_ld(y, "add_matrix", "ld of y < its columns");
+    const OpTimer timer(Op::kAddMatrix, 0.0);
     add_matrix_impl(alpha, x, beta, y);
 }
 
 void Backend::scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense) {
     check(grad.cols == dense.cols, "scatter_rows", "gradient width != dense width");
     check_ld(dense, "scatter_rows", "ld of dense < its columns");
+    const OpTimer timer(Op::kScatterRows, 0.0);
     scatter_rows_impl(grad, beta, dense);
 }
 
@@ -173,6 +309,7 @@ void Backend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w, 
     check_state(step, state1, state2, "optimizer_step");
     check_ld(w, "optimizer_step", "ld of w < its columns");
     check_ld(g, "optimizer_step", "ld of g < its columns");
+    const OpTimer timer(Op::kOptimizerStep, 0.0);
     optimizer_step_impl(step, w, g, state1, state2);
 }
 
@@ -182,6 +319,7 @@ void Backend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixVie
     check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
     check_state(step, state1, state2, "optimizer_step_rows");
     check_ld(w, "optimizer_step_rows", "ld of w < its columns");
+    const OpTimer timer(Op::kOptimizerStepRows, 0.0);
     optimizer_step_rows_impl(step, w, grad, state1, state2, mode);
 }
 
@@ -193,6 +331,7 @@ void Backend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t 
               "exclusion batch size != rows of scores");
         check_ld(scores, "top_k", "ld of scores < its columns");
     }
+    const OpTimer timer(Op::kTopK, 0.0);
     top_k_impl(scores, exclude, k, out_scores, out_indices);
 }
 

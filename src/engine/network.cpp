@@ -697,6 +697,7 @@ std::string Network::Impl::weight_name(const GraphEdge& w) const {
 }
 
 std::vector<float> Network::Impl::weight_gradient(int wi) {
+    materialize_gradients();
     const engine::EdgeBuffers& g = buffers.edges[wi];
     const engine::EdgeSplit& block = plan.edges[wi];
     std::vector<float> dense(size_t(block.local_rows) * block.local_cols, 0.0f);

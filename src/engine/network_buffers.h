@@ -29,6 +29,11 @@ struct LayerBuffers {
 // matrix and sums every use of it; the row-sparse one is the edge's own.
 struct EdgeBuffers {
     bool grad_ready = false;  // owners: backward wrote the gradient of the current batch
+    // Owners: backward left the dense weight-gradient GEMM of the current batch (this many rows)
+    // to update(), which runs it with the optimizer step inside (Network::Impl::
+    // defer_dense_grads); 0: none pending. Its operands (the source's activations and the
+    // destination's delta) stay in the layers' buffers until the next forward.
+    size_t deferred_rows = 0;
     DeviceArray<float> grad;  // dense gradient [local_rows, local_cols] (owners with dense_grad)
     // kByOutput: the source activations of the current batch gathered from every rank,
     // [batch, rows] (forward fills it; backward's weight gradient reads it).
@@ -54,6 +59,18 @@ struct PassBuffers {
     // Data parallelism: the whole batch's size, which scales the gradients of a rank's share
     // (0: the rows passed to backward are the whole batch).
     size_t loss_batch = 0;
+    // Set around a training step's backward (Training::compute_batch_gradients): the dense
+    // weight gradient of a matrix with one use, no split and a dense source is not written by
+    // backward but computed by update() inside the optimizer step (SGD: the GEMM's C is the
+    // weights; Momentum: the velocity), or written on demand (materialize_gradients) by every
+    // other reader of the gradient.
+    bool defer_dense_grads = false;
+    // Set around a training step (Training::compute_batch_gradients): forward leaves the output
+    // layers' z + bias and activation to backward, which runs them with the delta and the loss
+    // in one pass per row (Backend::output_epilogue); output_activation_pending says forward
+    // did (until backward has run).
+    bool fuse_output_epilogue = false;
+    bool output_activation_pending = false;
 };
 
 }  // namespace sparsenet::engine

@@ -149,8 +149,8 @@ struct Network::Impl {
     // skip_layer: a layer no other reads, left uncomputed (the Recommender's fp16 screening
     // computes its output layer itself).
     void forward(Backend& be, const std::vector<float*>& act, const engine::Bindings& data,
-                 const BatchRows& rows, bool training, uint64_t mask_seed,
-                 int skip_layer = -1) const;
+                 const BatchRows& rows, bool training, uint64_t mask_seed, int skip_layer = -1,
+                 bool defer_output_activation = false) const;
     // Output deltas and backward pass: fills every needed weight/bias gradient.
     // loss_sum (nullable) accumulates the summed loss of the batch.
     void backward(const engine::Bindings& data, const BatchRows& rows, bool training,
@@ -158,6 +158,19 @@ struct Network::Impl {
     // One optimizer step on every trained parameter. decay: DSSTNE's Decay, the learning rate of
     // step t (counted by optimizer_steps) is learning_rate / (1 + decay * (t - 1)).
     void update(const OptimizerOptions& optimizer, float decay);
+    // Whether owner edge wi's dense weight gradient may be left to update() (see
+    // PassBuffers::defer_dense_grads): one use, no split, a dense source, one process's batch.
+    bool gradient_deferrable(int wi) const;
+    // c := alpha * (owner edge wi's weight gradient of the last backward) + beta * c, from the
+    // operands backward left (EdgeBuffers::deferred_rows).
+    void deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c);
+    // Writes every weight gradient backward left to update() into its gradient buffer (the
+    // materialised path: the other optimizers, L1, WeightNorm, the guard's search, reads).
+    void materialize_gradients();
+    void materialize_gradient(int wi);
+    // The optimizer step of owner edge wi inside its weight-gradient GEMM when that means the
+    // same step (SGD, Momentum; no L1, no WeightNorm); false: nothing done.
+    bool fused_update(int wi, const formulas::OptimizerStep& step);
 
     // The objective's terms that need no gradient: every output loss (scale 1) and every
     // sparseness penalty of the batch, added to *loss_sum. Runs after forward().

@@ -77,12 +77,21 @@ void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows,
                             uint64_t mask_seed) {
     std::vector<float*> act(graph.layers.size(), nullptr);
     for (size_t l = 0; l < graph.layers.size(); ++l) act[l] = buffers.layers[l].act.data();
-    forward(*backend, act, data, rows, training, mask_seed);
+    // A training step's output activations are left to backward's output_epilogue (one pass per
+    // row: activation, delta, loss) unless a split SoftMax needs its collectives or another
+    // layer reads an output layer.
+    bool defer = training && buffers.fuse_output_epilogue && !plan.split();
+    for (const GraphEdge& e : graph.edges) defer = defer && !graph.layers[e.source].is_output();
+    for (int s : graph.order)
+        for (int k : graph.layers[s].skips) defer = defer && !graph.layers[k].is_output();
+    buffers.output_activation_pending = defer;
+    forward(*backend, act, data, rows, training, mask_seed, -1, defer);
 }
 
 void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             const engine::Bindings& data, const BatchRows& rows, bool training,
-                            uint64_t mask_seed, int skip_layer) const {
+                            uint64_t mask_seed, int skip_layer,
+                            bool defer_output_activation) const {
     const size_t batch = rows.batch;
     auto view = [&](int l) {
         return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].n_local};
@@ -140,6 +149,12 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
         for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
         if (plan.split() && layer.activation.kind == Activation::kSoftMax) {
             split_softmax(l, z);
+        } else if (defer_output_activation && layer.is_output()) {
+            // z + bias and the activation: backward's output_epilogue.
+        } else if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
+            be.bias_activation_dropout(layer.activation, params.layers[l].bias.data(),
+                                       dropout_mask(l, rows, mask_seed), z);
+            continue;
         } else {
             be.bias_activation_forward(layer.activation, params.layers[l].bias.data(), z);
         }
@@ -223,20 +238,30 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     const float scale =
         1.0f / static_cast<float>(buffers.loss_batch > 0 ? buffers.loss_batch : batch);
     std::vector<bool> has_delta(graph.layers.size(), false);
-    for (engine::EdgeBuffers& e : buffers.edges) e.grad_ready = false;
+    for (engine::EdgeBuffers& e : buffers.edges) {
+        e.grad_ready = false;
+        e.deferred_rows = 0;
+    }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         const GraphLayer& layer = graph.layers[l];
         if (!layer.is_output()) continue;
         const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerBuffers& buf = buffers.layers[l];
         MatrixView delta = rows_of(buf.delta, batch, n_local);
-        backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                              rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
-                              scale, delta, loss_sum);
+        if (buffers.output_activation_pending) {
+            backend->output_epilogue(loss_params(layer, *data.layer_data[l]), layer.activation,
+                                     params.layers[l].bias.data(), rows_of(buf.act, batch, n_local),
+                                     data.layer_data[l]->view(rows), scale, delta, loss_sum);
+        } else {
+            backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
+                                  rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
+                                  scale, delta, loss_sum);
+        }
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
         if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);
         has_delta[l] = true;
     }
+    buffers.output_activation_pending = false;
     for (auto it = graph.order.rbegin(); it != graph.order.rend(); ++it) {
         const int l = *it;
         const GraphLayer& layer = graph.layers[l];
@@ -250,17 +275,19 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 const SparsenessPenalty& sp = layer.config.sparseness_penalty;
                 backend->sparseness_penalty(sp.p, sp.beta, act, scale, dz, loss_sum);
             }
-            if (training && layer.config.p_dropout > 0.0f) {
-                const DropoutMask mask = dropout_mask(l, rows, mask_seed);
-                backend->activation_backward(layer.activation, act, &mask, dz);
-            } else {
-                backend->activation_backward(layer.activation, act, nullptr, dz);
-            }
-            if (layer.config.delta_norm > 0.0f) {
+            const bool masked = training && layer.config.p_dropout > 0.0f;
+            const DropoutMask mask = masked ? dropout_mask(l, rows, mask_seed) : DropoutMask{};
+            if (layer.config.delta_norm > 0.0f) {  // the rows' norms between the two ops
+                backend->activation_backward(layer.activation, act, masked ? &mask : nullptr, dz);
                 clip_delta_rows(layer.config.delta_norm * scale, dz);
+                backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
+            } else {  // the bias gradient summed as the deltas are written
+                backend->activation_backward_column_sum(
+                    layer.activation, act, masked ? &mask : nullptr, dz, buf.bias_grad.data());
             }
+        } else {
+            backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
         }
-        backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
         // Matrices split by input rows need the whole dz: gathered once for all of them.
         const MatrixView dz_all{plan.full_gather.data(), batch, layer.n, layer.n};
         bool gathered_dz = false;
@@ -327,7 +354,12 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 continue;
             }
             // z = a . M: dM = a^T . dz; transposed, z = a . M^T: dM = dz^T . a.
-            if (w.transposed) {
+            if (buffers.defer_dense_grads && gradient_deferrable(wi)) {
+                // update() runs this GEMM with the step inside (no gradient written and re-read:
+                // 2 x 4 bytes per weight less each step). The dz GEMM below still reads the
+                // weights of before the step.
+                m.deferred_rows = batch;
+            } else if (w.transposed) {
                 backend->gemm(true, false, 1.0f, dz, rows_of(source_buf.act, batch, source_n_local),
                               grad_beta, grad);
             } else {
@@ -395,6 +427,10 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         const engine::EdgeSplit& block = plan.edges[wi];
         engine::EdgeParams& matrix = params.edges[wi];
         MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);
+        if (g.deferred_rows > 0) {
+            if (fused_update(static_cast<int>(wi), step)) continue;
+            materialize_gradient(static_cast<int>(wi));
+        }
         if (!block.dense_grad) {
             backend->optimizer_step_rows(step, wv, g.sparse_grad(block.local_cols),
                                          matrix.state1.data(), matrix.state2.data(),
@@ -417,6 +453,75 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
                                 rows_of(buffers.layers[l].bias_grad, 1, n_local),
                                 bias.bias_state1.data(), bias.bias_state2.data());
     }
+}
+
+bool Network::Impl::gradient_deferrable(int wi) const {
+    const GraphEdge& w = graph.edges[wi];
+    if (w.owner != wi || w.fixed || plan.data_parallel || graph.layers[w.source].is_input())
+        return false;
+    const engine::EdgeSplit& block = plan.edges[wi];
+    if (block.split != engine::Split::kNone || !block.dense_grad) return false;
+    for (size_t e = 0; e < graph.edges.size(); ++e) {  // a shared matrix sums several uses
+        if (graph.edges[e].owner == wi && e != size_t(wi)) return false;
+    }
+    return true;
+}
+
+void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c) {
+    const GraphEdge& w = graph.edges[wi];
+    const size_t batch = buffers.edges[wi].deferred_rows;
+    const MatrixView a =
+        rows_of(buffers.layers[w.source].act, batch, plan.layers[w.source].n_local);
+    const MatrixView dz =
+        rows_of(buffers.layers[w.destination].delta, batch, plan.layers[w.destination].n_local);
+    // The same operands and order as backward's GEMM: z = a . M: dM = a^T . dz; transposed,
+    // z = a . M^T: dM = dz^T . a.
+    if (w.transposed) {
+        backend->gemm(true, false, alpha, dz, a, beta, c);
+    } else {
+        backend->gemm(true, false, alpha, a, dz, beta, c);
+    }
+}
+
+void Network::Impl::materialize_gradient(int wi) {
+    engine::EdgeBuffers& g = buffers.edges[wi];
+    if (g.deferred_rows == 0) return;
+    const engine::EdgeSplit& block = plan.edges[wi];
+    deferred_gradient_gemm(wi, 1.0f, 0.0f, rows_of(g.grad, block.local_rows, block.local_cols));
+    g.deferred_rows = 0;
+}
+
+void Network::Impl::materialize_gradients() {
+    for (size_t wi = 0; wi < graph.edges.size(); ++wi) materialize_gradient(int(wi));
+}
+
+bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
+    const GraphEdge& w = graph.edges[wi];
+    // L1 (sign(w)) and WeightNorm need the materialised gradient; so do the other optimizers
+    // (their rules are not linear in g).
+    if (step.l1 != 0.0f || graph.layers[w.destination].config.weight_norm > 0.0f) return false;
+    if (step.kind != OptimizerKind::kSgd && step.kind != OptimizerKind::kMomentum) return false;
+    const engine::EdgeSplit& block = plan.edges[wi];
+    engine::EdgeParams& matrix = params.edges[wi];
+    const MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);
+    const float lr = step.learning_rate;
+    if (step.kind == OptimizerKind::kSgd) {
+        // w -= lr (g + l2 w)  as  w := (1 - lr l2) w - lr g: C = W in the GEMM.
+        deferred_gradient_gemm(wi, -lr, 1.0f - lr * step.l2, wv);
+    } else {
+        // v := mu v - lr (g + l2 w); w += v: the l2 term first (one pass, only with L2), then
+        // C = v in the GEMM, then one add.
+        const MatrixView v = rows_of(matrix.state1, block.local_rows, block.local_cols);
+        float beta = step.mu;
+        if (step.l2 != 0.0f) {
+            backend->add_matrix(-lr * step.l2, wv, step.mu, v);
+            beta = 1.0f;
+        }
+        deferred_gradient_gemm(wi, -lr, beta, v);
+        backend->add_matrix(1.0f, v, 1.0f, wv);
+    }
+    buffers.edges[wi].deferred_rows = 0;
+    return true;
 }
 
 void Network::Impl::apply_weight_norms(int wi) {

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "engine/linear_fit.h"
@@ -73,9 +75,20 @@ size_t Training::share_of(const BatchRows& batch) const {
 
 void Training::compute_batch_gradients(const Bindings& data, const BatchRows& batch,
                                        uint64_t mask_seed, double* loss_sum) {
+    // SPARSENET_FUSED_UPDATE=0 / SPARSENET_FUSED_EPILOGUE=0: the passes of before (the A/B of
+    // docs/benchmarks.md and the tests that compare both).
+    const auto enabled = [](const char* name) {
+        const char* v = std::getenv(name);
+        return v == nullptr || std::string(v) != "0";
+    };
+    net_.buffers.fuse_output_epilogue = enabled("SPARSENET_FUSED_EPILOGUE");
     if (!net_.plan.data_parallel) {
         net_.forward(data, batch, true, mask_seed);
+        // The dense weight gradients go into update()'s GEMMs.
+        net_.buffers.defer_dense_grads = enabled("SPARSENET_FUSED_UPDATE");
         net_.backward(data, batch, true, mask_seed, loss_sum);
+        net_.buffers.defer_dense_grads = false;
+        net_.buffers.fuse_output_epilogue = false;
         return;
     }
     // This rank's share of the batch; the gradients of every share are summed.
@@ -89,6 +102,7 @@ void Training::compute_batch_gradients(const Bindings& data, const BatchRows& ba
     } else {
         net_.zero_gradients();
     }
+    net_.buffers.fuse_output_epilogue = false;
     net_.buffers.loss_batch = 0;
     net_.all_reduce_gradients();
 }
@@ -205,6 +219,7 @@ void Training::record_health(float* f, size_t rows) const {
 }
 
 std::string Training::locate_nonfinite(size_t batch) const {
+    net_.materialize_gradients();  // the search reads the weight gradients
     const Network::Impl& net = net_;
     const uint32_t none = UINT32_MAX;
     const uint32_t per_pass = uint32_t(net.graph.order.size() * 3);

@@ -127,6 +127,45 @@ std::vector<BadCall> bad_calls() {
          [sigmoid, loss](Backend& b) {
              b.output_delta(loss, sigmoid, cmat(2, 4), csr(2, 5), 1, mat(2, 4), nullptr);
          }},
+        {"bias_activation_dropout: mask batch size != rows of z",
+         [sigmoid](Backend& b) {
+             b.bias_activation_dropout(sigmoid, nullptr, mask(3, 0.5f), mat(2, 4));
+         }},
+        {"bias_activation_dropout: ld of z < its columns",
+         [sigmoid](Backend& b) {
+             b.bias_activation_dropout(sigmoid, nullptr, mask(2, 0.5f), mat(2, 4, 3));
+         }},
+        {"activation_backward_column_sum: SoftMax is applied by output_delta, not here",
+         [](Backend& b) {
+             b.activation_backward_column_sum(act(Activation::kSoftMax), cmat(2, 4), nullptr,
+                                              mat(2, 4), g_unused);
+         }},
+        {"activation_backward_column_sum: shapes of a and d differ",
+         [sigmoid](Backend& b) {
+             b.activation_backward_column_sum(sigmoid, cmat(2, 4), nullptr, mat(2, 3), g_unused);
+         }},
+        {"activation_backward_column_sum: mask batch size != rows of d",
+         [sigmoid](Backend& b) {
+             const DropoutMask m = mask(3, 0.5f);
+             b.activation_backward_column_sum(sigmoid, cmat(2, 4), &m, mat(2, 4), g_unused);
+         }},
+        {"output_epilogue: shapes of z and delta differ",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4), csr(2, 4), 1, mat(2, 5), nullptr);
+         }},
+        {"output_epilogue: target batch size != rows of z",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4), csr(3, 4), 1, mat(2, 4), nullptr);
+         }},
+        {"output_epilogue: target width > columns of z",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4), csr(2, 5), 1, mat(2, 4), nullptr);
+         }},
+        {"output_epilogue: ld of z < its columns",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4, 3), csr(2, 4), 1, mat(2, 4),
+                               nullptr);
+         }},
         {"sparseness_penalty: shapes of a and delta differ",
          [](Backend& b) { b.sparseness_penalty(0.05f, 1, cmat(2, 4), 1, mat(3, 4), nullptr); }},
         {"normalize_rows: ld of m < its columns",
@@ -178,7 +217,7 @@ TEST(OpChecks, EveryOpOfTheTableHasABadCall) {
     std::vector<std::string> covered;
     for (const BadCall& c : bad_calls())
         covered.push_back(c.expected.substr(0, c.expected.find(':')));
-    for (int op = 0; op <= int(Op::kClipRows); ++op) {
+    for (int op = 0; op <= int(Op::kActivationBackwardColumnSum); ++op) {
         const std::string name = to_string(Op(op));
         EXPECT_NE(std::find(covered.begin(), covered.end(), name), covered.end())
             << "no bad call for op " << name;

@@ -150,5 +150,25 @@ TEST_F(TrainOptionsCli, BadSectionValuesAreConfigErrors) {
     EXPECT_FALSE(std::filesystem::exists(model_));
 }
 
+// SPARSENET_OP_TIMES=1 (docs/benchmarks.md): at exit, the time and calls of each op the run
+// used, on stderr; nothing without it. The one-weight network runs csr_matmul (forward),
+// output_epilogue (its training step's output), column_sum and the optimizer steps.
+TEST_F(TrainOptionsCli, OpTimesArePrintedOnRequestOnly) {
+    testing::write_file(config_, config_with(kSection));
+    const std::string train = std::string(SPARSENET_CLI_PATH) + " train -c " + config_ + " -i " +
+                              data_ + " -n " + model_ + " --device cpu -e 2 -q";
+    std::string out;
+    ASSERT_EQ(testing::run_command("SPARSENET_OP_TIMES=1 " + train, &out), 0) << out;
+    EXPECT_NE(out.find("sparsenet op times (SPARSENET_OP_TIMES)"), std::string::npos) << out;
+    for (const char* op : {"csr_matmul", "output_epilogue", "column_sum", "optimizer_step"}) {
+        EXPECT_NE(out.find(std::string("  ") + op + " "), std::string::npos) << op << "\n" << out;
+    }
+    EXPECT_NE(out.find(" 2 calls"), std::string::npos) << out;  // one step per epoch
+    EXPECT_EQ(out.find("gemm"), std::string::npos) << out;      // no dense layer: not listed
+    std::filesystem::remove(model_);
+    ASSERT_EQ(testing::run_command(train, &out), 0) << out;
+    EXPECT_EQ(out.find("op times"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace sparsenet

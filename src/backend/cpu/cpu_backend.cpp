@@ -172,6 +172,28 @@ void CpuBackend::output_delta_impl(const formulas::LossParams& loss,
     });
 }
 
+void CpuBackend::bias_activation_dropout_impl(const formulas::ActivationParams& act,
+                                              const float* bias, const DropoutMask& mask,
+                                              MatrixView z) {
+    cpu::bias_activation_dropout(act, bias, mask, mat(z), threads_);
+}
+
+void CpuBackend::activation_backward_column_sum_impl(const formulas::ActivationParams& act,
+                                                     ConstMatrixView a, const DropoutMask* mask,
+                                                     MatrixView d, float* column_sums) {
+    cpu::activation_backward_column_sum(act, cmat(a), mask, mat(d), column_sums, threads_);
+}
+
+void CpuBackend::output_epilogue_impl(const formulas::LossParams& loss,
+                                      const formulas::ActivationParams& act, const float* bias,
+                                      MatrixView z, const CsrBatchView& target, float scale,
+                                      MatrixView delta, double* loss_sum) {
+    with_scratch(Op::kOutputEpilogue, [&] {
+        cpu::output_delta(loss, act, cmat(z), csr(target), scale, mat(delta), loss_sum, row_loss_,
+                          threads_, z.data, bias);
+    });
+}
+
 void CpuBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                          MatrixView delta, double* loss_sum) {
     with_scratch(Op::kSparsenessPenalty, [&] {

@@ -188,6 +188,20 @@ void activate_row(const formulas::ActivationParams& p, const T* bias, T* z, size
     std::copy(tail_z, tail_z + (n - whole), z + whole);
 }
 
+// One row of bias_activation_forward: z := f(z + bias) (bias may be null), SoftMax row-wise.
+// Also the first step of output_epilogue's row (cpu_ops_sparse.h): the same values bit for bit.
+template <Activation A, class T>
+inline void bias_activation_row(const formulas::ActivationParams& act, const T* bias, T* z,
+                                size_t n) {
+    if constexpr (A == Activation::kSoftMax) {
+        if (bias != nullptr)
+            for (size_t j = 0; j < n; ++j) z[j] += bias[j];
+        softmax_row(z, n);
+    } else {
+        activate_row<A>(act, bias, z, n);
+    }
+}
+
 // In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
 template <class T>
 void bias_activation_forward(const formulas::ActivationParams& act, const T* bias, MatT<T> z,
@@ -203,20 +217,38 @@ void bias_activation_forward(const formulas::ActivationParams& act, const T* bia
             // shared across the parallel region would be read through a pointer, every element).
             formulas::ActivationParams p = act;
             p.kind = A;
-            T* __restrict zr = z.row(r);
-            if constexpr (A == Activation::kSoftMax) {
-                if (bias != nullptr)
-                    for (size_t j = 0; j < n; ++j) zr[j] += bias[j];
-                softmax_row(zr, n);
-            } else {
-                activate_row<A>(p, bias, zr, n);
-            }
+            bias_activation_row<A>(p, bias, z.row(r), n);
         }
     });
 }
 
 inline uint64_t example_of(const BatchRows& rows, size_t r) {
     return rows.rows != nullptr ? uint64_t(rows.rows[r]) : rows.first_row + r;
+}
+
+// activation_backward on the units [j0, j1) of one row (ar, dr: the row's start); ex: the row's
+// example. The same per-unit formulas as the whole-row pass, so activation_backward_column_sum
+// (which walks column blocks) gives the same values bit for bit.
+template <Activation A, class T>
+inline void activation_backward_span(const formulas::ActivationParams& act, bool masked,
+                                     const formulas::DropoutParams& mask_params, uint64_t ex,
+                                     uint64_t col0, const T* __restrict ar, T* __restrict dr,
+                                     size_t j0, size_t j1) {
+    formulas::ActivationParams p = act;  // private, kind constant (see bias_activation_forward)
+    p.kind = A;
+    if (!masked) {
+#pragma omp simd
+        for (size_t j = j0; j < j1; ++j) dr[j] *= formulas::derivative_from_output(p, ar[j]);
+        return;
+    }
+    const formulas::DropoutParams dp = mask_params;  // private copy, as p
+    const T scale = T(dp.scale);
+#pragma omp simd
+    for (size_t j = j0; j < j1; ++j) {
+        const bool keep = formulas::keep_unit(dp.seed, ex, col0 + j, dp.p);
+        const T x = formulas::dropout_input(dp, ar[j]);
+        dr[j] = keep ? dr[j] * scale * formulas::derivative_from_output(p, x) : T(0);
+    }
 }
 
 // In place: d := dL/dz from d = dL/da for element-wise activations. Without a mask,
@@ -234,25 +266,10 @@ void activation_backward(const formulas::ActivationParams& act, CMatT<T> a, cons
         constexpr Activation A = decltype(a_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
         for (size_t r = 0; r < rows; ++r) {
-            formulas::ActivationParams p = act;  // private, kind constant (see above)
-            p.kind = A;
-            const T* __restrict ar = a.row(r);
-            T* __restrict dr = d.row(r);
-            if (!masked) {
-#pragma omp simd
-                for (size_t j = 0; j < n; ++j) dr[j] *= formulas::derivative_from_output(p, ar[j]);
-                continue;
-            }
-            const formulas::DropoutParams dp = mask->params;  // private copy, as p
-            const uint64_t ex = example_of(mask->rows, r);
-            const uint64_t col0 = mask->col_offset;
-            const T scale = T(dp.scale);
-#pragma omp simd
-            for (size_t j = 0; j < n; ++j) {
-                const bool keep = formulas::keep_unit(dp.seed, ex, col0 + j, dp.p);
-                const T x = formulas::dropout_input(dp, ar[j]);
-                dr[j] = keep ? dr[j] * scale * formulas::derivative_from_output(p, x) : T(0);
-            }
+            const formulas::DropoutParams dp = masked ? mask->params : formulas::DropoutParams{};
+            const uint64_t ex = masked ? example_of(mask->rows, r) : 0;
+            activation_backward_span<A>(act, masked, dp, ex, masked ? mask->col_offset : 0,
+                                        a.row(r), d.row(r), 0, n);
         }
     });
 }
@@ -283,6 +300,40 @@ void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
     }
 }
 
+// activation_backward, then column_sum(d, 1, 0, out), in one pass over d per block of 128
+// columns: each block's rows are taken in increasing order, the units' deltas computed by
+// activation_backward_span and summed in double as they are written, which is column_sum's
+// order: bit for bit the two ops, with one read of d less and one parallel region less.
+template <class T>
+void activation_backward_column_sum(const formulas::ActivationParams& act, CMatT<T> a,
+                                    const DropoutMask* mask, MatT<T> d, T* out, int threads) {
+    constexpr size_t kBlock = 128;
+    const size_t rows = d.rows, n = d.cols;
+    if (n == 0) return;
+    const bool masked = mask != nullptr && mask->params.p > 0.0f;
+    const size_t blocks = (n + kBlock - 1) / kBlock;
+    const bool par = blocks > 1 && parallel_worth(rows * n, threads);
+    dispatch_activation(act.kind, [&](auto a_const) {
+        constexpr Activation A = decltype(a_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t blk = 0; blk < blocks; ++blk) {
+            const size_t c0 = blk * kBlock, w = std::min(kBlock, n - c0);
+            const formulas::DropoutParams dp = masked ? mask->params : formulas::DropoutParams{};
+            double acc[kBlock];
+            for (size_t j = 0; j < w; ++j) acc[j] = 0.0;
+            for (size_t r = 0; r < rows; ++r) {
+                const uint64_t ex = masked ? example_of(mask->rows, r) : 0;
+                activation_backward_span<A>(act, masked, dp, ex, masked ? mask->col_offset : 0,
+                                            a.row(r), d.row(r), c0, c0 + w);
+                const T* __restrict dr = d.row(r) + c0;
+#pragma omp simd
+                for (size_t j = 0; j < w; ++j) acc[j] += double(dr[j]);
+            }
+            for (size_t j = 0; j < w; ++j) out[c0 + j] = T(double(T(1)) * acc[j]);
+        }
+    });
+}
+
 // y := alpha * x + beta * y (beta == 0 overwrites, NaNs in y included). One element per thread
 // iteration, no reduction: bit-identical for any thread count.
 template <class T>
@@ -306,6 +357,17 @@ void add_matrix(T alpha, CMatT<T> x, T beta, MatT<T> y, int threads) {
 
 // ---- dropout ----
 
+// One row of dropout (example ex, global column of unit 0 col0).
+template <class T>
+inline void dropout_row(const formulas::DropoutParams& params, uint64_t ex, uint64_t col0,
+                        T* __restrict mr, size_t n) {
+    const formulas::DropoutParams d = params;  // private copy: no reads through a pointer
+    for (size_t j = 0; j < n; ++j) {
+        const bool keep = formulas::keep_unit(d.seed, ex, col0 + j, d.p);
+        mr[j] = formulas::dropout_forward(d, keep, mr[j]);
+    }
+}
+
 // In place: m[r, c] := kept ? scale * m[r, c] + shift : dropped, kept iff
 // keep_unit(seed, example(r), col_offset + c, p) (formulas/dropout.h). p <= 0 is a no-op.
 template <class T>
@@ -315,16 +377,30 @@ void dropout(const DropoutMask& mask, MatT<T> m, int threads) {
     const size_t n = m.cols;
     const bool par = parallel_worth(m.rows * n, threads);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
-    for (size_t r = 0; r < m.rows; ++r) {
-        const formulas::DropoutParams d = dp;  // private copy: no reads through a pointer
-        const uint64_t ex = example_of(mask.rows, r);
-        const uint64_t col0 = mask.col_offset;
-        T* __restrict mr = m.row(r);
-        for (size_t j = 0; j < n; ++j) {
-            const bool keep = formulas::keep_unit(d.seed, ex, col0 + j, d.p);
-            mr[j] = formulas::dropout_forward(d, keep, mr[j]);
+    for (size_t r = 0; r < m.rows; ++r)
+        dropout_row(dp, example_of(mask.rows, r), mask.col_offset, m.row(r), n);
+}
+
+// bias_activation_forward, then dropout (p > 0), row by row in one parallel pass: each row is
+// activated and dropped while in cache, with the two ops' row functions (bit for bit the same).
+template <class T>
+void bias_activation_dropout(const formulas::ActivationParams& act, const T* bias,
+                             const DropoutMask& mask, MatT<T> z, int threads) {
+    const size_t rows = z.rows, n = z.cols;
+    if (rows == 0 || n == 0) return;
+    const bool drop = mask.params.p > 0.0f;
+    const bool par = parallel_worth(rows * n, threads);
+    dispatch_activation(act.kind, [&](auto a_const) {
+        constexpr Activation A = decltype(a_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t r = 0; r < rows; ++r) {
+            formulas::ActivationParams p = act;
+            p.kind = A;
+            bias_activation_row<A>(p, bias, z.row(r), n);
+            if (drop)
+                dropout_row(mask.params, example_of(mask.rows, r), mask.col_offset, z.row(r), n);
         }
-    }
+    });
 }
 
 // ---- regularisers ----

@@ -323,10 +323,14 @@ inline double output_delta_row(const formulas::LossParams& params,
 // with loss.ignore_zero only the stored entries), w_b = target.weight(b). If loss_sum is not
 // null, *loss_sum += the unscaled batch loss, each row's loss times w_b, summed per row in double
 // and then over rows in row order (row_loss is the caller's scratch).
+//
+// activate_z (output_epilogue): z with the storage of a; each row first becomes f(z + bias)
+// (bias_activation_row, bias may be null), then its delta is computed while the row is in cache.
 template <class T>
 void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                   CMatT<T> a, const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
-                  std::vector<double>& row_loss, int threads) {
+                  std::vector<double>& row_loss, int threads, T* activate_z = nullptr,
+                  const T* bias = nullptr) {
     const size_t rows = a.rows, n = a.cols;
     if (rows == 0) return;
     // The correction at each stored target overwrites delta[j] and adds j's loss: a row holding
@@ -356,6 +360,11 @@ void output_delta(const formulas::LossParams& loss, const formulas::ActivationPa
                 constexpr bool M = decltype(m_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
                 for (size_t b = 0; b < rows; ++b) {
+                    if (activate_z != nullptr) {
+                        formulas::ActivationParams p = act;  // private, kind constant
+                        p.kind = A;
+                        bias_activation_row<A>(p, bias, activate_z + b * a.ld, n);
+                    }
                     // The example's weight scales its delta and its loss (1 when unweighted, so
                     // unweighted results are unchanged bit for bit).
                     const T wb = target.weight(b);

@@ -663,6 +663,22 @@ void CudaBackend::output_delta_impl(const formulas::LossParams& loss,
                               row_loss_scratch_);
 }
 
+void CudaBackend::bias_activation_dropout_impl(const formulas::ActivationParams& act,
+                                               const float* bias, const DropoutMask& mask,
+                                               MatrixView z) {
+    activate();
+    cuda::launch_bias_activation_dropout(ctx_, act, bias, mask, z);
+}
+
+void CudaBackend::output_epilogue_impl(const formulas::LossParams& loss,
+                                       const formulas::ActivationParams& act, const float* bias,
+                                       MatrixView z, const CsrBatchView& target, float scale,
+                                       MatrixView delta, double* loss_sum) {
+    activate();
+    cuda::launch_output_epilogue(ctx_, loss, act, bias, z, target, scale, delta, loss_sum,
+                                 row_loss_scratch_);
+}
+
 void CudaBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                           MatrixView delta, double* loss_sum) {
     activate();

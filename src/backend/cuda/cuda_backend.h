@@ -72,6 +72,12 @@ class CudaBackend final : public Backend {
                                   const DropoutMask* mask, MatrixView d) override;
     void column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) override;
     void dropout_impl(const DropoutMask& mask, MatrixView m) override;
+    void bias_activation_dropout_impl(const formulas::ActivationParams& act, const float* bias,
+                                      const DropoutMask& mask, MatrixView z) override;
+    void output_epilogue_impl(const formulas::LossParams& loss,
+                              const formulas::ActivationParams& act, const float* bias,
+                              MatrixView z, const CsrBatchView& target, float scale,
+                              MatrixView delta, double* loss_sum) override;
     void output_delta_impl(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                            ConstMatrixView a, const CsrBatchView& target, float scale,
                            MatrixView delta, double* loss_sum) override;

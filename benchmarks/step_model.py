@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Bytes one training step moves, from a model of the step: each pass's reads and writes.
+
+The memory floor of a step on a device is bytes / bandwidth: a fused step of dsstne-bench
+(FP32 storage) moves about 0.8 GB, 0.24 ms at an H100's 3.35 TB/s. The model follows the
+engine's passes (src/engine/network_passes.cpp) for feed-forward networks of one sparse input
+layer, fully connected hidden layers and one output layer with sparse targets; each pass is
+(name, bytes read, bytes written). Two variants:
+
+  fused   the step of issue 33: the optimizer step inside the weight-gradient GEMM (SGD as
+          C = W; Momentum on the velocity and one add; Adam as one epilogue pass over the
+          gradient, both moments and the weights), one output epilogue pass per row (z + bias,
+          activation, the loss's delta written over z), bias / activation / dropout in one pass
+          per hidden layer and the derivative with the column sums in one pass, the non-finite
+          guard as flags raised by those passes (no bytes of its own);
+  unfused the passes as separate kernels: the dense gradient written by its GEMM then read by
+          the optimizer, four passes over the output (bias + activation, delta, loss, column
+          sum), separate hidden-layer passes, the guard's sums of squares over every activation.
+
+Only operands and results count: GEMMs read each operand once and write the result once (tiles
+that re-read an operand from cache count nothing); a gathered input row is read once per batch
+(distinct rows: --distinct, default the expectation for uniformly drawn items). Scalars, the
+CSR indices' own offsets and anything under 1 KB are left out.
+
+Used by benchmarks (and scripts/gpu-validate) as a module:
+    import step_model
+    m = step_model.model("dsstne-bench")             # or model(config_path, batch=...)
+    step_model.bytes_per_step(m)                     # fused
+    step_model.floor_seconds(m, bandwidth=3.35e12, examples=138493)
+or from the command line:
+    benchmarks/step_model.py --workload dsstne-bench --bandwidth 3.35e12 [--unfused] [--json]
+"""
+import argparse
+import json
+import math
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ITEMS, USERS, NNZ = 27278, 138493, 20000263  # the ML-20M shape of benchmarks/bench.py
+
+# Workloads of benchmarks/bench.py: config, batch, optimizer.
+WORKLOADS = {
+    "dsstne-bench": (os.path.join(ROOT, "configs", "dsstne-bench.json"), 256, "sgd"),
+    "mult-dae": (os.path.join(ROOT, "configs", "mult-dae.json"), 500, "adam"),
+}
+
+# Optimizer state slots per parameter (src/kernels/formulas/optimizer.h).
+STATE_SLOTS = {"sgd": 0, "momentum": 1, "nesterov": 1, "adagrad": 1, "rmsprop": 1,
+               "adadelta": 2, "adam": 2, "adamw": 2}
+
+
+def expected_distinct(draws, items):
+    """Distinct items among `draws` uniform draws from `items` (an upper bound for skewed data)."""
+    if items <= 0:
+        return 0.0
+    return items * (1.0 - math.exp(-draws / items))
+
+
+def model(workload_or_config, batch=None, optimizer=None, mean_nnz=None, items=ITEMS,
+          distinct=None, dropout=None, value_bytes=4):
+    """The step's shape: layer widths, batch, input nonzeros per row, optimizer, dropout."""
+    if workload_or_config in WORKLOADS:
+        config, default_batch, default_opt = WORKLOADS[workload_or_config]
+    else:
+        config, default_batch, default_opt = workload_or_config, 256, "sgd"
+    with open(config) as fh:
+        cfg = json.load(fh)
+    layers = cfg["Layers"]
+    sizes = [int(l["N"]) if l["N"] != "auto" else items for l in layers]
+    drop = [float(l.get("pDropout", 0.0)) > 0.0 for l in layers]
+    opt = (optimizer or cfg.get("Training", {}).get("Optimizer", default_opt)).lower()
+    b = batch or default_batch
+    nnz = mean_nnz if mean_nnz is not None else NNZ / USERS
+    return {
+        "sizes": sizes, "batch": b, "mean_nnz": nnz, "optimizer": opt,
+        "dropout": dropout if dropout is not None else drop,
+        "distinct": distinct if distinct is not None else expected_distinct(b * nnz, sizes[0]),
+        "value_bytes": value_bytes,
+    }
+
+
+def passes(m, fused=True):
+    """[(name, bytes read, bytes written)] of one step, in the order the engine runs them."""
+    f = m["value_bytes"]
+    B, sizes, nnz = m["batch"], m["sizes"], m["mean_nnz"]
+    slots = STATE_SLOTS[m["optimizer"]]
+    out = []
+    entries = B * nnz
+    n1 = sizes[1]
+    L = len(sizes) - 1  # index of the output layer
+
+    def act_pass(name, n, reads, writes):  # element-wise over a [B, n] matrix
+        out.append((name, reads * B * n * f, writes * B * n * f))
+
+    # ---- forward ----
+    # Sparse input: every distinct stored row of W_in once, the CSR (index + value), z1 written.
+    out.append(("input gather (csr_matmul)", m["distinct"] * n1 * f + entries * 8, B * n1 * f))
+    for l in range(1, L + 1):
+        n_in, n = sizes[l - 1], sizes[l]
+        if l > 1:
+            out.append((f"gemm forward {l}", (B * n_in + n_in * n) * f, B * n * f))
+        if l == L:
+            if fused:  # z + bias, activation, delta over z, loss, bias-gradient partials
+                out.append(("output epilogue", B * n * f + entries * 8, B * n * f))
+            else:  # bias + activation; delta (reads a and the targets); column sum of delta
+                act_pass("output bias + activation", n, 1, 1)
+                out.append(("output delta + loss", B * n * f + entries * 8, B * n * f))
+                act_pass("output bias gradient (column sum)", n, 1, 0)
+        elif fused:
+            act_pass(f"hidden {l} bias + activation + dropout", n, 1, 1)
+        else:
+            act_pass(f"hidden {l} bias + activation", n, 1, 1)
+            if m["dropout"][l]:
+                act_pass(f"hidden {l} dropout", n, 1, 1)
+
+    # ---- backward and update ----
+    def dense_update(l, n_in, n):
+        w = n_in * n * f
+        operands = (B * n_in + B * n) * f
+        if fused and m["optimizer"] == "sgd":
+            out.append((f"gemm weight gradient + SGD {l}", operands + w, w))
+        elif fused and m["optimizer"] == "momentum":
+            out.append((f"gemm weight gradient into velocity {l}", operands + w, w))
+            out.append((f"weights += velocity {l}", 2 * w, w))
+        elif fused:  # GEMM writes g, one epilogue pass reads g, the state, w; writes state, w
+            out.append((f"gemm weight gradient {l}", operands, w))
+            out.append((f"optimizer epilogue {l}", (2 + slots) * w, (1 + slots) * w))
+        else:
+            out.append((f"gemm weight gradient {l}", operands, w))
+            out.append((f"optimizer {l}", (2 + slots) * w, (1 + slots) * w))
+
+    for l in range(L, 0, -1):
+        n_in, n = sizes[l - 1], sizes[l]
+        if l < L:  # dL/da -> dL/dz (+ the bias gradient's column sums)
+            if fused:
+                out.append((f"hidden {l} derivative + column sums", 2 * B * n * f, B * n * f))
+            else:
+                act_pass(f"hidden {l} activation derivative", n, 2, 1)
+                act_pass(f"hidden {l} bias gradient (column sum)", n, 1, 0)
+        if l > 1:
+            dense_update(l, n_in, n)
+            out.append((f"gemm input delta {l}", (B * n + n_in * n) * f, B * n_in * f))
+        else:  # sparse input: per touched row, the sum of its entries' dz rows and the update
+            rows = m["distinct"] * n1 * f
+            out.append(("input weight gradient + update",
+                        entries * 8 + B * n1 * f + (1 + slots) * rows, (1 + slots) * rows))
+        if not fused:
+            out.append((f"bias update {l}", (2 + slots) * n * f, (1 + slots) * n * f))
+    if not fused:  # the guard: sums of squares over every activation and bias gradient
+        for l in range(1, L + 1):
+            act_pass(f"guard layer {l}", sizes[l], 1, 0)
+    return out
+
+
+def bytes_per_step(m, fused=True):
+    return sum(r + w for _, r, w in passes(m, fused))
+
+
+def floor_seconds(m, bandwidth, examples=None, fused=True):
+    """Seconds per step at `bandwidth` bytes/s, or per epoch of `examples` rows."""
+    step = bytes_per_step(m, fused) / bandwidth
+    return step if examples is None else step * math.ceil(examples / m["batch"])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", default="dsstne-bench", help=", ".join(sorted(WORKLOADS)) +
+                   " or a config path")
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--optimizer", default=None)
+    p.add_argument("--distinct", type=float, default=None,
+                   help="distinct input rows per batch (default: uniform expectation)")
+    p.add_argument("--bandwidth", type=float, default=3.35e12, help="bytes/s (H100 SXM: 3.35e12)")
+    p.add_argument("--examples", type=int, default=USERS)
+    p.add_argument("--unfused", action="store_true", help="the separate-pass variant")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    m = model(a.workload, batch=a.batch, optimizer=a.optimizer, distinct=a.distinct)
+    fused = not a.unfused
+    total = bytes_per_step(m, fused)
+    result = {"workload": a.workload, "variant": "fused" if fused else "unfused",
+              "model": m, "bytes_per_step": total, "bandwidth": a.bandwidth,
+              "floor_s_per_step": total / a.bandwidth,
+              "floor_s_per_epoch": floor_seconds(m, a.bandwidth, a.examples, fused),
+              "examples": a.examples,
+              "passes": [{"pass": n, "read": r, "written": w} for n, r, w in passes(m, fused)]}
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return
+    for n, r, w in passes(m, fused):
+        print(f"{n:45s} {r / 1e6:10.1f} MB read {w / 1e6:10.1f} MB written")
+    print(f"{a.workload} ({result['variant']}): {total / 1e6:.1f} MB per step; at "
+          f"{a.bandwidth / 1e12:.2f} TB/s {result['floor_s_per_step'] * 1e6:.0f} us per step, "
+          f"{result['floor_s_per_epoch']:.3f} s per epoch of {a.examples} examples")
+
+
+if __name__ == "__main__":
+    main()
