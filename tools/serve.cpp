@@ -539,6 +539,9 @@ int serve_main(int argc, char** argv) {
         // reconnects), so that clients beyond --connections get their turn.
         server.set_keep_alive_max_count(1000);
         server.set_read_timeout(30, 0);
+        // An answer is written as headers then body: with Nagle's algorithm the body waited for
+        // the client's delayed ACK, 40 ms per request (measured: p50 45 ms for a 1.5 ms query).
+        server.set_tcp_nodelay(true);
         // SO_REUSEADDR only (a restart may bind while old connections linger in TIME_WAIT).
         // httplib's default, SO_REUSEPORT, let a second server bind a port already served and
         // share its connections without a word.
@@ -561,6 +564,8 @@ int serve_main(int argc, char** argv) {
                                                 "machine)");
         }
         install_signal_handlers();
+        log_line("listening on http://" + host + ":" + std::to_string(bound) + " (loading " +
+                 model_path + ")");
         ModelHolder holder(model_path, options, screening);
         Service service(holder, serve_options);
         service.install(server);
@@ -599,8 +604,6 @@ int serve_main(int argc, char** argv) {
                 [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);
             }
         });
-        log_line("listening on http://" + host + ":" + std::to_string(bound) + " (loading " +
-                 model_path + ")");
         const bool listened = server.listen_after_bind();
         listening_done = true;
         first_load.join();

@@ -2,15 +2,17 @@
 """Request bodies of benchmarks/serve/run.sh: the workload of benchmarks/library (queries of 80 to
 120 distinct items of 27,278, drawn with Zipf popularity rank^-1, top-10, the query's items
 excluded), one JSON body per line. Writes DIR/single.txt (2048 POST /recommend bodies) and
-DIR/batch.txt (8 POST /recommend/batch bodies of 256 queries each)."""
+DIR/batch.txt (POST /recommend/batch bodies of BATCH queries each, default 64)."""
 
 import bisect
 import itertools
 import json
+import os
 import random
 import sys
 
-ITEMS, QUERIES, BATCH = 27278, 2048, 256
+ITEMS, QUERIES = 27278, 2048
+BATCH = int(os.environ.get("BATCH", "64"))
 
 
 def main():

@@ -7,10 +7,12 @@
 #
 # 1. build/benchmarks/sparsenet_bench_library (benchmarks/library) writes the ML-20M-shaped model
 #    (27,278 -> 600 -> 27,278, random weights) and measures the in-process Recommender: 1 and 2
-#    service threads with fp16 screening, and recommend_batch of 256.
+#    service threads with fp16 screening, and recommend_batch of 64 and 256.
 # 2. `sparsenet serve` serves that model (fp16 screening on, --threads = the cores); wrk (one
 #    thread, benchmarks/serve/serve.lua) sends the same workload (bodies.py) at 1, 8 and 64
-#    connections: single queries (POST /recommend) and batches of 256 (POST /recommend/batch).
+#    connections: single queries (POST /recommend) and batches of BATCH queries (default 64;
+#    POST /recommend/batch). After each run the script waits for the server to go idle: wrk
+#    abandons the requests in flight when its time is up, and the server still answers them.
 # 3. A reload under load: 8 connections of single queries while POST /reload loads the model
 #    RELOADS times; every request must succeed.
 # Writes benchmarks/results/<date>-<MACHINE>-serve.json and prints a table.
@@ -20,6 +22,7 @@ build=${1:-build}
 DURATION=${DURATION:-8}
 MAX_REQUESTS=${MAX_REQUESTS:-100000}
 RELOADS=${RELOADS:-5}
+export BATCH=${BATCH:-64}
 MACHINE=${MACHINE:-vm}
 CONNECTIONS=${CONNECTIONS:-"1 8 64"}
 for tool in wrk python3 curl; do
@@ -39,7 +42,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo "== in-process Recommender (benchmarks/library)"
 SPARSENET_BENCH_MODEL="$tmp/model.nc" "$build/benchmarks/sparsenet_bench_library" \
-  --benchmark_filter='^Recommend/threads_per_call:1/fp16_screening:1/.*threads:[12]$|^RecommendBatch/batch:256' \
+  --benchmark_filter='^Recommend/threads_per_call:1/fp16_screening:1/.*threads:[12]$|^RecommendBatch/batch:(64|256)' \
   --benchmark_out="$tmp/library.json" --benchmark_out_format=json
 
 python3 benchmarks/serve/bodies.py "$tmp"
@@ -57,6 +60,18 @@ done
 curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$tmp/serve.log"; exit 1; }
 url="http://127.0.0.1:$port"
 
+# Waits until the server has answered every request it holds (the answered count stands still
+# for 2 s).
+idle() {
+  local before="" now
+  for _ in $(seq 120); do
+    now=$(curl -s "$url/metrics" | grep '^sparsenet_requests_total{endpoint="/recommend' |
+      awk '{ n += $2 } END { print n + 0 }')
+    [ "$now" = "$before" ] && return
+    before=$now
+    sleep 2
+  done
+}
 # run NAME BODIES PATH CONNECTIONS: one wrk run; its JSON line goes to $tmp/NAME.json.
 run() {
   local name=$1 bodies=$2 path=$3 c=$4
@@ -65,6 +80,7 @@ run() {
     >"$tmp/$name.out"
   grep '^{' "$tmp/$name.out" >"$tmp/$name.json"
   echo "$name: $(cat "$tmp/$name.json")"
+  idle
 }
 for c in $CONNECTIONS; do run "single-c$c" single.txt /recommend "$c"; done
 for c in $CONNECTIONS; do run "batch-c$c" batch.txt /recommend/batch "$c"; done
@@ -100,7 +116,7 @@ service = {}
 names = sorted(f[:-5] for f in os.listdir(tmp) if f.endswith(".json") and f != "library.json")
 for name in names:
     r = run(name)
-    per_request = 256 if name.startswith("batch") else 1
+    per_request = int(os.environ["BATCH"]) if name.startswith("batch") else 1
     seconds = r["duration_us"] / 1e6
     r["requests_per_s"] = r["requests"] / seconds
     r["queries_per_s"] = r["requests"] * per_request / seconds
@@ -116,7 +132,7 @@ result = {
         "command": "benchmarks/serve/run.sh", "duration_s_per_run": int(duration),
         "max_requests_per_run": int(max_requests),
         "model": "27278 -> 600 (Sigmoid) -> 27278 (Sigmoid), random weights (benchmarks/library)",
-        "queries": "80..120 items, Zipf popularity, k = 10, inputs excluded; batches of 256",
+        "queries": f"80..120 items, Zipf popularity, k = 10, inputs excluded; batches of {os.environ['BATCH']}",
         "server": "sparsenet serve --fp16-screening on --max-batch 256 (threads: the cores)",
         "client": "wrk -t1 -cN --timeout 60s -s benchmarks/serve/serve.lua, on the same machine",
     },
