@@ -8,6 +8,7 @@
 // Signals only write a byte to a pipe (self-pipe); a watcher thread does the work.
 #include <fcntl.h>
 #include <httplib.h>
+#include <omp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -328,11 +330,66 @@ std::string endpoint_label(const std::string& path) {
 struct ServeOptions {
     serve::RequestLimits limits;
     size_t max_body = 1 << 20;
+    int slots = 1;  // queries computed at once (--threads)
+};
+
+// Lets `slots` requests compute at once and the others wait in arrival order. The Recommender's
+// own limit wakes an arbitrary waiter: at 64 connections on 2 cores some requests waited 5.5 s
+// while the median was 0.11 s (benchmarks/serve, before this gate). A slot is handed directly
+// to the oldest waiter, so a newcomer never overtakes.
+class FairGate {
+  public:
+    explicit FairGate(int slots) : free_(slots) {}
+
+    class Pass {
+      public:
+        explicit Pass(FairGate& gate) : gate_(gate) { gate_.enter(); }
+        ~Pass() { gate_.leave(); }
+        Pass(const Pass&) = delete;
+        Pass& operator=(const Pass&) = delete;
+
+      private:
+        FairGate& gate_;
+    };
+
+  private:
+    struct Waiter {
+        std::condition_variable cv;
+        bool admitted = false;
+    };
+
+    void enter() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (free_ > 0 && queue_.empty()) {
+            --free_;
+            return;
+        }
+        Waiter me;
+        queue_.push_back(&me);
+        me.cv.wait(lock, [&] { return me.admitted; });
+    }
+
+    void leave() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (queue_.empty()) {
+            ++free_;
+            return;
+        }
+        Waiter* next = queue_.front();
+        queue_.pop_front();
+        next->admitted = true;
+        next->cv.notify_one();
+    }
+
+    std::mutex mutex_;
+    int free_;
+    std::deque<Waiter*> queue_;
 };
 
 class Service {
   public:
-    Service(ModelHolder& holder, ServeOptions options) : holder_(holder), options_(options) {}
+    Service(ModelHolder& holder, ServeOptions options)
+        : holder_(holder), options_(options), gate_(options.slots) {}
 
     void install(httplib::Server& server) {
         server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -442,7 +499,20 @@ class Service {
                                         std::to_string(options_.max_body) + " bytes (--max-body)");
             }
             const Json::Value body = serve::parse_json(req.body);
-            const Json::Value out = compute(body, *model->recommender, &queries);
+            Json::Value out;
+            {
+                // One core per request: a batch's OpenBLAS product takes the calling thread's
+                // OpenMP threads, and --threads requests at once each with a team would
+                // oversubscribe the cores (an OpenMP barrier waiting for a descheduled thread:
+                // docs/benchmarks.md, "Library").
+                thread_local const bool one_thread = [] {
+                    omp_set_num_threads(1);
+                    return true;
+                }();
+                (void)one_thread;
+                FairGate::Pass pass(gate_);
+                out = compute(body, *model->recommender, &queries);
+            }
             res.set_content(serve::write_json(out), kJson);
             metrics_.observe(endpoint, seconds_since(start), queries);
         } catch (const serve::BadRequest& e) {
@@ -468,6 +538,7 @@ class Service {
 
     ModelHolder& holder_;
     const ServeOptions options_;
+    FairGate gate_;
     Metrics metrics_;
 };
 
@@ -522,15 +593,19 @@ int serve_main(int argc, char** argv) {
                             std::string("option ") + flag + ": must be at least 1");
             }
         }
+        const int slots = threads > 0
+                              ? threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         RecommenderOptions options;
         options.features_index = features_index;
         options.device = "cpu";
-        options.max_concurrent_calls = threads;
+        options.max_concurrent_calls = slots;
         options.max_batch = max_batch;
         ServeOptions serve_options;
         serve_options.limits.max_k = max_k;
         serve_options.limits.max_batch = max_batch;
         serve_options.max_body = max_body;
+        serve_options.slots = slots;
 
         httplib::Server server;
         server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };

@@ -108,7 +108,7 @@ lib = json.load(open(f"{tmp}/library.json"))
 def run(name):
     return json.load(open(f"{tmp}/{name}.json"))
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
 in_process = {}
 for b in lib["benchmarks"]:
     in_process[b["name"]] = {"queries_per_s": b["items_per_second"], "p50_ms": b["p50_ms"], "p99_ms": b["p99_ms"]}
