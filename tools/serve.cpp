@@ -32,6 +32,7 @@
 
 #include "args.h"
 #include "common.h"
+#include "fair_gate.h"
 #include "serve_request.h"
 #include "sparsenet/error.h"
 #include "sparsenet/recommender.h"
@@ -333,59 +334,6 @@ struct ServeOptions {
     int slots = 1;  // queries computed at once (--threads)
 };
 
-// Lets `slots` requests compute at once and the others wait in arrival order. The Recommender's
-// own limit wakes an arbitrary waiter: at 64 connections on 2 cores some requests waited 5.5 s
-// while the median was 0.11 s (benchmarks/serve, before this gate). A slot is handed directly
-// to the oldest waiter, so a newcomer never overtakes.
-class FairGate {
-  public:
-    explicit FairGate(int slots) : free_(slots) {}
-
-    class Pass {
-      public:
-        explicit Pass(FairGate& gate) : gate_(gate) { gate_.enter(); }
-        ~Pass() { gate_.leave(); }
-        Pass(const Pass&) = delete;
-        Pass& operator=(const Pass&) = delete;
-
-      private:
-        FairGate& gate_;
-    };
-
-  private:
-    struct Waiter {
-        std::condition_variable cv;
-        bool admitted = false;
-    };
-
-    void enter() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        if (free_ > 0 && queue_.empty()) {
-            --free_;
-            return;
-        }
-        Waiter me;
-        queue_.push_back(&me);
-        me.cv.wait(lock, [&] { return me.admitted; });
-    }
-
-    void leave() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (queue_.empty()) {
-            ++free_;
-            return;
-        }
-        Waiter* next = queue_.front();
-        queue_.pop_front();
-        next->admitted = true;
-        next->cv.notify_one();
-    }
-
-    std::mutex mutex_;
-    int free_;
-    std::deque<Waiter*> queue_;
-};
-
 class Service {
   public:
     Service(ModelHolder& holder, ServeOptions options)
@@ -510,7 +458,7 @@ class Service {
                     return true;
                 }();
                 (void)one_thread;
-                FairGate::Pass pass(gate_);
+                serve::FairGate::Pass pass(gate_);
                 out = compute(body, *model->recommender, &queries);
             }
             res.set_content(serve::write_json(out), kJson);
@@ -538,7 +486,7 @@ class Service {
 
     ModelHolder& holder_;
     const ServeOptions options_;
-    FairGate gate_;
+    serve::FairGate gate_;
     Metrics metrics_;
 };
 

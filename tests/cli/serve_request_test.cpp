@@ -1,11 +1,19 @@
-// The JSON of `sparsenet serve` (tools/serve_request.cpp) without a server: what a query becomes,
-// what each refusal names, and answers that give back the scores exactly.
-#include "serve_request.h"
-
+// The pieces of `sparsenet serve` without a server: the JSON of its requests
+// (tools/serve_request.cpp: what a query becomes, what each refusal names, answers that give back
+// the scores exactly) and the order in which requests get a compute slot (tools/fair_gate.h).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fair_gate.h"
+#include "serve_request.h"
 
 namespace sparsenet::cli::serve {
 namespace {
@@ -134,6 +142,70 @@ TEST(ServeRequest, AnswersGiveBackTheScoresExactly) {
     }
     EXPECT_EQ(back["unknown"][1].asString(), "\"quoted\"");
     EXPECT_EQ(parse_json(error_json("a \"b\"\n"))["error"].asString(), "a \"b\"\n");
+}
+
+// Waits (without asserting any timing) until `n` requests wait at the gate.
+bool wait_for_waiting(FairGate& gate, size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (gate.waiting() < n) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
+TEST(FairGate, AdmitsWaitersInArrivalOrder) {
+    FairGate gate(1);
+    auto holder = std::make_unique<FairGate::Pass>(gate);  // the only slot, taken
+    std::mutex mutex;
+    std::vector<int> order;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 5; ++i) {
+        threads.emplace_back([&, i] {
+            FairGate::Pass pass(gate);
+            std::lock_guard<std::mutex> lock(mutex);
+            order.push_back(i);
+        });
+        // The next one arrives only once this one waits.
+        ASSERT_TRUE(wait_for_waiting(gate, size_t(i) + 1));
+    }
+    holder.reset();
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(gate.waiting(), 0u);
+}
+
+TEST(FairGate, SlotsAdmitAtOnceAndAFreedSlotGoesToTheOldestWaiter) {
+    FairGate gate(2);
+    auto a = std::make_unique<FairGate::Pass>(gate);
+    auto b = std::make_unique<FairGate::Pass>(gate);  // two slots: neither waits
+    EXPECT_EQ(gate.waiting(), 0u);
+    std::atomic<bool> first_in{false}, second_in{false}, let_first_go{false};
+    std::thread first([&] {
+        FairGate::Pass pass(gate);
+        first_in = true;
+        while (!let_first_go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    ASSERT_TRUE(wait_for_waiting(gate, 1));
+    std::thread second([&] {
+        FairGate::Pass pass(gate);
+        second_in = true;
+    });
+    ASSERT_TRUE(wait_for_waiting(gate, 2));
+    a.reset();  // one slot frees: the oldest waiter takes it, the other keeps waiting
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!first_in && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(first_in);
+    EXPECT_FALSE(second_in);  // b and `first` hold both slots
+    EXPECT_EQ(gate.waiting(), 1u);
+    let_first_go = true;
+    first.join();
+    second.join();  // admitted once `first` left
+    EXPECT_TRUE(second_in);
+    b.reset();
+    EXPECT_EQ(gate.waiting(), 0u);
 }
 
 }  // namespace
