@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -510,7 +511,8 @@ int serve_main(int argc, char** argv) {
         args.add({"--host"}, &host, "ADDR", "address to listen on (default 127.0.0.1)");
         args.add({"--port"}, &port, "PORT", "port (default 8080; 0: any free port, printed)");
         args.add({"--threads"}, &threads, "N",
-                 "queries computed at once (default: the cores); more wait their turn");
+                 "requests computed at once, one core each (default: the cores); more wait "
+                 "their turn, in arrival order");
         args.add({"--connections"}, &connections, "N",
                  "connections served at once, one thread each (default 128)");
         args.add({"--max-batch"}, &max_batch, "B",
@@ -544,6 +546,11 @@ int serve_main(int argc, char** argv) {
         const int slots = threads > 0
                               ? threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        if (connections > 4096) {
+            throw Error(ErrorCategory::kUsage,
+                        "option --connections: " + std::to_string(connections) +
+                            " threads is too many; expected at most 4096");
+        }
         RecommenderOptions options;
         options.features_index = features_index;
         options.device = "cpu";
@@ -627,12 +634,21 @@ int serve_main(int argc, char** argv) {
                 [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);
             }
         });
-        const bool listened = server.listen_after_bind();
+        // Nothing may escape before the threads above are joined (a joinable std::thread's
+        // destructor ends the process).
+        bool listened = false;
+        std::exception_ptr failure;
+        try {
+            listened = server.listen_after_bind();
+        } catch (...) {
+            failure = std::current_exception();
+        }
         listening_done = true;
         first_load.join();
         const char quit = 'Q';
         [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &quit, 1);
         watcher.join();
+        if (failure) std::rethrow_exception(failure);
         if (!listened && exit_code == 0) {
             throw Error(ErrorCategory::kIo,
                         "listening on " + host + ":" + std::to_string(bound) + " failed");

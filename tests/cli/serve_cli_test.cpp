@@ -669,6 +669,10 @@ TEST_F(Serve, CommandLineErrors) {
     EXPECT_NE(out.find("--fp16-screening"), std::string::npos) << out;
     EXPECT_EQ(cli("serve -n " + file("a.nc") + " --port 70000", &out), 2) << out;
     EXPECT_NE(out.find("--port"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --connections 5000", &out), 2) << out;
+    EXPECT_NE(out.find("--connections"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --max-k 0", &out), 2) << out;
+    EXPECT_NE(out.find("--max-k"), std::string::npos) << out;
     // A model that cannot be loaded ends the service with exit 1, naming the file.
     EXPECT_EQ(cli("serve --port 0 -n " + work_.file("missing.nc"), &out), 1) << out;
     EXPECT_NE(out.find("missing.nc"), std::string::npos) << out;
