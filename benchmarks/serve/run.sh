@@ -15,7 +15,7 @@
 #    abandons the requests in flight when its time is up, and the server still answers them.
 # 3. A reload under load: 8 connections of single queries while POST /reload loads the model
 #    RELOADS times; every request must succeed.
-# Writes benchmarks/results/<date>-<MACHINE>-serve.json and prints a table.
+# Writes benchmarks/results/<date>-<MACHINE>-serve[-<SUFFIX>].json and prints a table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -100,7 +100,7 @@ server_exit=0
 wait "$server" || server_exit=$?
 server=""
 
-out="benchmarks/results/$(date -u +%F)-$MACHINE-serve.json"
+out="benchmarks/results/$(date -u +%F)-$MACHINE-serve${SUFFIX:+-$SUFFIX}.json"
 python3 - "$tmp" "$out" "$load_before" "$server_exit" "$DURATION" "$MAX_REQUESTS" <<'PY'
 import json, os, platform, subprocess, sys
 tmp, out, load_before, server_exit, duration, max_requests = sys.argv[1:]
