@@ -575,9 +575,11 @@ int serve_main(int argc, char** argv) {
         // SO_REUSEADDR only (a restart may bind while old connections linger in TIME_WAIT).
         // httplib's default, SO_REUSEPORT, let a second server bind a port already served and
         // share its connections without a word.
-        server.set_socket_options([](int sock) {
+        int listen_socket = -1;
+        server.set_socket_options([&listen_socket](int sock) {
             int yes = 1;
             setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+            listen_socket = sock;
         });
         // Listen first: a taken port fails at once, before a minute of loading.
         int bound = int(port);
@@ -593,6 +595,11 @@ int serve_main(int argc, char** argv) {
                                                 " (address in use, or not an address of this "
                                                 "machine)");
         }
+        // httplib 0.11 listens with a backlog of 5: 64 clients connecting at once overflowed
+        // it, the kernel dropped their SYNs and they retried 1 to 7 s later (p99 5.7 s at 64
+        // connections for a median of 0.11 s, benchmarks/results/
+        // 2026-11-26-vm-serve-batch256-before-backlog.json). listen() again sets the backlog.
+        if (listen_socket >= 0) ::listen(listen_socket, SOMAXCONN);
         install_signal_handlers();
         log_line("listening on http://" + host + ":" + std::to_string(bound) + " (loading " +
                  model_path + ")");
