@@ -9,9 +9,11 @@
 namespace sparsenet::cli::serve {
 
 // Lets `slots` requests compute at once and the others wait in arrival order. The Recommender's
-// own limit wakes an arbitrary waiter: at 64 connections on 2 cores p99 was 5.56 s for a median
-// of 0.11 s (benchmarks/results/2026-11-26-vm-serve-before-fair-gate.json). A slot is handed
-// directly to the oldest waiter, so a newcomer never overtakes.
+// own limit wakes an arbitrary waiter, so under a steady overload a request could wait behind
+// any number of later ones. A slot is handed directly to the oldest waiter, so a newcomer never
+// overtakes. (The run that prompted it, p99 5.56 s for a median of 0.11 s at 64 connections,
+// benchmarks/results/2026-11-26-vm-serve-before-fair-gate.json, was mostly the listen backlog
+// fixed later in serve.cpp; with both, p99 was 0.37 s for 0.15 s: docs/benchmarks.md.)
 class FairGate {
   public:
     explicit FairGate(int slots) : free_(slots) {}
