@@ -20,6 +20,7 @@ int evaluate_main(int argc, char** argv);
 int info_main(int argc, char** argv);
 int convert_main(int argc, char** argv);
 int split_main(int argc, char** argv);
+int serve_main(int argc, char** argv);
 }  // namespace sparsenet::cli
 
 namespace {
@@ -35,6 +36,7 @@ const char* kUsage =
     "  info       summarise dataset or model files (kinds, sizes, row lengths, layers)\n"
     "  convert    interaction text files (DSSTNE, MovieLens, LightGCN) to a netCDF dataset\n"
     "  split      train/validation/test datasets by a standard evaluation protocol\n"
+    "  serve      answer recommendation queries over HTTP (JSON), reloading the model live\n"
     "\n"
     "'sparsenet <command> --help' lists a command's options.\n";
 
@@ -83,6 +85,7 @@ static int dispatch(int argc, char** argv) {
     if (command == "info") return info_main(argc - 2, argv + 2);
     if (command == "convert") return convert_main(argc - 2, argv + 2);
     if (command == "split") return split_main(argc - 2, argv + 2);
+    if (command == "serve") return serve_main(argc - 2, argv + 2);
     std::fprintf(stderr, "sparsenet: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
 }

@@ -34,12 +34,21 @@ constexpr uint32_t kItems = 27278, kHidden = 600, kQueries = 2048;
 
 bool model_written = false;
 
-// The model file, written once per process into the temp directory (main removes it).
+// The model file, written once per process into the temp directory (main removes it), or at
+// $SPARSENET_BENCH_MODEL (kept, and reused when it exists: benchmarks/serve/run.sh serves the
+// same model over HTTP).
 const std::string& model_path() {
     static const std::string path = [] {
-        const std::string p = (std::filesystem::temp_directory_path() /
-                               ("sparsenet-bench-library-" + std::to_string(getpid()) + ".nc"))
-                                  .string();
+        const char* keep = std::getenv("SPARSENET_BENCH_MODEL");
+        if (keep != nullptr && *keep != '\0' && std::filesystem::exists(keep)) {
+            return std::string(keep);
+        }
+        const std::string p =
+            keep != nullptr && *keep != '\0'
+                ? std::string(keep)
+                : (std::filesystem::temp_directory_path() /
+                   ("sparsenet-bench-library-" + std::to_string(getpid()) + ".nc"))
+                      .string();
         const NetworkConfig config = NetworkConfig::from_json(R"({
           "Version": 0.9, "Name": "serving-benchmark", "Kind": "AutoEncoder",
           "ErrorFunction": "CrossEntropy",
@@ -50,7 +59,7 @@ const std::string& model_path() {
              "Activation": "Sigmoid"}
           ]})");
         Network::create(config, {{"in", kItems}, {"out", kItems}}).save(p);
-        model_written = true;
+        model_written = keep == nullptr || *keep == '\0';
         return p;
     }();
     return path;

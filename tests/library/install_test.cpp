@@ -194,10 +194,11 @@ TEST(Install, ExampleServiceBuiltAgainstTheInstalledPackageAnswersLikeTheLibrary
     const std::string pc = "PKG_CONFIG_PATH=" + q(libdir + "/pkgconfig") + " pkg-config";
     if (have_pkg_config) {
         sh(q(SPARSENET_CXX_COMPILER) + " -std=c++17 -O1 " + q(example + "/main.cpp") + " -o " +
-           q(dir.file("serve-pc")) + " $(" + pc + " --cflags --libs sparsenet) -Wl,-rpath," +
-           q(libdir));
+           q(dir.file("serve-pc")) + " $(" + pc +
+           " --cflags --libs sparsenet jsoncpp) -Wl,-rpath," + q(libdir));
         sh(q(SPARSENET_CXX_COMPILER) + " -std=c++17 -O1 " + q(example + "/main.cpp") + " -o " +
-           q(dir.file("serve-pc-static")) + " $(" + pc + " --cflags --libs sparsenet-static)");
+           q(dir.file("serve-pc-static")) + " $(" + pc +
+           " --cflags --libs sparsenet-static jsoncpp)");
         if (HasFatalFailure()) return;
         EXPECT_EQ(serve(dir.file("serve-pc")), shared_answers);
     }

@@ -1,0 +1,688 @@
+// `sparsenet serve` over real HTTP: the server is the real binary on a free loopback port
+// (--port 0; it prints the port), the client cpp-httplib's. Its answers are compared with the
+// in-process Recommender's and with `sparsenet predict`'s; bad requests, reloads under traffic,
+// a corrupt model on reload and SIGTERM are checked from the outside. No timing is asserted:
+// every wait has a generous deadline (a loaded 2-core machine).
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <json/json.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "sparsenet/dataset.h"
+#include "sparsenet/recommender.h"
+#include "support/test_support.h"
+#include "test_configs.h"
+
+extern char** environ;
+
+namespace sparsenet {
+namespace {
+
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kItems = 40, kUsers = 120;
+
+int cli(const std::string& args, std::string* out) {
+    return testing::run_command(std::string(SPARSENET_CLI_PATH) + " " + args, out);
+}
+
+Json::Value parse(const std::string& text) {
+    Json::CharReaderBuilder builder;
+    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+    Json::Value v;
+    std::string errors;
+    if (!reader->parse(text.data(), text.data() + text.size(), &v, &errors)) {
+        ADD_FAILURE() << "not JSON: " << text << "\n" << errors;
+    }
+    return v;
+}
+
+std::string write(const Json::Value& v) {
+    Json::StreamWriterBuilder builder;
+    builder["indentation"] = "";
+    return Json::writeString(builder, v);
+}
+
+// A `sparsenet serve` child process: started with --port 0, its port read from its log.
+class Server {
+  public:
+    Server(const std::string& args, const std::string& log) : log_(log) {
+        const std::string command = std::string(SPARSENET_CLI_PATH) + " serve --port 0 " + args;
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                         0644);
+        posix_spawn_file_actions_adddup2(&actions, 1, 2);
+        // exec: the shell splits the arguments and becomes the server (its pid is ours).
+        const std::string exec = "exec " + command;
+        const char* argv[] = {"/bin/sh", "-c", exec.c_str(), nullptr};
+        const int rc = posix_spawn(&pid_, "/bin/sh", &actions, nullptr,
+                                   const_cast<char* const*>(argv), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        if (rc != 0) {
+            ADD_FAILURE() << "posix_spawn failed: " << rc;
+            pid_ = -1;
+        }
+    }
+    ~Server() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+
+    // Waits for "listening on http://127.0.0.1:PORT" in the log; 0 when the process ended or
+    // a minute passed.
+    int port() {
+        const auto deadline = Clock::now() + std::chrono::seconds(60);
+        while (Clock::now() < deadline) {
+            const std::string text = log();
+            const size_t at = text.find("listening on http://127.0.0.1:");
+            if (at != std::string::npos) {
+                const size_t start = at + std::strlen("listening on http://127.0.0.1:");
+                const size_t end = text.find(' ', start);
+                if (end != std::string::npos) return std::stoi(text.substr(start, end - start));
+            }
+            if (exited()) return 0;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return 0;
+    }
+
+    std::string log() const {
+        std::ifstream in(log_);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+
+    void signal(int sig) const { kill(pid_, sig); }
+
+    bool exited() {
+        if (pid_ <= 0) return true;
+        int status = 0;
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+            status_ = status;
+            pid_ = -1;
+            return true;
+        }
+        return false;
+    }
+
+    // The exit code after waiting up to 2 minutes; -1 if it did not exit (or by a signal).
+    int wait_exit() {
+        const auto deadline = Clock::now() + std::chrono::seconds(120);
+        while (!exited() && Clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        if (pid_ > 0) return -1;
+        return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+    }
+
+  private:
+    std::string log_;
+    pid_t pid_ = -1;
+    int status_ = 0;
+};
+
+std::unique_ptr<httplib::Client> client(int port) {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
+    c->set_connection_timeout(30, 0);
+    c->set_read_timeout(120, 0);
+    c->set_write_timeout(120, 0);
+    return c;
+}
+
+// The shared fixture: data (120 users x 40 items), two models trained differently (A and B),
+// and a features index naming item i "item<i>". Built once for the whole suite.
+class Serve : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        dir_ = new TempDir();
+        const std::string config = dir_->file("net.json");
+        testing::write_file(config, kCliAutoencoderJson);
+        std::string out;
+        ASSERT_EQ(cli("generate -o " + file("data.nc") + " --users " + std::to_string(kUsers) +
+                          " --items " + std::to_string(kItems) + " --nnz 900 --seed 2 -q",
+                      &out),
+                  0)
+            << out;
+        ASSERT_EQ(cli("train -c " + config + " -i " + file("data.nc") + " -n " + file("a.nc") +
+                          " -b 16 -e 2 --seed 1 --device cpu -q",
+                      &out),
+                  0)
+            << out;
+        ASSERT_EQ(cli("train -c " + config + " -i " + file("data.nc") + " -n " + file("b.nc") +
+                          " -b 16 -e 1 --seed 9 --learning-rate 0.05 --device cpu -q",
+                      &out),
+                  0)
+            << out;
+        std::string index;
+        for (uint32_t i = 0; i < kItems; ++i) {
+            index += "item" + std::to_string(i) + "\t" + std::to_string(i) + "\n";
+        }
+        testing::write_file(file("features.index"), index);
+    }
+    static void TearDownTestSuite() {
+        delete dir_;
+        dir_ = nullptr;
+    }
+    static std::string file(const std::string& name) { return dir_->file(name); }
+
+    // Replaces the served file the way a deployment should: a copy renamed over it.
+    void install_model(const std::string& source) {
+        std::filesystem::copy_file(source, served_ + ".tmp",
+                                   std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::rename(served_ + ".tmp", served_);
+    }
+
+    // Starts a server on a copy of model A (the copy is what reloads replace); waits until
+    // /health answers 200.
+    void start(const std::string& extra = "") {
+        served_ = work_.file("served.nc");
+        install_model(file("a.nc"));
+        server_ = std::make_unique<Server>("-n " + served_ + " --features-index " +
+                                               file("features.index") + " --threads 2 " + extra,
+                                           work_.file("serve.log"));
+        port_ = server_->port();
+        ASSERT_GT(port_, 0) << server_->log();
+        http_ = client(port_);
+        const auto deadline = Clock::now() + std::chrono::seconds(120);
+        while (Clock::now() < deadline) {
+            auto res = http_->Get("/health");
+            if (res && res->status == 200) return;
+            ASSERT_FALSE(server_->exited()) << server_->log();
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        FAIL() << "/health never answered 200\n" << server_->log();
+    }
+
+    Json::Value post(const std::string& path, const std::string& body, int expect_status = 200) {
+        auto res = http_->Post(path.c_str(), body, "application/json");
+        if (!res) {
+            ADD_FAILURE() << "POST " << path << ": no answer (" << httplib::to_string(res.error())
+                          << ")\n"
+                          << server_->log();
+            return Json::Value();
+        }
+        EXPECT_EQ(res->status, expect_status) << path << " " << body << "\n" << res->body;
+        return parse(res->body);
+    }
+
+    uint64_t model_version() {
+        auto res = http_->Get("/health");
+        if (!res || res->status != 200) return 0;
+        return parse(res->body)["model_version"].asUInt64();
+    }
+
+    // The users' items (row r of data.nc's gl_input) as ids.
+    static std::vector<std::vector<uint32_t>> users() {
+        const Dataset d = Dataset::read(file("data.nc"), "gl_input");
+        std::vector<std::vector<uint32_t>> rows(d.rows);
+        for (uint64_t r = 0; r < d.rows; ++r) {
+            rows[r].assign(d.indices.begin() + d.offsets[r], d.indices.begin() + d.offsets[r + 1]);
+        }
+        return rows;
+    }
+
+    static Json::Value query_json(const std::vector<uint32_t>& items, uint32_t k) {
+        Json::Value q(Json::objectValue);
+        q["items"] = Json::Value(Json::arrayValue);
+        for (uint32_t i : items) q["items"].append(i);
+        q["k"] = k;
+        return q;
+    }
+
+    // The answer's items equal the Recommender's: ids, names and scores (exactly: the server
+    // writes 9 significant digits, which give back the float).
+    static void expect_same(const Json::Value& got, const Recommendations& want,
+                            const std::string& what) {
+        ASSERT_TRUE(got.isObject()) << what;
+        ASSERT_EQ(got["items"].size(), want.items.size()) << what << ": " << write(got);
+        for (Json::ArrayIndex i = 0; i < got["items"].size(); ++i) {
+            const Json::Value& item = got["items"][i];
+            EXPECT_EQ(item["id"].asUInt(), want.items[i].id) << what << " rank " << i;
+            EXPECT_EQ(item["name"].asString(), want.items[i].name) << what << " rank " << i;
+            EXPECT_EQ(static_cast<float>(item["score"].asDouble()), want.items[i].score)
+                << what << " rank " << i;
+        }
+        ASSERT_EQ(got["unknown"].size(), want.unknown.size()) << what;
+    }
+
+    static Recommender recommender(const std::string& model) {
+        RecommenderOptions o;
+        o.features_index = file("features.index");
+        o.fp16_screening = true;  // as the server's default (auto) takes it for this model
+        return Recommender(model, o);
+    }
+
+    static TempDir* dir_;
+    TempDir work_;
+    std::string served_;
+    std::unique_ptr<Server> server_;
+    std::unique_ptr<httplib::Client> http_;
+    int port_ = 0;
+};
+
+TempDir* Serve::dir_ = nullptr;
+
+TEST_F(Serve, AnswersEqualTheRecommenderAndPredict) {
+    start();
+    const Recommender r = recommender(file("a.nc"));
+    const std::vector<std::vector<uint32_t>> rows = users();
+    ASSERT_EQ(rows.size(), kUsers);
+    // `sparsenet predict` on the same users (their own items excluded, as the service does),
+    // one row per product (-b 1), scores with 9 digits.
+    const std::string recs = work_.file("recs.txt");
+    std::string out;
+    ASSERT_EQ(cli("predict -n " + file("a.nc") + " --input " + file("data.nc") +
+                      " -k 5 -b 1 -p .9g --device cpu -s " + recs,
+                  &out),
+              0)
+        << out;
+    std::istringstream lines(testing::read_file(recs));
+    std::vector<std::vector<std::pair<uint32_t, float>>> predicted;
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream items(line.substr(line.find('\t') + 1));
+        predicted.emplace_back();
+        for (std::string item; std::getline(items, item, ':');) {
+            const size_t comma = item.find(',');
+            predicted.back().emplace_back(std::stoul(item.substr(0, comma)),
+                                          std::stof(item.substr(comma + 1)));
+        }
+    }
+    ASSERT_EQ(predicted.size(), kUsers);
+
+    Json::Value batch(Json::arrayValue);
+    std::vector<Query> queries;
+    for (uint32_t u = 0; u < kUsers; ++u) {
+        const Json::Value got = post("/recommend", write(query_json(rows[u], 5)));
+        Query q;
+        q.items.assign(rows[u].begin(), rows[u].end());
+        q.options.k = 5;
+        q.options.ignore_unknown = true;
+        expect_same(got, r.recommend(q.items, q.options), "user " + std::to_string(u));
+        // predict: the same items in the same order; scores within float rounding (the
+        // Predictor's product may sum in another order than the Recommender's).
+        ASSERT_EQ(got["items"].size(), predicted[u].size()) << "user " << u;
+        for (Json::ArrayIndex i = 0; i < got["items"].size(); ++i) {
+            EXPECT_EQ(got["items"][i]["id"].asUInt(), predicted[u][i].first)
+                << "user " << u << " rank " << i;
+            EXPECT_NEAR(got["items"][i]["score"].asDouble(), predicted[u][i].second,
+                        1e-5 * std::fabs(predicted[u][i].second))
+                << "user " << u << " rank " << i;
+        }
+        batch.append(query_json(rows[u], 5));
+        queries.push_back(q);
+    }
+    // The batch endpoint: one product for all users, equal to recommend_batch.
+    const Json::Value got = post("/recommend/batch", write(batch));
+    const std::vector<Recommendations> want = r.recommend_batch(queries);
+    ASSERT_EQ(got["results"].size(), want.size()) << write(got).substr(0, 500);
+    for (size_t u = 0; u < want.size(); ++u) {
+        expect_same(got["results"][Json::ArrayIndex(u)], want[u],
+                    "batch user " + std::to_string(u));
+    }
+    // Names in, names out; unknown names reported, allow and exclude lists applied.
+    RecommendOptions o;
+    o.k = 3;
+    o.ignore_unknown = true;
+    o.deny = {"item7"};
+    o.allow = {"item7", "item8", "item9", "item10", "item11"};
+    const std::vector<ItemRef> items = {"item1", ItemRef("item2", 2.5f), 3, "no-such-item"};
+    const Json::Value named = post("/recommend",
+                                   R"({"items": ["item1", ["item2", 2.5], 3, "no-such-item"],
+                                       "k": 3, "exclude": ["item7"],
+                                       "allow": ["item7", "item8", "item9", "item10", "item11"]})");
+    expect_same(named, r.recommend(items, o), "named query");
+    ASSERT_EQ(named["unknown"].size(), 1u);
+    EXPECT_EQ(named["unknown"][0].asString(), "no-such-item");
+    EXPECT_EQ(named["items"][0]["name"].asString().rfind("item", 0), 0u);
+
+    // Metrics count what was answered.
+    auto metrics = http_->Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(
+        metrics->body.find("sparsenet_requests_total{endpoint=\"/recommend\",status=\"200\"} " +
+                           std::to_string(kUsers + 1)),
+        std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find("sparsenet_queries_total{endpoint=\"/recommend/batch\"} " +
+                                 std::to_string(kUsers)),
+              std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find("sparsenet_model_version 1"), std::string::npos);
+    EXPECT_NE(metrics->body.find("# TYPE sparsenet_request_duration_seconds histogram"),
+              std::string::npos);
+
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+    EXPECT_NE(server_->log().find("stopped"), std::string::npos) << server_->log();
+}
+
+TEST_F(Serve, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) {
+    start("--max-batch 8 --max-k 100 --max-body 4096");
+    struct Bad {
+        const char* path;
+        std::string body;
+        std::string mentions;
+    };
+    std::string nested;
+    for (int i = 0; i < 100; ++i) nested += "[";
+    for (int i = 0; i < 100; ++i) nested += "]";
+    std::string too_many = "[";
+    for (int i = 0; i < 9; ++i) too_many += std::string(i ? "," : "") + R"({"items": [1]})";
+    too_many += "]";
+    const std::vector<Bad> table = {
+        {"/recommend", "not json", "invalid JSON"},
+        {"/recommend", "", "empty"},
+        {"/recommend", R"({"items": [1, 2])", "invalid JSON"},
+        {"/recommend", R"({"items": [1]} trailing)", "invalid JSON"},
+        {"/recommend", R"({"items": [1], "k": 1, "k": 2})", "invalid JSON"},
+        {"/recommend", nested, "invalid JSON"},
+        {"/recommend", "[1, 2]", "expected a query object"},
+        {"/recommend", R"({"k": 5})", "items: missing"},
+        {"/recommend", R"({"items": 5})", "items: expected an array"},
+        {"/recommend", R"({"items": [1, true]})", "items[1]"},
+        {"/recommend", R"({"items": [1, -3]})", "items[1]"},
+        {"/recommend", R"({"items": [1.5]})", "items[0]"},
+        {"/recommend", R"({"items": [[1]]})", "items[0]: expected [item, weight]"},
+        {"/recommend", R"({"items": [[1, "x"]]})", "items[0][1]"},
+        {"/recommend", R"({"items": [[[1, 2], 1]]})", "items[0][0]"},
+        {"/recommend", R"({"items": [1], "k": 0})", "k: expected an integer from 1 to 100"},
+        {"/recommend", R"({"items": [1], "k": -1})", "k: "},
+        {"/recommend", R"({"items": [1], "k": 1000000000000})", "k: "},
+        {"/recommend", R"({"items": [1], "k": 2.5})", "k: "},
+        {"/recommend", R"({"items": [1], "k": "10"})", "k: "},
+        {"/recommend", R"({"items": [1], "colour": 1})", "unknown field \"colour\""},
+        {"/recommend", R"({"items": [1], "exclude": "item1"})", "exclude: expected an array"},
+        {"/recommend", R"({"items": [1], "allow": [{}]})", "allow[0]"},
+        {"/recommend", R"({"items": [1], "allow": [[1, 2.0]]})", "allow[0]"},
+        {"/recommend", R"({"items": [1], "exclude_inputs": 1})", "exclude_inputs"},
+        {"/recommend", R"({"items": [1], "ignore_unknown": "no"})", "ignore_unknown"},
+        {"/recommend", R"({"items": ["no-such-item"], "ignore_unknown": false})", "no-such-item"},
+        {"/recommend", R"({"items": [1], "pad": ")" + std::string(5000, 'x') + "\"}",
+         "over the limit of 4096 bytes"},
+        {"/recommend/batch", R"({"items": [1]})", "expected an array of query objects"},
+        {"/recommend/batch", "[]", "empty batch"},
+        {"/recommend/batch", R"([{"items": [1]}, {"items": [1], "k": 0}])", "[1].k"},
+        {"/recommend/batch", R"([{"items": [1]}, {"item": [1]}])", "[1]: unknown field"},
+        {"/recommend/batch", too_many, "at most 8"},
+    };
+    ASSERT_GE(table.size(), 20u);
+    const std::string good = R"({"items": [1, 2, 3], "k": 4})";
+    for (const Bad& bad : table) {
+        auto res = http_->Post(bad.path, bad.body, "application/json");
+        ASSERT_TRUE(res) << bad.path << " " << bad.body.substr(0, 80) << ": no answer\n"
+                         << server_->log();
+        EXPECT_EQ(res->status, 400) << bad.path << " " << bad.body.substr(0, 80) << "\n"
+                                    << res->body;
+        const Json::Value v = parse(res->body);
+        ASSERT_TRUE(v.isObject() && v["error"].isString()) << res->body;
+        EXPECT_NE(v["error"].asString().find(bad.mentions), std::string::npos)
+            << bad.path << " " << bad.body.substr(0, 80) << "\nwanted '" << bad.mentions
+            << "' in: " << v["error"].asString();
+        // Still answering.
+        EXPECT_EQ(post("/recommend", good)["items"].size(), 4u);
+    }
+    // httplib's own refusals get JSON too: no such endpoint (404).
+    auto res = http_->Get("/no-such-endpoint");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 404);
+    EXPECT_NE(parse(res->body)["error"].asString().find("/no-such-endpoint"), std::string::npos);
+    // Every refusal is counted.
+    auto metrics = http_->Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(
+        metrics->body.find("sparsenet_requests_total{endpoint=\"/recommend\",status=\"400\"} 28"),
+        std::string::npos)
+        << metrics->body;
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+TEST_F(Serve, ReloadUnderConcurrentTrafficLosesNoRequest) {
+    start();
+    const Recommender a = recommender(file("a.nc"));
+    const Recommender b = recommender(file("b.nc"));
+    const std::vector<std::vector<uint32_t>> rows = users();
+    // The answer of each user under A and under B: every answer must be one of them, whole.
+    std::vector<std::string> want_a, want_b;
+    for (const auto& row : rows) {
+        Query q;
+        q.items.assign(row.begin(), row.end());
+        q.options.k = 5;
+        q.options.ignore_unknown = true;
+        const Recommendations ra = a.recommend(q.items, q.options);
+        const Recommendations rb = b.recommend(q.items, q.options);
+        std::string ids_a, ids_b;
+        for (const auto& x : ra.items) ids_a += std::to_string(x.id) + ",";
+        for (const auto& x : rb.items) ids_b += std::to_string(x.id) + ",";
+        want_a.push_back(ids_a);
+        want_b.push_back(ids_b);
+    }
+    size_t differ = 0;
+    for (size_t u = 0; u < rows.size(); ++u) differ += want_a[u] != want_b[u];
+    ASSERT_GT(differ, 0u) << "models A and B must answer differently for the test to see a swap";
+
+    constexpr int kClients = 4, kPerClient = 120;
+    std::atomic<int> answered{0}, failed{0}, wrong{0}, from_b{0};
+    std::atomic<bool> done{false};
+    std::vector<std::string> failures(kClients);
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c) {
+        clients.emplace_back([&, c] {
+            auto http = client(port_);
+            for (int n = 0; n < kPerClient; ++n) {
+                const size_t u = size_t(c * 31 + n) % rows.size();
+                // Every fourth request is a batch of three users.
+                const bool as_batch = n % 4 == 3;
+                std::string body;
+                if (as_batch) {
+                    Json::Value batch(Json::arrayValue);
+                    for (size_t j = 0; j < 3; ++j) {
+                        batch.append(query_json(rows[(u + j) % rows.size()], 5));
+                    }
+                    body = write(batch);
+                } else {
+                    body = write(query_json(rows[u], 5));
+                }
+                auto res = http->Post(as_batch ? "/recommend/batch" : "/recommend", body,
+                                      "application/json");
+                if (!res || res->status != 200) {
+                    ++failed;
+                    failures[c] = res ? std::to_string(res->status) + " " + res->body
+                                      : "no answer: " + httplib::to_string(res.error());
+                    continue;
+                }
+                ++answered;
+                const Json::Value v = parse(res->body);
+                for (size_t j = 0; j < (as_batch ? 3u : 1u); ++j) {
+                    const Json::Value& one = as_batch ? v["results"][Json::ArrayIndex(j)] : v;
+                    std::string ids;
+                    for (const auto& x : one["items"])
+                        ids += std::to_string(x["id"].asUInt()) + ",";
+                    const size_t user = (u + j) % rows.size();
+                    if (ids != want_a[user] && ids != want_b[user]) ++wrong;
+                    if (ids == want_b[user] && ids != want_a[user]) ++from_b;
+                }
+            }
+        });
+    }
+    // Meanwhile: B, A, B, A ... swapped in by POST /reload until the clients end (at least
+    // twice, at most 200 times).
+    std::atomic<int> reloads{0};
+    uint64_t version = model_version();
+    EXPECT_EQ(version, 1u);
+    std::thread reloader([&] {
+        auto http = client(port_);
+        while ((!done && reloads < 200) || reloads < 2) {
+            install_model(file(reloads % 2 == 0 ? "b.nc" : "a.nc"));
+            auto res = http->Post("/reload", "", "application/json");
+            if (!res || res->status != 200) {
+                ADD_FAILURE() << "reload: " << (res ? res->body : "no answer");
+                return;
+            }
+            ++reloads;
+        }
+    });
+    for (auto& t : clients) t.join();
+    done = true;
+    reloader.join();
+    for (const std::string& f : failures) EXPECT_EQ(f, "");
+    EXPECT_EQ(failed, 0);
+    EXPECT_EQ(wrong, 0);
+    EXPECT_EQ(answered, kClients * kPerClient);
+    EXPECT_EQ(model_version(), 1u + uint64_t(reloads));
+    std::printf("%d reloads during %d requests; %d answers from model B\n", reloads.load(),
+                kClients * kPerClient, from_b.load());
+
+    // SIGHUP reloads too: B installed, the version goes up and the answers are B's.
+    install_model(file("b.nc"));
+    const uint64_t before = model_version();
+    server_->signal(SIGHUP);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (model_version() == before && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(model_version(), before + 1) << server_->log();
+    for (size_t u = 0; u < rows.size(); u += 7) {
+        std::string ids;
+        const Json::Value answer = post("/recommend", write(query_json(rows[u], 5)));
+        for (const auto& x : answer["items"]) {
+            ids += std::to_string(x["id"].asUInt()) + ",";
+        }
+        EXPECT_EQ(ids, want_b[u]) << "user " << u;
+    }
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+TEST_F(Serve, ACorruptModelOnReloadIsRefusedAndTheOldOneKeepsServing) {
+    start();
+    const Recommender a = recommender(file("a.nc"));
+    Query q;
+    q.items = {1, 5, 9};
+    q.options.k = 6;
+    q.options.ignore_unknown = true;
+    const std::string body = R"({"items": [1, 5, 9], "k": 6})";
+    expect_same(post("/recommend", body), a.recommend(q.items, q.options), "before");
+
+    // Not a netCDF file at all, then a model cut in half: each refused, naming the file.
+    const std::string full = testing::read_file(file("a.nc"));
+    for (const std::string& bad :
+         {std::string("this is not a model\n"), full.substr(0, full.size() / 2)}) {
+        testing::write_file(served_ + ".tmp", bad);
+        std::filesystem::rename(served_ + ".tmp", served_);
+        const Json::Value refused = post("/reload", "", 500);
+        EXPECT_NE(refused["error"].asString().find("served.nc"), std::string::npos)
+            << write(refused);
+        EXPECT_NE(refused["error"].asString().find("still serving model version 1"),
+                  std::string::npos)
+            << write(refused);
+        EXPECT_EQ(refused["model_version"].asUInt64(), 1u);
+        EXPECT_EQ(model_version(), 1u);
+        expect_same(post("/recommend", body), a.recommend(q.items, q.options), "after refusal");
+    }
+    // SIGHUP with the corrupt file: refused too (logged), the old model still answers.
+    server_->signal(SIGHUP);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    auto refusals = [&] {
+        const std::string log = server_->log();
+        size_t n = 0;
+        for (size_t at = log.find("load refused"); at != std::string::npos;
+             at = log.find("load refused", at + 1)) {
+            ++n;
+        }
+        return n;
+    };
+    while (refusals() < 3 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(refusals(), 3u) << server_->log();
+    auto metrics = http_->Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("sparsenet_model_loads_total{result=\"failed\"} 3"),
+              std::string::npos);
+    EXPECT_NE(metrics->body.find("sparsenet_model_version 1"), std::string::npos);
+    expect_same(post("/recommend", body), a.recommend(q.items, q.options), "after SIGHUP");
+    // A good file again: accepted as version 2.
+    install_model(file("a.nc"));
+    EXPECT_EQ(post("/reload", "")["model_version"].asUInt64(), 2u);
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+TEST_F(Serve, SigtermWithRequestsInFlightExitsZero) {
+    start();
+    std::atomic<bool> stop{false};
+    std::atomic<int> ok{0}, errors{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 3; ++c) {
+        clients.emplace_back([&] {
+            auto http = client(port_);
+            while (!stop) {
+                auto res = http->Post("/recommend/batch",
+                                      R"([{"items": [1, 2]}, {"items": [3]}, {"items": [4, 5]}])",
+                                      "application/json");
+                if (!res) return;  // the server closed: it is draining or gone
+                if (res->status == 200) {
+                    ++ok;
+                } else {
+                    ++errors;
+                }
+            }
+        });
+    }
+    // Some traffic first (as many answers as there are clients at least), then SIGTERM.
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (ok < 3 && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    server_->signal(SIGTERM);
+    const int code = server_->wait_exit();
+    stop = true;
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(code, 0) << server_->log();
+    EXPECT_GE(ok, 3);
+    EXPECT_EQ(errors, 0);  // answers are 200 or the connection closes; never a 5xx
+}
+
+TEST_F(Serve, CommandLineErrors) {
+    std::string out;
+    EXPECT_EQ(cli("serve --port 0", &out), 2) << out;
+    EXPECT_NE(out.find("--model"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --fp16-screening maybe", &out), 2) << out;
+    EXPECT_NE(out.find("--fp16-screening"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --port 70000", &out), 2) << out;
+    EXPECT_NE(out.find("--port"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --connections 5000", &out), 2) << out;
+    EXPECT_NE(out.find("--connections"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --max-k 0", &out), 2) << out;
+    EXPECT_NE(out.find("--max-k"), std::string::npos) << out;
+    // A model that cannot be loaded ends the service with exit 1, naming the file.
+    EXPECT_EQ(cli("serve --port 0 -n " + work_.file("missing.nc"), &out), 1) << out;
+    EXPECT_NE(out.find("missing.nc"), std::string::npos) << out;
+    // A port in use.
+    start();
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --port " + std::to_string(port_), &out), 1) << out;
+    EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+}  // namespace
+}  // namespace sparsenet

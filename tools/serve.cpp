@@ -1,0 +1,672 @@
+// sparsenet serve: a Recommender behind HTTP (cpp-httplib, JSON by JsonCpp). docs/serving.md.
+//
+// Threads: httplib's pool answers connections (one thread per open connection, --connections);
+// the Recommender computes at most --threads queries at once (the others wait for a context).
+// The model is a std::shared_ptr swapped atomically: each request copies it once, so a reload
+// never changes the model under a request in flight, and the old model is freed by the last
+// request that holds it. Loads (the first, POST /reload, SIGHUP) run on one loader thread.
+// Signals only write a byte to a pipe (self-pipe); a watcher thread does the work.
+#include <fcntl.h>
+#include <httplib.h>
+#include <omp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "args.h"
+#include "common.h"
+#include "fair_gate.h"
+#include "serve_request.h"
+#include "sparsenet/error.h"
+#include "sparsenet/recommender.h"
+
+namespace sparsenet::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void log_line(const std::string& line) {
+    std::fprintf(stderr, "sparsenet serve: %s\n", line.c_str());
+    std::fflush(stderr);
+}
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// ---- the model ----
+
+struct Model {
+    std::shared_ptr<const Recommender> recommender;
+    uint64_t version = 0;       // 1 for the first load, +1 per successful reload
+    double load_seconds = 0.0;  // how long this load took
+    double loaded_at = 0.0;     // Unix time
+};
+
+// Holds the current model and loads new ones on its own thread. request() asks for a load (of
+// the same path: the file replaced in place, or renamed over) and returns a ticket; wait(ticket)
+// returns the outcome of the load that covered it. Requests made during a load are served by
+// one load after it (a burst of SIGHUPs loads once more, not once per signal).
+class ModelHolder {
+  public:
+    struct Outcome {
+        bool ok = false;
+        std::string error;
+        uint64_t version = 0;  // the version serving after this load
+        double seconds = 0.0;
+    };
+
+    ModelHolder(std::string path, RecommenderOptions options, std::string screening)
+        : path_(std::move(path)), options_(std::move(options)), screening_(std::move(screening)) {
+        loader_ = std::thread([this] { loop(); });
+    }
+    ~ModelHolder() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        changed_.notify_all();
+        loader_.join();
+    }
+
+    std::shared_ptr<const Model> current() const { return std::atomic_load(&model_); }
+
+    uint64_t request() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        changed_.notify_all();
+        return ++requested_;
+    }
+
+    Outcome wait(uint64_t ticket) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return completed_ >= ticket; });
+        return last_;
+    }
+
+    uint64_t reloads_ok() const { return reloads_ok_; }
+    uint64_t reloads_failed() const { return reloads_failed_; }
+
+  private:
+    // The Recommender; with --fp16-screening auto, screening when the model allows it.
+    std::shared_ptr<const Recommender> load() const {
+        RecommenderOptions o = options_;
+        o.fp16_screening = screening_ != "off";
+        try {
+            return std::make_shared<const Recommender>(path_, o);
+        } catch (const Error& e) {
+            // Screening needs one dense source and an element-wise activation (not SoftMax):
+            // other models are served with the full product.
+            const bool unsupported =
+                e.category() == ErrorCategory::kUsage &&
+                std::string(e.what()).find("fp16_screening") != std::string::npos;
+            if (screening_ != "auto" || !unsupported) throw;
+            o.fp16_screening = false;
+            return std::make_shared<const Recommender>(path_, o);
+        }
+    }
+
+    void loop() {
+        for (;;) {
+            uint64_t target = 0;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                changed_.wait(lock, [&] { return stop_ || requested_ > completed_; });
+                if (stop_) return;
+                target = requested_;
+            }
+            Outcome outcome;
+            const auto start = Clock::now();
+            try {
+                std::shared_ptr<const Recommender> r = load();
+                auto model = std::make_shared<Model>();
+                model->recommender = std::move(r);
+                model->load_seconds = seconds_since(start);
+                model->loaded_at = double(std::time(nullptr));
+                const std::shared_ptr<const Model> old = current();
+                model->version = old ? old->version + 1 : 1;
+                std::atomic_store(&model_, std::shared_ptr<const Model>(std::move(model)));
+                const std::shared_ptr<const Model> now = current();
+                outcome.ok = true;
+                outcome.version = now->version;
+                outcome.seconds = now->load_seconds;
+                ++reloads_ok_;
+                log_line("loaded " + path_ + " as model version " + std::to_string(now->version) +
+                         " in " + std::to_string(now->load_seconds) + " s: " +
+                         std::to_string(now->recommender->input_items()) + " input items, " +
+                         std::to_string(now->recommender->output_items()) + " output items" +
+                         (now->recommender->screening() ? ", fp16 screening" : ""));
+            } catch (const std::bad_alloc&) {
+                outcome.error = path_ + ": " + host_out_of_memory_message();
+            } catch (const std::exception& e) {
+                outcome.error = e.what();
+            }
+            if (!outcome.ok) {
+                ++reloads_failed_;
+                const std::shared_ptr<const Model> old = current();
+                outcome.version = old ? old->version : 0;
+                outcome.seconds = seconds_since(start);
+                log_line("load refused: " + outcome.error +
+                         (old ? "; still serving model version " + std::to_string(old->version)
+                              : std::string()));
+            }
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                completed_ = target;
+                last_ = outcome;
+            }
+            changed_.notify_all();
+        }
+    }
+
+    const std::string path_;
+    const RecommenderOptions options_;
+    const std::string screening_;
+    std::shared_ptr<const Model> model_;  // read and written with std::atomic_load/store
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    uint64_t requested_ = 0, completed_ = 0;
+    bool stop_ = false;
+    Outcome last_;
+    std::atomic<uint64_t> reloads_ok_{0}, reloads_failed_{0};
+    std::thread loader_;
+};
+
+// ---- metrics ----
+
+// Counters for GET /metrics (Prometheus text format 0.0.4).
+class Metrics {
+  public:
+    // Upper bounds of the latency histogram, in seconds: a single query takes about 1 ms on the
+    // ML-20M shape (docs/benchmarks.md), a batch of 256 about 70 ms.
+    static constexpr std::array<double, 14> kBuckets = {
+        0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
+
+    void count(const std::string& endpoint, int status) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++requests_[{endpoint, status}];
+    }
+
+    void observe(const std::string& endpoint, double seconds, size_t queries) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Histogram& h = latency_[endpoint];
+        for (size_t b = 0; b < kBuckets.size(); ++b) {
+            if (seconds <= kBuckets[b]) ++h.buckets[b];
+        }
+        ++h.count;
+        h.sum += seconds;
+        queries_[endpoint] += queries;
+    }
+
+    std::string text(const ModelHolder& holder) const {
+        std::string out;
+        auto line = [&](const std::string& s) { out += s + "\n"; };
+        auto number = [](double v) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.9g", v);
+            return std::string(buf);
+        };
+        std::lock_guard<std::mutex> lock(mutex_);
+        line("# HELP sparsenet_requests_total HTTP requests answered, by endpoint and status.");
+        line("# TYPE sparsenet_requests_total counter");
+        for (const auto& [key, n] : requests_) {
+            line("sparsenet_requests_total{endpoint=\"" + key.first + "\",status=\"" +
+                 std::to_string(key.second) + "\"} " + std::to_string(n));
+        }
+        line(
+            "# HELP sparsenet_queries_total Queries answered (a batch counts each of its "
+            "queries).");
+        line("# TYPE sparsenet_queries_total counter");
+        for (const auto& [endpoint, n] : queries_) {
+            line("sparsenet_queries_total{endpoint=\"" + endpoint + "\"} " + std::to_string(n));
+        }
+        line(
+            "# HELP sparsenet_request_duration_seconds Time from a request's body read to its "
+            "answer, of the answered queries (status 200).");
+        line("# TYPE sparsenet_request_duration_seconds histogram");
+        for (const auto& [endpoint, h] : latency_) {
+            const std::string label = "endpoint=\"" + endpoint + "\"";
+            for (size_t b = 0; b < kBuckets.size(); ++b) {
+                line("sparsenet_request_duration_seconds_bucket{" + label + ",le=\"" +
+                     number(kBuckets[b]) + "\"} " + std::to_string(h.buckets[b]));
+            }
+            line("sparsenet_request_duration_seconds_bucket{" + label + ",le=\"+Inf\"} " +
+                 std::to_string(h.count));
+            line("sparsenet_request_duration_seconds_sum{" + label + "} " + number(h.sum));
+            line("sparsenet_request_duration_seconds_count{" + label + "} " +
+                 std::to_string(h.count));
+        }
+        const std::shared_ptr<const Model> model = holder.current();
+        line(
+            "# HELP sparsenet_model_version Version of the model serving: 1 for the first "
+            "load, +1 per successful reload; 0 while the first load runs.");
+        line("# TYPE sparsenet_model_version gauge");
+        line("sparsenet_model_version " + std::to_string(model ? model->version : 0));
+        line("# HELP sparsenet_model_load_seconds How long the serving model took to load.");
+        line("# TYPE sparsenet_model_load_seconds gauge");
+        line("sparsenet_model_load_seconds " + number(model ? model->load_seconds : 0.0));
+        line(
+            "# HELP sparsenet_model_loaded_timestamp_seconds When the serving model was loaded "
+            "(Unix time).");
+        line("# TYPE sparsenet_model_loaded_timestamp_seconds gauge");
+        line("sparsenet_model_loaded_timestamp_seconds " + number(model ? model->loaded_at : 0));
+        line(
+            "# HELP sparsenet_model_loads_total Model loads (the first one and reloads), by "
+            "result; a failed one leaves the previous model serving.");
+        line("# TYPE sparsenet_model_loads_total counter");
+        line("sparsenet_model_loads_total{result=\"ok\"} " + std::to_string(holder.reloads_ok()));
+        line("sparsenet_model_loads_total{result=\"failed\"} " +
+             std::to_string(holder.reloads_failed()));
+        return out;
+    }
+
+  private:
+    struct Histogram {
+        std::array<uint64_t, kBuckets.size()> buckets{};
+        uint64_t count = 0;
+        double sum = 0.0;
+    };
+    mutable std::mutex mutex_;
+    std::map<std::pair<std::string, int>, uint64_t> requests_;
+    std::map<std::string, Histogram> latency_;
+    std::map<std::string, uint64_t> queries_;
+};
+
+// ---- signals: a self-pipe ----
+
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+    const int saved = errno;
+    const char byte = sig == SIGHUP ? 'H' : 'T';
+    [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);
+    errno = saved;
+}
+
+void install_signal_handlers() {
+    if (pipe(g_signal_pipe) != 0) {
+        throw Error(ErrorCategory::kInternal, "serve: pipe() for the signal handler failed");
+    }
+    for (int fd : g_signal_pipe) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    // A full pipe drops the byte instead of blocking the handler.
+    fcntl(g_signal_pipe[1], F_SETFL, O_NONBLOCK);
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    for (int sig : {SIGHUP, SIGTERM, SIGINT}) sigaction(sig, &action, nullptr);
+    // A client that closes its connection mid-answer must not end the process.
+    signal(SIGPIPE, SIG_IGN);
+}
+
+// ---- the service ----
+
+const char* kJson = "application/json";
+
+// Known endpoints keep their name in the metrics; anything else counts as "other" (a label per
+// path a scanner tries would grow without bound).
+std::string endpoint_label(const std::string& path) {
+    for (const char* known : {"/recommend", "/recommend/batch", "/health", "/metrics", "/reload"}) {
+        if (path == known) return known;
+    }
+    return "other";
+}
+
+struct ServeOptions {
+    serve::RequestLimits limits;
+    size_t max_body = 1 << 20;
+    int slots = 1;  // queries computed at once (--threads)
+};
+
+class Service {
+  public:
+    Service(ModelHolder& holder, ServeOptions options)
+        : holder_(holder), options_(options), gate_(options.slots) {}
+
+    void install(httplib::Server& server) {
+        server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+            const std::shared_ptr<const Model> model = holder_.current();
+            Json::Value v(Json::objectValue);
+            if (!model) {
+                v["status"] = "loading";
+                res.status = 503;
+            } else {
+                v["status"] = "ready";
+                v["model_version"] = Json::UInt64(model->version);
+                v["input_items"] = model->recommender->input_items();
+                v["output_items"] = model->recommender->output_items();
+            }
+            res.set_content(serve::write_json(v), kJson);
+        });
+        server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(metrics_.text(holder_), "text/plain; version=0.0.4");
+        });
+        server.Post("/recommend", [this](const httplib::Request& req, httplib::Response& res) {
+            answer("/recommend", req, res,
+                   [this](const Json::Value& body, const Recommender& r, size_t* queries) {
+                       const Query q = serve::parse_query(body, options_.limits);
+                       *queries = 1;
+                       return serve::to_json(r.recommend(q.items, q.options));
+                   });
+        });
+        server.Post(
+            "/recommend/batch", [this](const httplib::Request& req, httplib::Response& res) {
+                answer("/recommend/batch", req, res,
+                       [this](const Json::Value& body, const Recommender& r, size_t* queries) {
+                           const std::vector<Query> qs = serve::parse_batch(body, options_.limits);
+                           *queries = qs.size();
+                           Json::Value out(Json::objectValue);
+                           Json::Value& results = out["results"] = Json::Value(Json::arrayValue);
+                           for (const Recommendations& recs : r.recommend_batch(qs)) {
+                               results.append(serve::to_json(recs));
+                           }
+                           return out;
+                       });
+            });
+        server.Post("/reload", [this](const httplib::Request&, httplib::Response& res) {
+            const ModelHolder::Outcome outcome = holder_.wait(holder_.request());
+            Json::Value v(Json::objectValue);
+            v["model_version"] = Json::UInt64(outcome.version);
+            v["load_seconds"] = outcome.seconds;
+            if (!outcome.ok) {
+                v["error"] = "reload refused: " + outcome.error +
+                             (outcome.version > 0 ? "; still serving model version " +
+                                                        std::to_string(outcome.version)
+                                                  : std::string());
+                res.status = 500;
+            }
+            res.set_content(serve::write_json(v), kJson);
+        });
+        // httplib's own refusals (no such endpoint, a body over the limit, a malformed request
+        // line) get a JSON body too. A body over --max-body is a client error like the other
+        // limits: 400, not httplib's 413.
+        server.set_error_handler(httplib::Server::HandlerWithResponse(
+            [this](const httplib::Request& req, httplib::Response& res) {
+                if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+                std::string message;
+                if (res.status == 413) {
+                    res.status = 400;
+                    message = "request body: over the limit of " +
+                              std::to_string(options_.max_body) + " bytes (--max-body)";
+                } else if (res.status == 404) {
+                    message = "no endpoint " + req.method + " " + req.path +
+                              "; expected POST /recommend, POST /recommend/batch, POST /reload, "
+                              "GET /health or GET /metrics";
+                } else {
+                    message = "HTTP " + std::to_string(res.status) +
+                              ": the request could not be read (a POST needs a Content-Length "
+                              "header: curl -d '' for an empty body)";
+                }
+                res.set_content(serve::error_json(message), kJson);
+                return httplib::Server::HandlerResponse::Handled;
+            }));
+        server.set_exception_handler(
+            [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+                res.status = 500;
+                res.set_content(serve::error_json("internal error"), kJson);
+            });
+        server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+            metrics_.count(endpoint_label(req.path), res.status);
+        });
+    }
+
+  private:
+    template <class F>
+    void answer(const char* endpoint, const httplib::Request& req, httplib::Response& res,
+                F&& compute) {
+        const auto start = Clock::now();
+        // One copy per request: a reload swapping the model meanwhile leaves this one alive.
+        const std::shared_ptr<const Model> model = holder_.current();
+        size_t queries = 0;
+        try {
+            if (!model) {
+                res.status = 503;
+                res.set_content(serve::error_json("the model is still loading; retry when GET "
+                                                  "/health answers 200"),
+                                kJson);
+                return;
+            }
+            if (req.body.size() > options_.max_body) {  // chunked bodies skip httplib's check
+                throw serve::BadRequest("request body: over the limit of " +
+                                        std::to_string(options_.max_body) + " bytes (--max-body)");
+            }
+            const Json::Value body = serve::parse_json(req.body);
+            Json::Value out;
+            {
+                // One core per request: a batch's OpenBLAS product takes the calling thread's
+                // OpenMP threads, and --threads requests at once each with a team would
+                // oversubscribe the cores (an OpenMP barrier waiting for a descheduled thread:
+                // docs/benchmarks.md, "Library").
+                thread_local const bool one_thread = [] {
+                    omp_set_num_threads(1);
+                    return true;
+                }();
+                (void)one_thread;
+                serve::FairGate::Pass pass(gate_);
+                out = compute(body, *model->recommender, &queries);
+            }
+            res.set_content(serve::write_json(out), kJson);
+            metrics_.observe(endpoint, seconds_since(start), queries);
+        } catch (const serve::BadRequest& e) {
+            res.status = 400;
+            res.set_content(serve::error_json(e.what()), kJson);
+        } catch (const Error& e) {
+            // The Recommender's refusals of a query (unknown items without ignore_unknown, a
+            // name given to a model without names) are the client's; anything else is ours.
+            const bool client =
+                e.category() == ErrorCategory::kUsage || e.category() == ErrorCategory::kData;
+            res.status = client ? 400 : 500;
+            res.set_content(serve::error_json(e.what()), kJson);
+            if (!client) log_line(std::string("error answering ") + endpoint + ": " + e.what());
+        } catch (const std::bad_alloc&) {
+            res.status = 503;
+            res.set_content(serve::error_json("out of memory answering this request"), kJson);
+        } catch (const std::exception& e) {
+            res.status = 500;
+            res.set_content(serve::error_json(std::string("internal error: ") + e.what()), kJson);
+            log_line(std::string("error answering ") + endpoint + ": " + e.what());
+        }
+    }
+
+    ModelHolder& holder_;
+    const ServeOptions options_;
+    serve::FairGate gate_;
+    Metrics metrics_;
+};
+
+}  // namespace
+
+int serve_main(int argc, char** argv) {
+    return run_command("serve", [&]() {
+        std::string model_path, features_index, host = "127.0.0.1", screening = "auto";
+        uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 128;
+        uint64_t max_body = 1 << 20;
+        int threads = 0;
+        ArgParser args("serve",
+                       "Answers recommendation queries over HTTP: POST /recommend, POST "
+                       "/recommend/batch, POST /reload, GET /health, GET /metrics "
+                       "(docs/serving.md). SIGHUP reloads the model file; SIGTERM finishes the "
+                       "requests in flight and exits 0.");
+        args.add({"-n", "--model"}, &model_path, "FILE.nc", "model file written by train", true);
+        args.add({"--features-index"}, &features_index, "FILE",
+                 "item names ('label<TAB>index'); default: the names the model carries, else "
+                 "items are ids only");
+        args.add({"--host"}, &host, "ADDR", "address to listen on (default 127.0.0.1)");
+        args.add({"--port"}, &port, "PORT", "port (default 8080; 0: any free port, printed)");
+        args.add({"--threads"}, &threads, "N",
+                 "requests computed at once, one core each (default: the cores); more wait "
+                 "their turn, in arrival order");
+        args.add({"--connections"}, &connections, "N",
+                 "connections served at once, one thread each (default 128)");
+        args.add({"--max-batch"}, &max_batch, "B",
+                 "most queries of one /recommend/batch request, scored as one product "
+                 "(default 256)");
+        args.add({"--max-k"}, &max_k, "K", "largest k a query may ask (default 1000)");
+        args.add({"--max-body"}, &max_body, "BYTES",
+                 "largest request body (default 1048576); larger ones get 400");
+        args.add({"--fp16-screening"}, &screening, "MODE",
+                 "auto | on | off: rank single queries by an fp16 scan of the output layer (the "
+                 "same results; docs/library.md). auto: when the model allows it (default)");
+        if (!args.parse(argc, argv)) return 0;
+        if (port > 65535) {
+            throw Error(ErrorCategory::kUsage,
+                        "option --port: " + std::to_string(port) + " is not a port (0..65535)");
+        }
+        if (screening != "auto" && screening != "on" && screening != "off") {
+            throw Error(ErrorCategory::kUsage,
+                        "option --fp16-screening: '" + screening + "' is not auto, on or off");
+        }
+        for (const auto& [flag, value] :
+             {std::pair<const char*, uint64_t>{"--max-batch", max_batch},
+              {"--max-k", max_k},
+              {"--connections", connections},
+              {"--max-body", max_body}}) {
+            if (value == 0) {
+                throw Error(ErrorCategory::kUsage,
+                            std::string("option ") + flag + ": must be at least 1");
+            }
+        }
+        const int slots = threads > 0
+                              ? threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        if (connections > 4096) {
+            throw Error(ErrorCategory::kUsage,
+                        "option --connections: " + std::to_string(connections) +
+                            " threads is too many; expected at most 4096");
+        }
+        RecommenderOptions options;
+        options.features_index = features_index;
+        options.device = "cpu";
+        options.max_concurrent_calls = slots;
+        options.max_batch = max_batch;
+        ServeOptions serve_options;
+        serve_options.limits.max_k = max_k;
+        serve_options.limits.max_batch = max_batch;
+        serve_options.max_body = max_body;
+        serve_options.slots = slots;
+
+        httplib::Server server;
+        server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
+        server.set_payload_max_length(max_body);
+        // A connection keeps its thread for up to this many requests (then the client
+        // reconnects), so that clients beyond --connections get their turn.
+        server.set_keep_alive_max_count(1000);
+        server.set_read_timeout(30, 0);
+        // An answer is written as headers then body: with Nagle's algorithm the body waited for
+        // the client's delayed ACK, 40 ms per request (measured: p50 45 ms for a 1.5 ms query).
+        server.set_tcp_nodelay(true);
+        // SO_REUSEADDR only (a restart may bind while old connections linger in TIME_WAIT).
+        // httplib's default, SO_REUSEPORT, let a second server bind a port already served and
+        // share its connections without a word.
+        int listen_socket = -1;
+        server.set_socket_options([&listen_socket](int sock) {
+            int yes = 1;
+            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+            listen_socket = sock;
+        });
+        // Listen first: a taken port fails at once, before a minute of loading.
+        int bound = int(port);
+        if (port == 0) {
+            bound = server.bind_to_any_port(host);
+            if (bound < 0) bound = -1;
+        } else if (!server.bind_to_port(host, int(port))) {
+            bound = -1;
+        }
+        if (bound < 0) {
+            throw Error(ErrorCategory::kIo, "cannot listen on " + host + ":" +
+                                                std::to_string(port) +
+                                                " (address in use, or not an address of this "
+                                                "machine)");
+        }
+        // httplib 0.11 listens with a backlog of 5: 64 clients connecting at once overflowed
+        // it, the kernel dropped their SYNs and they retried 1 to 7 s later (p99 5.7 s at 64
+        // connections for a median of 0.11 s, benchmarks/results/
+        // 2026-11-26-vm-serve-batch256-before-backlog.json). listen() again sets the backlog.
+        if (listen_socket >= 0) ::listen(listen_socket, SOMAXCONN);
+        install_signal_handlers();
+        log_line("listening on http://" + host + ":" + std::to_string(bound) + " (loading " +
+                 model_path + ")");
+        ModelHolder holder(model_path, options, screening);
+        Service service(holder, serve_options);
+        service.install(server);
+
+        std::atomic<bool> listening_done{false};
+        std::atomic<int> exit_code{0};
+        // The watcher: signals (bytes on the pipe), and the first load's outcome.
+        std::thread watcher([&] {
+            for (;;) {
+                char byte = 0;
+                const ssize_t n = read(g_signal_pipe[0], &byte, 1);
+                if (n < 0 && errno == EINTR) continue;
+                if (n <= 0 || byte == 'Q') return;
+                if (byte == 'H') {
+                    log_line("SIGHUP: reloading " + model_path);
+                    holder.request();
+                    continue;
+                }
+                log_line(byte == 'F' ? "stopping" : "signal: finishing the requests in flight");
+                // stop() does nothing before listen_after_bind has started: wait for it.
+                while (!listening_done) {
+                    if (server.is_running()) {
+                        server.stop();
+                        break;
+                    }
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                }
+            }
+        });
+        // The first load: its failure ends the service (exit 1) with the loader's message.
+        std::thread first_load([&] {
+            const ModelHolder::Outcome outcome = holder.wait(holder.request());
+            if (!outcome.ok) {
+                exit_code = 1;
+                const char byte = 'F';
+                [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);
+            }
+        });
+        // Nothing may escape before the threads above are joined (a joinable std::thread's
+        // destructor ends the process).
+        bool listened = false;
+        std::exception_ptr failure;
+        try {
+            listened = server.listen_after_bind();
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        listening_done = true;
+        first_load.join();
+        const char quit = 'Q';
+        [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &quit, 1);
+        watcher.join();
+        if (failure) std::rethrow_exception(failure);
+        if (!listened && exit_code == 0) {
+            throw Error(ErrorCategory::kIo,
+                        "listening on " + host + ":" + std::to_string(bound) + " failed");
+        }
+        if (exit_code != 0) {
+            std::fprintf(stderr, "sparsenet serve: error: could not load %s\n", model_path.c_str());
+            return int(exit_code);
+        }
+        log_line("stopped");
+        return 0;
+    });
+}
+
+}  // namespace sparsenet::cli
