@@ -178,11 +178,27 @@ void Backend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w, 
 
 void Backend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
                                   const SparseRowGrad& grad, float* state1, float* state2,
-                                  SparseUpdate mode) {
+                                  SparseUpdate mode, RowClock clock) {
     check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
     check_state(step, state1, state2, "optimizer_step_rows");
     check_ld(w, "optimizer_step_rows", "ld of w < its columns");
-    optimizer_step_rows_impl(step, w, grad, state1, state2, mode);
+    if (clock.last != nullptr) {
+        check(mode == SparseUpdate::kExact && formulas::catch_up_exact(step, true),
+              "optimizer_step_rows", "a row clock needs an exact Momentum or Nesterov step");
+        check(clock.now > 0, "optimizer_step_rows", "a row clock's step must be positive");
+    }
+    optimizer_step_rows_impl(step, w, grad, state1, state2, mode, clock);
+}
+
+void Backend::catch_up_rows(const formulas::OptimizerStep& step, MatrixView w,
+                            const CsrBatchView* x, float* state1, RowClock clock) {
+    check(formulas::catch_up_exact(step, true), "catch_up_rows",
+          "only Momentum and Nesterov without L1 have a closed-form catch-up");
+    check(clock.last != nullptr || w.rows == 0, "catch_up_rows", "no row clock");
+    check_state(step, state1, nullptr, "catch_up_rows");
+    check_ld(w, "catch_up_rows", "ld of w < its columns");
+    check(x == nullptr || x->cols <= w.rows, "catch_up_rows", "rows of w < input width");
+    catch_up_rows_impl(step, w, x, state1, clock);
 }
 
 void Backend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,

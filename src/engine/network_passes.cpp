@@ -75,6 +75,11 @@ SparseNoise Network::Impl::input_noise(int l, bool training, uint64_t mask_seed)
 
 void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows, bool training,
                             uint64_t mask_seed) {
+    if (training) {
+        catch_up_batch(data, rows);
+    } else {
+        catch_up_all();
+    }
     std::vector<float*> act(graph.layers.size(), nullptr);
     for (size_t l = 0; l < graph.layers.size(); ++l) act[l] = buffers.layers[l].act.data();
     forward(*backend, act, data, rows, training, mask_seed);
@@ -386,6 +391,7 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     step.l1 = optimizer.l1;
     step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu), t)));
     step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu1), t)));
+    const bool rows_current = !catch_up.pending;  // every row is at step t - 1
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
         const GraphEdge& w = graph.edges[wi];
         engine::EdgeBuffers& g = buffers.edges[wi];
@@ -396,9 +402,24 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         engine::EdgeParams& matrix = params.edges[wi];
         MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);
         if (!block.dense_grad) {
+            RowClock clock;
+            if (uses_row_clock(static_cast<int>(wi), optimizer, step, decay == 0.0f)) {
+                if (rows_current) {  // (re)start the clock at step t - 1
+                    const std::vector<uint32_t> now(block.local_rows, uint32_t(t - 1));
+                    if (matrix.row_clock.size() != now.size()) {
+                        matrix.row_clock = DeviceArray<uint32_t>(*backend, now.size(), "row clock");
+                    }
+                    matrix.row_clock.upload(now.data(), now.size());
+                    catch_up.clocked.assign(graph.edges.size(), false);
+                }
+                catch_up.clocked[wi] = true;
+                catch_up.pending = true;
+                catch_up.step = step;
+                clock = {matrix.row_clock.data(), uint32_t(t)};
+            }
             backend->optimizer_step_rows(step, wv, g.sparse_grad(block.local_cols),
                                          matrix.state1.data(), matrix.state2.data(),
-                                         optimizer.sparse_update);
+                                         optimizer.sparse_update, clock);
         } else {
             backend->optimizer_step(step, wv, rows_of(g.grad, block.local_rows, block.local_cols),
                                     matrix.state1.data(), matrix.state2.data());
@@ -417,6 +438,45 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
                                 rows_of(buffers.layers[l].bias_grad, 1, n_local),
                                 bias.bias_state1.data(), bias.bias_state2.data());
     }
+}
+
+bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
+                                   const formulas::OptimizerStep& step, bool constant_rate) const {
+    if (!row_catch_up || optimizer.sparse_update != SparseUpdate::kExact) return false;
+    if (!formulas::catch_up_exact(step, constant_rate)) return false;
+    if (params.optimizer_steps >= UINT32_MAX) return false;  // the clock is 32-bit
+    // WeightNorm clips whole columns after every step: every row takes part.
+    for (const GraphEdge& w : graph.edges) {
+        if (w.owner == wi && graph.layers[w.destination].config.weight_norm > 0.0f) return false;
+    }
+    return true;
+}
+
+void Network::Impl::catch_up_batch(const engine::Bindings& data, const BatchRows& rows) {
+    if (!catch_up.pending) return;
+    const RowClock now{nullptr, uint32_t(params.optimizer_steps)};
+    for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
+        if (!catch_up.clocked[wi]) continue;
+        const GraphEdge& w = graph.edges[wi];
+        engine::EdgeParams& matrix = params.edges[wi];
+        const CsrBatchView x = data.layer_data[w.source]->view(rows);
+        backend->catch_up_rows(
+            catch_up.step, rows_of(matrix.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols),
+            &x, matrix.state1.data(), {matrix.row_clock.data(), now.now});
+    }
+}
+
+void Network::Impl::catch_up_all() {
+    if (!catch_up.pending) return;
+    for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
+        if (!catch_up.clocked[wi]) continue;
+        engine::EdgeParams& matrix = params.edges[wi];
+        backend->catch_up_rows(
+            catch_up.step, rows_of(matrix.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols),
+            nullptr, matrix.state1.data(),
+            {matrix.row_clock.data(), uint32_t(params.optimizer_steps)});
+    }
+    catch_up.pending = false;
 }
 
 void Network::Impl::apply_weight_norms(int wi) {
