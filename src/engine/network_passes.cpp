@@ -1,5 +1,6 @@
 // Forward, backward and update passes: the engine's use of the backend op table.
 #include <cmath>
+#include <cstdlib>
 
 #include "engine/network_impl.h"
 #include "formulas/rng.h"
@@ -442,7 +443,13 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
 
 bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
                                    const formulas::OptimizerStep& step, bool constant_rate) const {
-    if (!row_catch_up || optimizer.sparse_update != SparseUpdate::kExact) return false;
+    // SPARSENET_ROW_CATCH_UP=0: the every-row exact path (to compare the two;
+    // docs/config-reference.md).
+    static const bool disabled = [] {
+        const char* v = std::getenv("SPARSENET_ROW_CATCH_UP");
+        return v != nullptr && std::string(v) == "0";
+    }();
+    if (!row_catch_up || disabled || optimizer.sparse_update != SparseUpdate::kExact) return false;
     if (!formulas::catch_up_exact(step, constant_rate)) return false;
     if (params.optimizer_steps >= UINT32_MAX) return false;  // the clock is 32-bit
     // WeightNorm clips whole columns after every step: every row takes part.
