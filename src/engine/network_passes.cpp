@@ -393,6 +393,7 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu), t)));
     step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu1), t)));
     const bool rows_current = !catch_up.pending;  // every row is at step t - 1
+    if (rows_current) catch_up.clocked.assign(graph.edges.size(), false);
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
         const GraphEdge& w = graph.edges[wi];
         engine::EdgeBuffers& g = buffers.edges[wi];
@@ -411,7 +412,6 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
                         matrix.row_clock = DeviceArray<uint32_t>(*backend, now.size(), "row clock");
                     }
                     matrix.row_clock.upload(now.data(), now.size());
-                    catch_up.clocked.assign(graph.edges.size(), false);
                 }
                 catch_up.clocked[wi] = true;
                 catch_up.pending = true;

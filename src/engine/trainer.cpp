@@ -150,17 +150,19 @@ struct Trainer::Impl {
         if (rows <= kMaxEveryRowRows) return;
         const OptimizerOptions& o = options.optimizer;
         const double bytes = 8.0 * (1 + formulas::optimizer_state_slots(o.kind));
-        throw Error(ErrorCategory::kUsage,
-                    std::string("exact sparse updates with ") + to_string(o.kind) +
-                        (o.l1 != 0.0f || o.l2 != 0.0f ? " and L1/L2" : "") + " would walk all " +
-                        std::to_string(rows) + " rows of " + name + " every step (" +
-                        std::to_string(int(bytes)) +
-                        " bytes per weight read and written), which dominates the step above " +
-                        std::to_string(kMaxEveryRowRows) +
-                        " rows; use --sparse-updates lazy (\"SparseUpdates\": \"Lazy\": the "
-                        "touched rows only), or Momentum/Nesterov without L1, whose exact updates "
-                        "catch skipped rows up in closed form (docs/config-reference.md, \"Sparse "
-                        "updates\")");
+        throw Error(
+            ErrorCategory::kUsage,
+            std::string("exact sparse updates with ") + to_string(o.kind) +
+                (o.l1 != 0.0f || o.l2 != 0.0f ? " and L1/L2" : "") + " would walk all " +
+                std::to_string(rows) + " rows of " + name + " every step (" +
+                std::to_string(int(bytes)) +
+                " bytes per weight read and written), which dominates the step above " +
+                std::to_string(kMaxEveryRowRows) +
+                " rows; use --sparse-updates lazy (\"SparseUpdates\": \"Lazy\": the "
+                "touched rows only), or Momentum/Nesterov (without L1, and without L2 under "
+                "Decay), whose exact updates catch skipped rows up in closed form "
+                "(docs/config-reference.md, \"Sparse "
+                "updates\")");
     }
 
     void reset_loss() {

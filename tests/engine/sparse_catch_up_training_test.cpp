@@ -130,6 +130,47 @@ TEST(SparseCatchUpTraining, EqualsTheEveryRowUpdateOverARun) {
     }
 }
 
+// Two sparse inputs into one hidden layer: each matrix keeps its own clock.
+TEST(SparseCatchUpTraining, TwoSparseInputsEachOnItsClock) {
+    const Data data;
+    Dataset in2 = data.in;
+    in2.name = "in2";
+    const std::map<std::string, const Dataset*> all{
+        {"in", &data.in}, {"in2", &in2}, {"out", &data.out}};
+    const NetworkConfig config = NetworkConfig::from_json(R"({
+      "Name": "two", "ErrorFunction": "ScaledMarginalCrossEntropy",
+      "Layers": [
+        {"Name": "A", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+        {"Name": "B", "Kind": "Input", "N": "auto", "DataSet": "in2", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": 12, "Source": ["A", "B"], "Activation": "Tanh"},
+        {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
+         "Activation": "Sigmoid"}
+      ]})");
+    std::vector<float> results[2];
+    for (bool clock : {true, false}) {
+        NetworkOptions o;
+        o.device = "cpu";
+        o.threads = 2;
+        o.seed = 5;
+        Network net = Network::create(
+            config, {{"in", data.in.cols}, {"in2", in2.cols}, {"out", data.out.cols}}, o);
+        net.impl().row_catch_up = clock;
+        Trainer t(net, all, options(OptimizerKind::kNesterov, 0.01f, 0.0f, 2));
+        t.fit();
+        int clocked = 0;
+        for (const auto& e : net.impl().params.edges) clocked += e.row_clock.size() > 0;
+        EXPECT_EQ(clocked, clock ? 2 : 0);
+        results[clock ? 0 : 1] = all_parameters(net);
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    double scale = 0.0, diff = 0.0;
+    for (size_t i = 0; i < results[0].size(); ++i) {
+        scale = std::max(scale, double(std::fabs(results[1][i])));
+        diff = std::max(diff, double(std::fabs(results[0][i] - results[1][i])));
+    }
+    EXPECT_LE(diff, 1e-5 * scale) << "largest difference " << diff;
+}
+
 // L2 with a decaying learning rate has no closed form (a different map each step): the clock is
 // not used and the run is the every-row run bit for bit.
 TEST(SparseCatchUpTraining, L2WithDecayKeepsTheEveryRowPath) {
