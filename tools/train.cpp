@@ -251,6 +251,8 @@ int train_main(int argc, char** argv) {
             if (ranks > 1) {
                 plan += describe_memory(
                     plan_memory(config, shapes, ranks, options.batch, opt, run_decay), host);
+                plan += "(--parallel data: each of the " + std::to_string(ranks) +
+                        " ranks holds the one-device plan: the whole network and datasets)\n";
             }
             if (job_rank() == 0) std::fputs(plan.c_str(), stdout);
             return 0;
