@@ -223,7 +223,11 @@ void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& st
                            ConstMatrixView g, float* state1, float* state2);
 void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerStep& step,
                                 MatrixView w, const SparseRowGrad& grad, float* state1,
-                                float* state2, SparseUpdate mode, ScratchBuffer& row_map);
+                                float* state2, SparseUpdate mode, RowClock clock,
+                                ScratchBuffer& row_map);
+// Backend::catch_up_rows (x == nullptr: every row).
+void launch_catch_up_rows(const Context& ctx, const formulas::OptimizerStep& step, MatrixView w,
+                          const CsrBatchView* x, float* state1, RowClock clock);
 
 // kernels/cuda_top_k.cu
 void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView* exclude, size_t k,

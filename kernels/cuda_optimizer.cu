@@ -12,6 +12,9 @@
 //    updated, finding its gradient row through a row -> compact index map rebuilt per call in
 //    scratch (memset to "none", then one store per touched row).
 //  * kLazy: only the touched rows and their state are updated.
+//  * kExact with a row clock (Momentum, Nesterov: formulas::catch_up_exact): the touched rows
+//    only, each caught up over its skipped steps in closed form first; launch_catch_up_rows
+//    brings the rows a batch reads (or every row) up to a step.
 //
 // Thread mapping: one thread per element (elementwise_shape) for dense passes; one block of 256
 // threads per touched row (grid-striding over *grad.count, read on the device) for the
@@ -49,8 +52,10 @@ __global__ void optimizer_dense_kernel(formulas::OptimizerStep step, int slots, 
 }
 
 // Touched rows only: row grad.rows[i] with gradient row i, for i < min(*count, capacity).
+// clock.last != nullptr: each row first caught up to step clock.now - 1, its clock then set to
+// clock.now (after every thread of the block has read it).
 __global__ void optimizer_rows_kernel(formulas::OptimizerStep step, int slots, MatrixView w,
-                                      SparseRowGrad grad, float* s1, float* s2,
+                                      SparseRowGrad grad, float* s1, float* s2, RowClock clock,
                                       DeviceStatus* status) {
     const uint32_t stored = *grad.count;
     if (stored > grad.capacity && blockIdx.x == 0 && threadIdx.x == 0)
@@ -66,11 +71,77 @@ __global__ void optimizer_rows_kernel(formulas::OptimizerStep step, int slots, M
         }
         const size_t base = size_t(row) * w.ld;
         const float* g = grad.values + i * n;
+        if (clock.last != nullptr) {
+            const uint32_t last = clock.last[row];
+            const uint32_t skipped = last < clock.now - 1 ? clock.now - 1 - last : 0u;
+            const formulas::CatchUp cu = formulas::catch_up_coefficients(step, skipped);
+            for (size_t c = threadIdx.x; c < n; c += blockDim.x) {
+                const size_t off = base + c;
+                if (skipped > 0) formulas::catch_up_element(cu, w.data[off], s1[off]);
+                update_element(step, slots, w.data + off, g[c], s1 + off,
+                               slots >= 2 ? s2 + off : nullptr);
+            }
+            __syncthreads();  // every thread read the clock
+            if (threadIdx.x == 0) clock.last[row] = clock.now;
+            continue;
+        }
         for (size_t c = threadIdx.x; c < n; c += blockDim.x) {
             const size_t off = base + c;
             update_element(step, slots, w.data + off, g[c], slots >= 1 ? s1 + off : nullptr,
                            slots >= 2 ? s2 + off : nullptr);
         }
+    }
+}
+
+// Catch-up of the rows a batch stores: one block per batch row, its entries in turn; thread 0
+// swaps the entry's row clock to clock.now (atomicExch: of duplicate entries, in this batch row
+// or another, exactly one sees the old clock and catches the row up).
+__global__ void catch_up_batch_kernel(formulas::OptimizerStep step, MatrixView w, CsrBatchView x,
+                                      float* s1, RowClock clock, DeviceStatus* status) {
+    __shared__ uint32_t s_skipped;
+    const size_t n = w.cols;
+    for (size_t b = blockIdx.x; b < x.batch.batch; b += gridDim.x) {
+        const uint64_t ex = example_of(x.batch, b);
+        const uint64_t begin = x.offsets[ex], end = x.offsets[ex + 1];
+        for (uint64_t e = begin; e < end; ++e) {
+            const uint32_t row = x.indices[e];
+            if (row >= w.rows) {
+                if (threadIdx.x == 0)
+                    report(status, kStatusRowOutOfRange, Op::kCatchUpRows, row, w.rows);
+                continue;
+            }
+            if (threadIdx.x == 0) {
+                const uint32_t last = atomicExch(clock.last + row, clock.now);
+                s_skipped = last < clock.now ? clock.now - last : 0u;
+            }
+            __syncthreads();
+            const uint32_t skipped = s_skipped;
+            if (skipped > 0) {
+                const formulas::CatchUp cu = formulas::catch_up_coefficients(step, skipped);
+                const size_t base = size_t(row) * w.ld;
+                for (size_t c = threadIdx.x; c < n; c += blockDim.x)
+                    formulas::catch_up_element(cu, w.data[base + c], s1[base + c]);
+            }
+            __syncthreads();  // s_skipped is rewritten by the next entry
+        }
+    }
+}
+
+// Catch-up of every row: one block per row (grid-striding).
+__global__ void catch_up_all_kernel(formulas::OptimizerStep step, MatrixView w, float* s1,
+                                    RowClock clock) {
+    const size_t n = w.cols;
+    for (size_t row = blockIdx.x; row < w.rows; row += gridDim.x) {
+        const uint32_t last = clock.last[row];
+        const uint32_t skipped = last < clock.now ? clock.now - last : 0u;
+        if (skipped > 0) {
+            const formulas::CatchUp cu = formulas::catch_up_coefficients(step, skipped);
+            const size_t base = row * w.ld;
+            for (size_t c = threadIdx.x; c < n; c += blockDim.x)
+                formulas::catch_up_element(cu, w.data[base + c], s1[base + c]);
+        }
+        __syncthreads();  // every thread read the clock
+        if (threadIdx.x == 0) clock.last[row] = clock.now;
     }
 }
 
@@ -119,14 +190,16 @@ void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& st
 
 void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerStep& step,
                                 MatrixView w, const SparseRowGrad& grad, float* state1,
-                                float* state2, SparseUpdate mode, ScratchBuffer& row_map) {
+                                float* state2, SparseUpdate mode, RowClock clock,
+                                ScratchBuffer& row_map) {
     if (w.rows == 0 || w.cols == 0) return;
     const int slots = formulas::optimizer_state_slots(step.kind);
-    if (mode == SparseUpdate::kLazy || formulas::zero_gradient_is_noop(step)) {
+    if (mode == SparseUpdate::kLazy || formulas::zero_gradient_is_noop(step) ||
+        clock.last != nullptr) {
         if (grad.capacity == 0) return;
         const size_t blocks = std::min<size_t>(grad.capacity, size_t(ctx.sm_count) * 16);
-        optimizer_rows_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(step, slots, w, grad,
-                                                                        state1, state2, ctx.status);
+        optimizer_rows_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(
+            step, slots, w, grad, state1, state2, clock, ctx.status);
         check_launch(ctx, "optimizer_rows_kernel");
         return;
     }
@@ -144,6 +217,22 @@ void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerSte
     optimizer_mapped_kernel<<<s.grid, s.block, 0, ctx.stream>>>(step, slots, w, grad.values, map,
                                                                 state1, state2);
     check_launch(ctx, "optimizer_mapped_kernel");
+}
+
+void launch_catch_up_rows(const Context& ctx, const formulas::OptimizerStep& step, MatrixView w,
+                          const CsrBatchView* x, float* state1, RowClock clock) {
+    if (w.rows == 0) return;
+    if (x == nullptr) {
+        const size_t blocks = std::min<size_t>(w.rows, size_t(ctx.sm_count) * 16);
+        catch_up_all_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(step, w, state1, clock);
+        check_launch(ctx, "catch_up_all_kernel");
+        return;
+    }
+    if (x->batch.batch == 0) return;
+    const size_t blocks = std::min<size_t>(x->batch.batch, size_t(ctx.sm_count) * 16);
+    catch_up_batch_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(step, w, *x, state1, clock,
+                                                                    ctx.status);
+    check_launch(ctx, "catch_up_batch_kernel");
 }
 
 }  // namespace sparsenet::cuda

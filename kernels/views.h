@@ -89,6 +89,15 @@ struct SparseRowGrad {
     size_t cols = 0;
 };
 
+// The per-row step clock of a matrix whose exact sparse update catches skipped steps up in
+// closed form (formulas::catch_up_exact: Momentum, Nesterov): row r of the weights and of the
+// optimizer state is current as of optimizer step last[r] ([rows], backend memory); now: the
+// step the op brings rows to. last == nullptr: no clock (the every-row exact path).
+struct RowClock {
+    uint32_t* last = nullptr;
+    uint32_t now = 0;
+};
+
 enum class Op {
     kCsrMatmul,
     kCsrWeightGrad,
@@ -114,6 +123,7 @@ enum class Op {
     kOutputEpilogue,
     kBiasActivationDropout,
     kActivationBackwardColumnSum,
+    kCatchUpRows,  // the last: backend_ops.cpp's op-time table and op_checks_test count to it
 };
 const char* to_string(Op op);
 

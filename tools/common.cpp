@@ -127,6 +127,23 @@ std::vector<Dataset> read_split(const std::string& path, const NetworkConfig* co
     return all;
 }
 
+std::map<std::string, DatasetShape> dataset_shapes(const std::vector<std::string>& paths) {
+    std::map<std::string, DatasetShape> shapes;
+    std::vector<std::string> done;
+    for (const std::string& path : paths) {
+        bool seen = false;
+        for (const std::string& d : done) {
+            std::error_code ec;
+            if (d == path || std::filesystem::equivalent(d, path, ec)) seen = true;
+        }
+        if (seen) continue;
+        done.push_back(path);
+        for (const std::string& name : list_datasets(path))
+            shapes.emplace(name, read_dataset_shape(path, name));
+    }
+    return shapes;
+}
+
 std::map<std::string, const Dataset*> pointers(const std::map<std::string, Dataset>& datasets) {
     std::map<std::string, const Dataset*> p;
     for (const auto& kv : datasets) p[kv.first] = &kv.second;

@@ -33,6 +33,10 @@ std::map<std::string, Dataset> load_datasets(const std::vector<std::string>& pat
 std::vector<Dataset> read_split(const std::string& path, const NetworkConfig* config, int ranks,
                                 int rank);
 
+// The shape of every dataset of each file, by name (read_dataset_shape: the headers only, nothing
+// loaded); a file named twice is read once, the first file's shape of a name kept.
+std::map<std::string, DatasetShape> dataset_shapes(const std::vector<std::string>& paths);
+
 std::map<std::string, const Dataset*> pointers(const std::map<std::string, Dataset>& datasets);
 
 // The non-empty comma-separated items of `list` (option --names a,b); none is Error(kUsage)

@@ -68,23 +68,28 @@ int generate_main(int argc, char** argv) {
         const auto start = std::chrono::steady_clock::now();
         GeneratedData data = generate(g);
         std::vector<Dataset> out;
-        for (const std::string& n : name_list) {
-            Dataset d = data.train;
-            d.name = n;
-            out.push_back(std::move(d));
+        for (size_t i = 0; i < name_list.size(); ++i) {
+            // The last name takes the data itself: one copy fewer (400 MB at 100M interactions).
+            if (i + 1 < name_list.size()) {
+                out.push_back(data.train);
+            } else {
+                out.push_back(std::move(data.train));
+            }
+            out.back().name = name_list[i];
         }
         write_datasets(out_path, out);
         if (g.holdout > 0.0) {
             data.heldout.name = heldout_name;
             write_datasets(heldout_path, {data.heldout});
         }
-        if (!text_path.empty()) write_text(text_path, data.train, format);
+        const Dataset& train = out.back();
+        if (!text_path.empty()) write_text(text_path, train, format);
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (!quiet) {
             std::printf("wrote %s: %llu users x %u items, %llu interactions (%s)", out_path.c_str(),
-                        (unsigned long long)data.train.rows, data.train.cols,
-                        (unsigned long long)data.train.nnz(), names.c_str());
+                        (unsigned long long)train.rows, train.cols, (unsigned long long)train.nnz(),
+                        names.c_str());
             if (g.holdout > 0.0) {
                 std::printf("; %s: %llu held out", heldout_path.c_str(),
                             (unsigned long long)data.heldout.nnz());

@@ -153,8 +153,9 @@ int train_main(int argc, char** argv) {
                       "batch) with the same data and options; -e counts every epoch, the "
                       "checkpoint's included");
         args.add_flag({"--dry-run"}, &dry_run,
-                      "print the model-parallel plan (splits, collectives, bytes per step, "
-                      "memory per rank) and stop; writes nothing");
+                      "print the model-parallel plan (splits, collectives, bytes per step) "
+                      "and the memory plan for one device and per rank, from the datasets' "
+                      "headers, and stop; writes nothing");
         args.add({"--ranks"}, &plan_ranks, "N",
                  "ranks the --dry-run plan is for (default: this job's ranks, 1 without mpirun)");
         args.add_flag({"-q", "--quiet"}, &quiet, "print nothing but errors");
@@ -233,18 +234,43 @@ int train_main(int argc, char** argv) {
         files.insert(files.end(), extra.begin(), extra.end());
         // Split over an MPI job: each rank reads only its columns of the layers' datasets.
         const bool split_job = !dry_run && launched_with_mpi() && comm != "local";
+        // The memory plan comes from the files' headers: nothing is loaded or allocated before
+        // a run that cannot fit is refused (docs/memory.md).
+        const std::map<std::string, DatasetShape> shapes = dataset_shapes(files);
+        const float run_decay = options.decay.value_or(config.decay);
+        if (dry_run) {
+            std::map<std::string, uint32_t> widths;
+            for (const auto& kv : shapes) widths[kv.first] = kv.second.cols;
+            int ranks = plan_ranks;
+            if (ranks <= 0) ranks = launched_with_mpi() ? job_size() : 1;
+            std::string plan =
+                describe_model_parallel(config, widths, ranks, options.batch, opt.kind);
+            const bool host = device == "cpu";
+            plan += describe_memory(plan_memory(config, shapes, 1, options.batch, opt, run_decay),
+                                    host);
+            if (ranks > 1) {
+                plan += describe_memory(
+                    plan_memory(config, shapes, ranks, options.batch, opt, run_decay), host);
+                plan += "(--parallel data: each of the " + std::to_string(ranks) +
+                        " ranks holds the one-device plan: the whole network and datasets)\n";
+            }
+            if (job_rank() == 0) std::fputs(plan.c_str(), stdout);
+            return 0;
+        }
+        {
+            std::string free_what;
+            bool host = false;
+            const uint64_t free_bytes = free_memory_for(device, threads, &free_what, &host);
+            // A data-parallel rank holds the whole network; a model-parallel one its share.
+            const int ranks = split_job && parallel != "data" ? job_size() : 1;
+            const MemoryPlan plan =
+                plan_memory(config, shapes, ranks, options.batch, opt, run_decay);
+            check_memory_plan(config, shapes, plan, opt, run_decay, host, free_bytes, free_what);
+        }
         auto datasets = split_job ? load_datasets(files, &config, job_size(), job_rank())
                                   : load_datasets(files);
         std::map<std::string, uint32_t> widths;
         for (const auto& kv : datasets) widths[kv.first] = kv.second.cols;
-        if (dry_run) {
-            int ranks = plan_ranks;
-            if (ranks <= 0) ranks = launched_with_mpi() ? job_size() : 1;
-            const std::string plan =
-                describe_model_parallel(config, widths, ranks, options.batch, opt.kind);
-            if (job_rank() == 0) std::fputs(plan.c_str(), stdout);
-            return 0;
-        }
         check_writable(model_path);
         if (checkpointing) check_writable(checkpoint_path);
         if (job_rank() == 0) {  // rank 0 writes both files

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sparsenet/config.h"
+#include "sparsenet/dataset.h"
 #include "sparsenet/optimizer.h"
 
 namespace sparsenet {
@@ -117,5 +118,54 @@ std::string describe_model_parallel(const NetworkConfig& config,
 // on CUDA, the device's context and cuBLAS, which the load then finds started; nothing for the
 // CPU. Safe on any thread; never throws (what fails is reported by the load).
 void prepare_device(const std::string& device);
+
+// The memory of a training run on one device (the largest rank's share under model parallelism
+// over `ranks`), computed from the config, the optimizer and the datasets' shapes alone
+// (read_dataset_shape: file headers, nothing loaded, nothing allocated). Bytes by part, each a
+// separate field so that a change of what the engine allocates changes one line (a dense
+// gradient fused into its GEMM: dense_weight_gradients drops out). docs/memory.md.
+struct MemoryPlan {
+    int ranks = 1;
+    uint32_t batch = 0;
+    double weights = 0;                 // every owned matrix (this rank's block)
+    double biases = 0;                  // every non-input layer's bias
+    double optimizer_state = 0;         // state slots of the trained weights and biases
+    double row_clocks = 0;              // exact Momentum/Nesterov sparse updates: 4 B per row
+    double dense_weight_gradients = 0;  // one per trained matrix with a dense gradient
+    double other_gradients = 0;         // bias gradients, row-sparse gradients of sparse inputs
+    double activations = 0;             // activations and deltas of a batch
+    double scratch = 0;                 // collectives (split), op scratch sized by the batch
+    double datasets = 0;                // training datasets resident on the device + permutation
+    double file_chunks = 0;             // a save's or checkpoint's chunk buffers (transient)
+    double host_datasets = 0;           // the datasets as read from the files (host memory)
+    // Device memory: every part but host_datasets. On the CPU the device is the host: add them.
+    double device_bytes() const;
+    double total_bytes(bool device_is_host) const;
+};
+
+// The shape of each dataset a run reads, by name (read_dataset_shape of the files).
+MemoryPlan plan_memory(const NetworkConfig& config,
+                       const std::map<std::string, DatasetShape>& datasets, int ranks,
+                       uint32_t batch, const OptimizerOptions& optimizer, float decay);
+
+// The plan as text: one line per part and the total, "for one device" or "per rank of N".
+std::string describe_memory(const MemoryPlan& plan, bool device_is_host);
+
+// The memory free for a plan on `device` ("cpu", "cuda", "cuda:N", "auto" as make_backend takes
+// them): the CUDA runtime's free device memory (cudaMemGetInfo), or on the CPU MemAvailable from
+// /proc/meminfo. SPARSENET_MEMORY_LIMIT_BYTES (a number of bytes) overrides both (tests, or a
+// limit below what the machine has). *what (nullable) gets where the figure came from,
+// *device_is_host (nullable) whether the device is the CPU.
+uint64_t free_memory_for(const std::string& device, int threads, std::string* what,
+                         bool* device_is_host);
+
+// Collective-free check before anything is allocated (sparsenet train): throws
+// Error(kDevice) when `plan` exceeds `free_bytes`, naming what is needed (by part), what is
+// free, and what would fit: model parallelism over the fewest ranks whose per-rank plan fits,
+// a smaller batch (the largest power of two that fits). Nothing when the plan fits.
+void check_memory_plan(const NetworkConfig& config,
+                       const std::map<std::string, DatasetShape>& datasets, const MemoryPlan& plan,
+                       const OptimizerOptions& optimizer, float decay, bool device_is_host,
+                       uint64_t free_bytes, const std::string& free_what);
 
 }  // namespace sparsenet

@@ -115,4 +115,71 @@ SPARSENET_HD bool zero_gradient_is_noop(const OptimizerStep& p) {
            p.l1 == 0.0f;
 }
 
+// ---- Momentum and Nesterov: the closed-form catch-up of skipped steps ----
+//
+// SparseUpdate::kExact without walking every row each step (docs/config-reference.md, "Sparse
+// updates"): a row of a sparse input's matrix that no batch touches sees a zero gradient, and
+// with L1 = 0 and a constant learning rate each such step is the same linear map of each
+// element's (velocity s, weight w). With a = lr * l2 (the zero gradient plus the L2 term):
+//   Momentum  s' = mu s - a w;   w' = w + s'                  = mu s   + (1 - a) w
+//   Nesterov  s' = mu s - a w;   w' = w + s' + mu (s' - s)    = mu^2 s + (1 - (1 + mu) a) w
+// so k skipped steps are the k-th power of M = [[mu, -a], [mu or mu^2, 1 - a or 1 - (1 + mu) a]].
+// Without L2 (a = 0) it is s_k = mu^k s and w_k = w + s (mu + mu^2 + ... + mu^k) (Momentum;
+// Nesterov: mu times that sum): the learning rate drops out, so Decay is allowed. With L2 the
+// map depends on lr, so a decaying rate (a different M each step) is not caught up: the caller
+// keeps the every-row path (catch_up_exact). L1's sign(w) is not linear: every-row path too.
+// Other optimizers have no closed form (AdaGrad's zero-gradient step is a no-op already; Adam's
+// and RMSProp's zero-gradient steps divide by a decaying sqrt(v)).
+
+// s_k = ss s + sw w;  w_k = ws s + ww w  (double: applied to float or double values).
+struct CatchUp {
+    double ss = 1.0, sw = 0.0, ws = 0.0, ww = 1.0;
+};
+
+// Whether k zero-gradient steps of p have the closed form above. constant_rate: the learning
+// rate is the same at every step (no Decay); it matters only with L2.
+SPARSENET_HD bool catch_up_exact(const OptimizerStep& p, bool constant_rate) {
+    return (p.kind == OptimizerKind::kMomentum || p.kind == OptimizerKind::kNesterov) &&
+           p.l1 == 0.0f && (p.l2 == 0.0f || constant_rate);
+}
+
+// M^k by repeated squaring in double (at most 2 log2(k) 2x2 products: a row's coefficients
+// cost less than its first element's update). k = 0: the identity.
+SPARSENET_HD CatchUp catch_up_coefficients(const OptimizerStep& p, uint32_t k) {
+    const double mu = p.mu, a = double(p.learning_rate) * double(p.l2);
+    const bool nesterov = p.kind == OptimizerKind::kNesterov;
+    CatchUp m;  // M
+    m.ss = mu;
+    m.sw = -a;
+    m.ws = nesterov ? mu * mu : mu;
+    m.ww = nesterov ? 1.0 - (1.0 + mu) * a : 1.0 - a;
+    CatchUp r;  // the identity
+    while (k > 0) {
+        if (k & 1u) {
+            const CatchUp t = r;
+            r.ss = m.ss * t.ss + m.sw * t.ws;
+            r.sw = m.ss * t.sw + m.sw * t.ww;
+            r.ws = m.ws * t.ss + m.ww * t.ws;
+            r.ww = m.ws * t.sw + m.ww * t.ww;
+        }
+        k >>= 1;
+        if (k > 0) {
+            const CatchUp t = m;
+            m.ss = t.ss * t.ss + t.sw * t.ws;
+            m.sw = t.ss * t.sw + t.sw * t.ww;
+            m.ws = t.ws * t.ss + t.ww * t.ws;
+            m.ww = t.ws * t.sw + t.ww * t.ww;
+        }
+    }
+    return r;
+}
+
+// One element caught up: (s, w) := M^k (s, w) with c = catch_up_coefficients(p, k).
+template <typename T>
+SPARSENET_HD void catch_up_element(const CatchUp& c, T& w, T& s) {
+    const T s0 = s, w0 = w;
+    s = T(c.ss) * s0 + T(c.sw) * w0;
+    w = T(c.ws) * s0 + T(c.ww) * w0;
+}
+
 }  // namespace sparsenet::formulas

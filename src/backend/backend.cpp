@@ -70,8 +70,21 @@ const char* to_string(Op op) {
             return "bias_activation_dropout";
         case Op::kActivationBackwardColumnSum:
             return "activation_backward_column_sum";
+        case Op::kCatchUpRows:
+            return "catch_up_rows";
     }
     return "unknown";
+}
+
+uint64_t Backend::free_memory() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    uint64_t kb = 0;
+    std::string unit;
+    while (in >> key >> kb >> unit) {
+        if (key == "MemAvailable:") return kb * 1024;
+    }
+    return 0;
 }
 
 const char* const kOutOfMemoryAdvice =

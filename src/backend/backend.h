@@ -39,6 +39,10 @@ class Backend {
     virtual void copy(void* dst, const void* src, size_t bytes) = 0;
     virtual void fill(float* dst, size_t n, float value) = 0;
     virtual void synchronize() = 0;
+    // Bytes free for new allocations (the memory plan's check, sparsenet train): the host's
+    // MemAvailable (/proc/meminfo; 0 when unreadable); a device backend overrides it with its
+    // own free memory.
+    virtual uint64_t free_memory();
 
     // ---- compute ----
     // Each op checks its arguments, the same checks with the same messages on every backend
@@ -193,9 +197,25 @@ class Backend {
     // (only the touched rows are visited when formulas::zero_gradient_is_noop(step)).
     // SparseUpdate::kLazy: only the touched rows and their state are updated; untouched rows
     // keep their weights and state (docs/config-reference.md, "Sparse updates").
+    // clock.last != nullptr (kExact with formulas::catch_up_exact(step) only: Momentum,
+    // Nesterov): the exact update in time proportional to the touched rows. Each touched row is
+    // first brought to step clock.now - 1 as catch_up_rows does, then updated with its gradient
+    // row, and clock.last[r] := clock.now; untouched rows are not visited (catch_up_rows brings
+    // them up when they are next read).
     void optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
                              const SparseRowGrad& grad, float* state1, float* state2,
-                             SparseUpdate mode);
+                             SparseUpdate mode, RowClock clock = {});
+
+    // The closed-form catch-up of the exact sparse update (formulas::catch_up_exact(step) must
+    // hold): every row r of w (and state1, laid out like w) named by x (the column ids its batch
+    // stores, each once however often; x == nullptr: every row of w) with clock.last[r] <
+    // clock.now gets the clock.now - clock.last[r] zero-gradient steps it skipped
+    // (formulas::catch_up_coefficients, the same map for every element of the row), and
+    // clock.last[r] := clock.now. Rows already at clock.now keep their bits. A row id >= rows
+    // is reported like optimizer_step_rows' bad row ids; a clock ahead of clock.now is an
+    // internal error on the CPU (a device leaves such a row alone).
+    void catch_up_rows(const formulas::OptimizerStep& step, MatrixView w, const CsrBatchView* x,
+                       float* state1, RowClock clock);
 
     // Per row: the k largest scores, excluding the columns stored in that row of `exclude`
     // (nullptr: nothing excluded), in descending order (ties: lower column first). Slots
@@ -250,7 +270,9 @@ class Backend {
                                      ConstMatrixView g, float* state1, float* state2) = 0;
     virtual void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                           const SparseRowGrad& grad, float* state1, float* state2,
-                                          SparseUpdate mode) = 0;
+                                          SparseUpdate mode, RowClock clock) = 0;
+    virtual void catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
+                                    const CsrBatchView* x, float* state1, RowClock clock) = 0;
     virtual void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
                             float* out_scores, uint32_t* out_indices) = 0;
 };

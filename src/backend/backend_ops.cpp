@@ -51,7 +51,7 @@ struct OpTimes {
         const char* v = std::getenv("SPARSENET_OP_TIMES");
         return v != nullptr && *v != '\0' && std::string(v) != "0";
     }();
-    static constexpr size_t kOps = size_t(Op::kActivationBackwardColumnSum) + 1;
+    static constexpr size_t kOps = size_t(Op::kCatchUpRows) + 1;  // the last op of views.h
     std::array<std::atomic<uint64_t>, kOps> ns{}, calls{};
     std::array<std::atomic<double>, kOps> flop{};
     ~OpTimes() {
@@ -315,12 +315,29 @@ void Backend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w, 
 
 void Backend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,
                                   const SparseRowGrad& grad, float* state1, float* state2,
-                                  SparseUpdate mode) {
+                                  SparseUpdate mode, RowClock clock) {
     check(grad.cols == w.cols, "optimizer_step_rows", "gradient width != weight width");
     check_state(step, state1, state2, "optimizer_step_rows");
     check_ld(w, "optimizer_step_rows", "ld of w < its columns");
+    if (clock.last != nullptr) {
+        check(mode == SparseUpdate::kExact && formulas::catch_up_exact(step, true),
+              "optimizer_step_rows", "a row clock needs an exact Momentum or Nesterov step");
+        check(clock.now > 0, "optimizer_step_rows", "a row clock's step must be positive");
+    }
     const OpTimer timer(Op::kOptimizerStepRows, 0.0);
-    optimizer_step_rows_impl(step, w, grad, state1, state2, mode);
+    optimizer_step_rows_impl(step, w, grad, state1, state2, mode, clock);
+}
+
+void Backend::catch_up_rows(const formulas::OptimizerStep& step, MatrixView w,
+                            const CsrBatchView* x, float* state1, RowClock clock) {
+    check(formulas::catch_up_exact(step, true), "catch_up_rows",
+          "only Momentum and Nesterov without L1 have a closed-form catch-up");
+    check(clock.last != nullptr || w.rows == 0, "catch_up_rows", "no row clock");
+    check_state(step, state1, nullptr, "catch_up_rows");
+    check_ld(w, "catch_up_rows", "ld of w < its columns");
+    check(x == nullptr || x->cols <= w.rows, "catch_up_rows", "rows of w < input width");
+    const OpTimer timer(Op::kCatchUpRows, 0.0);
+    catch_up_rows_impl(step, w, x, state1, clock);
 }
 
 void Backend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,

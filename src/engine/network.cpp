@@ -640,6 +640,7 @@ void Network::Impl::ensure_sparse_capacity(size_t nnz) {
 }
 
 void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
+    catch_up_all();  // no row stays behind on a rule whose state may be replaced
     const int slots = formulas::optimizer_state_slots(kind);
     const bool fresh = kind != params.state_kind;
     params.state_kind = kind;
@@ -936,6 +937,7 @@ void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::M
 }
 
 void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
+    catch_up.pending = false;  // every row is overwritten: current as of the file's steps
     const io::ModelLayout& model = file.layout();
     const std::string& path = file.path();
     graph.feature_names = model.feature_names;
@@ -1114,6 +1116,7 @@ void Network::Impl::write_file(const std::string& path,
 }
 
 void Network::save(const std::string& path) const {
+    impl_->catch_up_all();
     host_memory_guard("saving a model", [&] { impl_->write_file(path, nullptr); });
 }
 
@@ -1178,6 +1181,7 @@ std::vector<Parameter> Network::parameters() const {
 }
 
 std::vector<float> Network::get_parameter(const std::string& name) const {
+    impl_->catch_up_all();
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
     const DeviceArray<float>& src =
@@ -1189,6 +1193,7 @@ std::vector<float> Network::get_parameter(const std::string& name) const {
 }
 
 void Network::set_parameter(const std::string& name, const std::vector<float>& values) {
+    impl_->catch_up_all();
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
     DeviceArray<float>& dst = is_bias ? impl_->params.layers[i].bias : impl_->params.edges[i].w;

@@ -172,6 +172,29 @@ struct Network::Impl {
     // same step (SGD, Momentum; no L1, no WeightNorm); false: nothing done.
     bool fused_update(int wi, const formulas::OptimizerStep& step);
 
+    // ---- exact sparse updates in time proportional to the batch (Momentum, Nesterov) ----
+    // Row-sparse matrices whose exact update keeps a row clock (EdgeParams::row_clock) instead
+    // of walking every row: a row the batch does not touch is left behind, and caught up over
+    // its skipped steps in closed form (formulas::catch_up_coefficients) before it is next read.
+    struct RowCatchUp {
+        bool pending = false;          // some rows are behind the step count
+        formulas::OptimizerStep step;  // the rule they are behind on (the last step's)
+        std::vector<bool> clocked;     // by edge: its rows may be behind
+    };
+    RowCatchUp catch_up;
+    // Tests: false keeps the every-row exact path, to compare the two.
+    bool row_catch_up = true;
+    // Whether owner edge wi's step runs on a row clock (update()).
+    bool uses_row_clock(int wi, const OptimizerOptions& optimizer,
+                        const formulas::OptimizerStep& step, bool constant_rate) const;
+    // Before a training forward pass: the rows the batch's sparse inputs read, brought up to
+    // the step count.
+    void catch_up_batch(const engine::Bindings& data, const BatchRows& rows);
+    // Every row of every clocked matrix brought up to the step count (before anything reads
+    // the weights outside a training step: a file, a parameter, an inference pass, the end of
+    // an epoch). Nothing when no row is behind.
+    void catch_up_all();
+
     // The objective's terms that need no gradient: every output loss (scale 1) and every
     // sparseness penalty of the batch, added to *loss_sum. Runs after forward().
     void add_losses(const engine::Bindings& data, const BatchRows& rows, double* loss_sum);

@@ -25,6 +25,11 @@ struct LayerParams {
 struct EdgeParams {
     DeviceArray<float> w;               // [local_rows, local_cols] row-major, this rank's block
     DeviceArray<float> state1, state2;  // optimizer state slots, the shape of w
+    // Exact Momentum/Nesterov updates of a row-sparse gradient (Network::Impl::update): the
+    // step each of this rank's rows is current as of ([local_rows], RowClock). Never saved:
+    // every reader of the weights (a file, a parameter, an inference pass) first catches all
+    // rows up (Network::Impl::catch_up_all), after which the clock is the step count.
+    DeviceArray<uint32_t> row_clock;
 };
 
 struct Parameters {

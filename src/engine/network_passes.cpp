@@ -1,5 +1,6 @@
 // Forward, backward and update passes: the engine's use of the backend op table.
 #include <cmath>
+#include <cstdlib>
 
 #include "engine/network_impl.h"
 #include "formulas/rng.h"
@@ -75,6 +76,11 @@ SparseNoise Network::Impl::input_noise(int l, bool training, uint64_t mask_seed)
 
 void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows, bool training,
                             uint64_t mask_seed) {
+    if (training) {
+        catch_up_batch(data, rows);
+    } else {
+        catch_up_all();
+    }
     std::vector<float*> act(graph.layers.size(), nullptr);
     for (size_t l = 0; l < graph.layers.size(); ++l) act[l] = buffers.layers[l].act.data();
     // A training step's output activations are left to backward's output_epilogue (one pass per
@@ -418,6 +424,8 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
     step.l1 = optimizer.l1;
     step.bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu), t)));
     step.bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double(optimizer.mu1), t)));
+    const bool rows_current = !catch_up.pending;  // every row is at step t - 1
+    if (rows_current) catch_up.clocked.assign(graph.edges.size(), false);
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
         const GraphEdge& w = graph.edges[wi];
         engine::EdgeBuffers& g = buffers.edges[wi];
@@ -432,9 +440,23 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
             materialize_gradient(static_cast<int>(wi));
         }
         if (!block.dense_grad) {
+            RowClock clock;
+            if (uses_row_clock(static_cast<int>(wi), optimizer, step, decay == 0.0f)) {
+                if (rows_current) {  // (re)start the clock at step t - 1
+                    const std::vector<uint32_t> now(block.local_rows, uint32_t(t - 1));
+                    if (matrix.row_clock.size() != now.size()) {
+                        matrix.row_clock = DeviceArray<uint32_t>(*backend, now.size(), "row clock");
+                    }
+                    matrix.row_clock.upload(now.data(), now.size());
+                }
+                catch_up.clocked[wi] = true;
+                catch_up.pending = true;
+                catch_up.step = step;
+                clock = {matrix.row_clock.data(), uint32_t(t)};
+            }
             backend->optimizer_step_rows(step, wv, g.sparse_grad(block.local_cols),
                                          matrix.state1.data(), matrix.state2.data(),
-                                         optimizer.sparse_update);
+                                         optimizer.sparse_update, clock);
         } else {
             backend->optimizer_step(step, wv, rows_of(g.grad, block.local_rows, block.local_cols),
                                     matrix.state1.data(), matrix.state2.data());
@@ -463,6 +485,24 @@ bool Network::Impl::gradient_deferrable(int wi) const {
     if (block.split != engine::Split::kNone || !block.dense_grad) return false;
     for (size_t e = 0; e < graph.edges.size(); ++e) {  // a shared matrix sums several uses
         if (graph.edges[e].owner == wi && e != size_t(wi)) return false;
+    }
+    return true;
+}
+
+bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
+                                   const formulas::OptimizerStep& step, bool constant_rate) const {
+    // SPARSENET_ROW_CATCH_UP=0: the every-row exact path (to compare the two;
+    // docs/config-reference.md).
+    static const bool disabled = [] {
+        const char* v = std::getenv("SPARSENET_ROW_CATCH_UP");
+        return v != nullptr && std::string(v) == "0";
+    }();
+    if (!row_catch_up || disabled || optimizer.sparse_update != SparseUpdate::kExact) return false;
+    if (!formulas::catch_up_exact(step, constant_rate)) return false;
+    if (params.optimizer_steps >= UINT32_MAX) return false;  // the clock is 32-bit
+    // WeightNorm clips whole columns after every step: every row takes part.
+    for (const GraphEdge& w : graph.edges) {
+        if (w.owner == wi && graph.layers[w.destination].config.weight_norm > 0.0f) return false;
     }
     return true;
 }
@@ -522,6 +562,33 @@ bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
     }
     buffers.edges[wi].deferred_rows = 0;
     return true;
+}
+
+void Network::Impl::catch_up_batch(const engine::Bindings& data, const BatchRows& rows) {
+    if (!catch_up.pending) return;
+    const RowClock now{nullptr, uint32_t(params.optimizer_steps)};
+    for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
+        if (!catch_up.clocked[wi]) continue;
+        const GraphEdge& w = graph.edges[wi];
+        engine::EdgeParams& matrix = params.edges[wi];
+        const CsrBatchView x = data.layer_data[w.source]->view(rows);
+        backend->catch_up_rows(
+            catch_up.step, rows_of(matrix.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols),
+            &x, matrix.state1.data(), {matrix.row_clock.data(), now.now});
+    }
+}
+
+void Network::Impl::catch_up_all() {
+    if (!catch_up.pending) return;
+    for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
+        if (!catch_up.clocked[wi]) continue;
+        engine::EdgeParams& matrix = params.edges[wi];
+        backend->catch_up_rows(
+            catch_up.step, rows_of(matrix.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols),
+            nullptr, matrix.state1.data(),
+            {matrix.row_clock.data(), uint32_t(params.optimizer_steps)});
+    }
+    catch_up.pending = false;
 }
 
 void Network::Impl::apply_weight_norms(int wi) {

@@ -296,6 +296,7 @@ std::string Training::locate_nonfinite(size_t batch) const {
 }
 
 std::string Training::nonfinite_parameters() const {
+    net_.catch_up_all();
     return net_.nonfinite_parameters();
 }
 
@@ -308,7 +309,32 @@ uint64_t Training::optimizer_steps() const {
 }
 
 void Training::write_file(const std::string& path, const io::ModelTrainingState& state) const {
+    // The file holds every step's result (and a resumed run starts from the same arithmetic).
+    net_.catch_up_all();
     net_.write_file(path, &state);
+}
+
+void Training::catch_up_all() {
+    net_.catch_up_all();
+}
+
+std::pair<uint64_t, std::string> Training::every_row_sparse_matrix(
+    const OptimizerOptions& optimizer, float decay) const {
+    std::pair<uint64_t, std::string> widest{0, ""};
+    if (optimizer.sparse_update != SparseUpdate::kExact) return widest;
+    formulas::OptimizerStep step;
+    step.kind = optimizer.kind;
+    step.mu = optimizer.mu;
+    step.l2 = optimizer.l2;
+    step.l1 = optimizer.l1;
+    if (formulas::zero_gradient_is_noop(step)) return widest;
+    for (size_t wi = 0; wi < net_.graph.edges.size(); ++wi) {
+        const GraphEdge& w = net_.graph.edges[wi];
+        if (w.owner != static_cast<int>(wi) || net_.plan.edges[wi].dense_grad) continue;
+        if (net_.uses_row_clock(static_cast<int>(wi), optimizer, step, decay == 0.0f)) continue;
+        if (w.rows > widest.first) widest = {w.rows, net_.weight_name(w)};
+    }
+    return widest;
 }
 
 void Training::restore(const io::ModelReader& file, uint64_t optimizer_steps) {

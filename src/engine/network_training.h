@@ -61,6 +61,15 @@ class Training {
                                  double* loss_sum);
     // One optimizer step on every trained parameter (decay: DSSTNE's Decay, Network::Impl::update).
     void update(const OptimizerOptions& optimizer, float decay);
+    // Brings every row of the exact Momentum/Nesterov sparse updates up to the step count
+    // (Network::Impl::catch_up_all): at the end of an epoch, before anything reads the weights.
+    void catch_up_all();
+    // The widest sparse-input matrix whose exact update under `optimizer` (decay: DSSTNE's
+    // Decay) walks every row each step: its rows and the edge's name ("weight:<in>-><out>"),
+    // or 0 rows when none does (SGD and AdaGrad without regularisation visit the touched rows;
+    // Momentum and Nesterov keep a row clock; lazy updates never walk every row).
+    std::pair<uint64_t, std::string> every_row_sparse_matrix(const OptimizerOptions& optimizer,
+                                                             float decay) const;
 
     // The inference-mode forward pass over `rows` and every loss term of the objective, added to
     // *loss_sum (a split network's rank: its columns' part).

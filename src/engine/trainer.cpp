@@ -117,6 +117,7 @@ struct Trainer::Impl {
                                                    "number >= 0");
         }
         if (data.rows() == 0) throw Error(ErrorCategory::kData, "the training data has no rows");
+        refuse_every_row_updates_of_wide_inputs();
         net.reserve(std::min<uint64_t>(options.batch, data.rows()),
                     data.max_input_nnz(options.batch));
         net.ensure_optimizer_state(options.optimizer.kind);
@@ -132,6 +133,37 @@ struct Trainer::Impl {
     }
 
     float decay() const { return options.decay.value_or(net.config().decay); }
+
+    // Exact sparse updates that walk every row of a sparse input's matrix each step (Adam,
+    // AdamW, RMSProp, AdaDelta; AdaGrad and SGD with L1/L2; Momentum/Nesterov with L1, or L2
+    // with Decay) are refused above kMaxEveryRowRows rows. Per weight the pass reads and writes
+    // the weight and each state slot: 24 bytes with Adam. For a 256-wide first hidden layer, at
+    // 2^21 = 2,097,152 rows that is 24 * 2^21 * 256 = 12.9 GB per step, 3.8 ms at an H100's
+    // 3.35 TB/s: 44 % of the 8.6 ms a whole step of the 1,048,576-item autoencoder measured on
+    // an H100 (docs/benchmarks.md), while the batch itself touches at most batch x nonzeros
+    // rows; at 10,000,000 rows it is 61 GB (18 ms) per step, and on a CPU (about 20 GB/s) 0.64 s
+    // per step already at 2^21 rows. Lazy updates (the touched rows only) cost what the batch
+    // touches at any width.
+    static constexpr uint64_t kMaxEveryRowRows = uint64_t(1) << 21;
+    void refuse_every_row_updates_of_wide_inputs() const {
+        const auto [rows, name] = net.every_row_sparse_matrix(options.optimizer, decay());
+        if (rows <= kMaxEveryRowRows) return;
+        const OptimizerOptions& o = options.optimizer;
+        const double bytes = 8.0 * (1 + formulas::optimizer_state_slots(o.kind));
+        throw Error(
+            ErrorCategory::kUsage,
+            std::string("exact sparse updates with ") + to_string(o.kind) +
+                (o.l1 != 0.0f || o.l2 != 0.0f ? " and L1/L2" : "") + " would walk all " +
+                std::to_string(rows) + " rows of " + name + " every step (" +
+                std::to_string(int(bytes)) +
+                " bytes per weight read and written), which dominates the step above " +
+                std::to_string(kMaxEveryRowRows) +
+                " rows; use --sparse-updates lazy (\"SparseUpdates\": \"Lazy\": the "
+                "touched rows only), or Momentum/Nesterov (without L1, and without L2 under "
+                "Decay), whose exact updates catch skipped rows up in closed form "
+                "(docs/config-reference.md, \"Sparse "
+                "updates\")");
+    }
 
     void reset_loss() {
         const double zero = 0.0;
@@ -445,6 +477,7 @@ EpochStats Trainer::train_epoch() {
         cancelled = agreed[0] && done < batches;
     }
     if (cancelled) t.cancel.store(false);  // this epoch consumed the request
+    t.net.catch_up_all();                  // validation, callbacks and files read every row
     t.position_complete = !cancelled;
     t.net.backend().synchronize();
     stats.epoch = epoch;

@@ -204,6 +204,17 @@ std::vector<BadCall> bad_calls() {
              b.optimizer_step_rows(adam(), mat(2, 4), row_grad(4), nullptr, state,
                                    SparseUpdate::kLazy);
          }},
+        {"optimizer_step_rows: a row clock needs an exact Momentum or Nesterov step",
+         [state](Backend& b) mutable {
+             uint32_t clock[2] = {0, 0};
+             b.optimizer_step_rows(adam(), mat(2, 4), row_grad(4), state, state,
+                                   SparseUpdate::kExact, RowClock{clock, 1});
+         }},
+        {"catch_up_rows: only Momentum and Nesterov without L1 have a closed-form catch-up",
+         [state](Backend& b) mutable {
+             uint32_t clock[2] = {0, 0};
+             b.catch_up_rows(adam(), mat(2, 4), nullptr, state, RowClock{clock, 1});
+         }},
         {"top_k: exclusion batch size != rows of scores",
          [exclude2](Backend& b) {
              uint32_t ids[4];
@@ -217,7 +228,7 @@ TEST(OpChecks, EveryOpOfTheTableHasABadCall) {
     std::vector<std::string> covered;
     for (const BadCall& c : bad_calls())
         covered.push_back(c.expected.substr(0, c.expected.find(':')));
-    for (int op = 0; op <= int(Op::kActivationBackwardColumnSum); ++op) {
+    for (int op = 0; op <= int(Op::kCatchUpRows); ++op) {
         const std::string name = to_string(Op(op));
         EXPECT_NE(std::find(covered.begin(), covered.end(), name), covered.end())
             << "no bad call for op " << name;
@@ -338,8 +349,12 @@ class RecordingBackend : public Backend {
         reached.push_back("optimizer_step");
     }
     void optimizer_step_rows_impl(const formulas::OptimizerStep&, MatrixView, const SparseRowGrad&,
-                                  float*, float*, SparseUpdate) override {
+                                  float*, float*, SparseUpdate, RowClock) override {
         reached.push_back("optimizer_step_rows");
+    }
+    void catch_up_rows_impl(const formulas::OptimizerStep&, MatrixView, const CsrBatchView*, float*,
+                            RowClock) override {
+        reached.push_back("catch_up_rows");
     }
     void top_k_impl(ConstMatrixView, const CsrBatchView*, size_t, float*, uint32_t*) override {
         reached.push_back("top_k");

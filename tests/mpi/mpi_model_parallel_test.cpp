@@ -176,6 +176,13 @@ TEST(ModelParallel, SparseAutoencoderMatchesOneRank) {
     expect_split_matches_whole(autoencoder(), d, 3, OptimizerKind::kAdam, 1e-4);
 }
 
+// Exact Momentum on the row clock (each rank catches up its band of the input rows in closed
+// form, docs/config-reference.md "Sparse updates") as on one rank.
+TEST(ModelParallel, MomentumCatchUpMatchesOneRank) {
+    Data d(300, 101, 4000);
+    expect_split_matches_whole(autoencoder(), d, 3, OptimizerKind::kMomentum, 1e-4);
+}
+
 TEST(ModelParallel, SoftmaxMultinomialMatchesOneRank) {
     Data d(300, 103, 4000);
     expect_split_matches_whole(kSoftmax, d, 3, OptimizerKind::kAdamW, 1e-4);

@@ -245,10 +245,24 @@ void CpuBackend::optimizer_step_impl(const formulas::OptimizerStep& step, Matrix
 
 void CpuBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                           const SparseRowGrad& grad, float* state1, float* state2,
-                                          SparseUpdate mode) {
+                                          SparseUpdate mode, RowClock clock) {
     with_scratch(Op::kOptimizerStepRows, [&] {
-        cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, mode,
+        cpu::optimizer_step_rows(step, mat(w), row_grad(grad), state1, state2, mode, clock,
                                  rows_step_scratch_, threads_);
+    });
+}
+
+void CpuBackend::catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
+                                    const CsrBatchView* x, float* state1, RowClock clock) {
+    with_scratch(Op::kCatchUpRows, [&] {
+        if (x == nullptr) {
+            cpu::catch_up_rows<float>(step, mat(w), nullptr, state1, clock,
+                                      rows_step_scratch_.behind, threads_);
+        } else {
+            const cpu::CsrT<float> c = csr(*x);
+            cpu::catch_up_rows(step, mat(w), &c, state1, clock, rows_step_scratch_.behind,
+                               threads_);
+        }
     });
 }
 

@@ -75,7 +75,9 @@ class CpuBackend final : public Backend {
                              float* state1, float* state2) override;
     void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                   const SparseRowGrad& grad, float* state1, float* state2,
-                                  SparseUpdate mode) override;
+                                  SparseUpdate mode, RowClock clock) override;
+    void catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
+                            const CsrBatchView* x, float* state1, RowClock clock) override;
     void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
                     float* out_scores, uint32_t* out_indices) override;
 

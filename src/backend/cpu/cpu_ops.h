@@ -129,6 +129,7 @@ template <class T>
 struct RowsStepScratch {
     std::vector<uint32_t> row_map;  // [w rows]; UINT32_MAX between calls
     std::vector<T> zero_row;        // [cols] zeros
+    std::vector<uint64_t> behind;   // catch_up_rows: (row << 32 | skipped steps) per row
 };
 
 template <class T>

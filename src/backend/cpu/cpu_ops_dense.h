@@ -689,16 +689,44 @@ void optimizer_step(const formulas::OptimizerStep& step, MatT<T> w, CMatT<T> g, 
 //    only the touched rows are visited; otherwise every row is updated (untouched rows see a
 //    zero gradient row: state decays, momentum keeps moving, regularisation shrinks).
 //  * SparseUpdate::kLazy: only the touched rows (weights and state) are updated.
+//  * clock.last != nullptr (kExact, Momentum or Nesterov without L1): only the touched rows,
+//    each first caught up to step clock.now - 1 (catch_up_rows), then updated; their clock
+//    becomes clock.now.
 template <class T>
 void optimizer_step_rows(const formulas::OptimizerStep& step, MatT<T> w, const RowGradT<T>& grad,
-                         T* state1, T* state2, SparseUpdate mode, RowsStepScratch<T>& scratch,
-                         int threads) {
+                         T* state1, T* state2, SparseUpdate mode, RowClock clock,
+                         RowsStepScratch<T>& scratch, int threads) {
     const size_t rows = w.rows, n = w.cols;
     const size_t count = *grad.count;
     check(count <= grad.capacity, "optimizer_step_rows", "row count exceeds the capacity");
     if (rows == 0 || n == 0) return;
     for (size_t i = 0; i < count; ++i)
         check(grad.rows[i] < rows, "optimizer_step_rows", "gradient row id out of range");
+
+    if (clock.last != nullptr) {
+        for (size_t i = 0; i < count; ++i)
+            check(clock.last[grad.rows[i]] < clock.now, "optimizer_step_rows",
+                  "a row clock is ahead of the step");
+        const bool par = parallel_worth(count * n, threads);
+        dispatch_optimizer(step.kind, [&](auto k_const) {
+            constexpr OptimizerKind K = decltype(k_const)::value;
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+            for (size_t i = 0; i < count; ++i) {
+                const uint32_t r = grad.rows[i];
+                const size_t off = size_t(r) * w.ld;
+                const uint32_t skipped = clock.now - 1 - clock.last[r];
+                if (skipped > 0) {
+                    const formulas::CatchUp c = formulas::catch_up_coefficients(step, skipped);
+                    for (size_t j = 0; j < n; ++j)
+                        formulas::catch_up_element(c, w.data[off + j], state1[off + j]);
+                }
+                optimizer_row<K>(step, w.data + off, grad.values + i * n, state1 + off,
+                                 state2 ? state2 + off : nullptr, n);
+                clock.last[r] = clock.now;
+            }
+        });
+        return;
+    }
 
     if (mode == SparseUpdate::kLazy || formulas::zero_gradient_is_noop(step)) {
         const bool par = parallel_worth(count * n, threads);
@@ -734,6 +762,51 @@ void optimizer_step_rows(const formulas::OptimizerStep& step, MatT<T> w, const R
         }
     });
     for (size_t i = 0; i < count; ++i) map[grad.rows[i]] = kNone;
+}
+
+// The closed-form catch-up (Backend::catch_up_rows): rows of x (each once: a serial pass over
+// the batch's entries lists the rows behind and moves their clocks, so duplicates are skipped),
+// or every row when x is null. `behind` is scratch.
+template <class T>
+void catch_up_rows(const formulas::OptimizerStep& step, MatT<T> w, const CsrT<T>* x, T* state1,
+                   RowClock clock, std::vector<uint64_t>& behind, int threads) {
+    const size_t rows = w.rows, n = w.cols;
+    if (rows == 0) return;
+    const auto apply = [&](uint32_t r, uint32_t skipped) {
+        const formulas::CatchUp c = formulas::catch_up_coefficients(step, skipped);
+        const size_t off = size_t(r) * w.ld;
+        for (size_t j = 0; j < n; ++j)
+            formulas::catch_up_element(c, w.data[off + j], state1[off + j]);
+    };
+    if (x == nullptr) {
+        for (size_t r = 0; r < rows; ++r)
+            check(clock.last[r] <= clock.now, "catch_up_rows", "a row clock is ahead of the step");
+        const bool par = parallel_worth(rows * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+        for (size_t r = 0; r < rows; ++r) {
+            const uint32_t skipped = clock.now - clock.last[r];
+            if (skipped > 0) apply(uint32_t(r), skipped);
+            clock.last[r] = clock.now;
+        }
+        return;
+    }
+    behind.clear();
+    for (size_t b = 0; b < x->batch; ++b) {
+        for (uint64_t e = x->begin(b); e < x->end(b); ++e) {
+            const uint32_t r = x->indices[e];
+            check(r < rows, "catch_up_rows", "row id out of range");
+            const uint32_t last = clock.last[r];
+            check(last <= clock.now, "catch_up_rows", "a row clock is ahead of the step");
+            if (last == clock.now) continue;
+            behind.push_back(uint64_t(r) << 32 | uint64_t(clock.now - last));
+            clock.last[r] = clock.now;
+        }
+    }
+    const size_t count = behind.size();
+    const bool par = parallel_worth(count * n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t i = 0; i < count; ++i)
+        apply(uint32_t(behind[i] >> 32), uint32_t(behind[i] & 0xffffffffu));
 }
 
 }  // namespace sparsenet::cpu

@@ -740,9 +740,25 @@ void CudaBackend::optimizer_step_impl(const formulas::OptimizerStep& step, Matri
 
 void CudaBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                            const SparseRowGrad& grad, float* state1, float* state2,
-                                           SparseUpdate mode) {
+                                           SparseUpdate mode, RowClock clock) {
     activate();
-    cuda::launch_optimizer_step_rows(ctx_, step, w, grad, state1, state2, mode, row_map_scratch_);
+    cuda::launch_optimizer_step_rows(ctx_, step, w, grad, state1, state2, mode, clock,
+                                     row_map_scratch_);
+}
+
+uint64_t CudaBackend::free_memory() {
+    activate();
+    size_t free_bytes = 0, total_bytes = 0;
+    cuda::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo",
+                     "reading the free device memory");
+    return free_bytes;
+}
+
+void CudaBackend::catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
+                                     const CsrBatchView* x, float* state1, RowClock clock) {
+    if (w.rows == 0) return;
+    activate();
+    cuda::launch_catch_up_rows(ctx_, step, w, x, state1, clock);
 }
 
 void CudaBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
