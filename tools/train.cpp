@@ -83,6 +83,7 @@ int train_main(int argc, char** argv) {
         int threads = 0;
         bool quiet = false, no_shuffle = false, dry_run = false;
         int plan_ranks = 0;
+        uint32_t max_steps = 0;
         ArgParser args("train",
                        "Trains a network defined in DSSTNE's JSON language on sparse netCDF "
                        "datasets and writes the model file. Training options come from the "
@@ -95,6 +96,9 @@ int train_main(int argc, char** argv) {
         args.add({"-n", "--model"}, &model_path, "FILE.nc", "model file to write", true);
         args.add({"-b", "--batch"}, &flags.batch, "N", "minibatch size (default 1024)");
         args.add({"-e", "--epochs"}, &flags.epochs, "N", "epochs (default 40)");
+        args.add({"--steps"}, &max_steps, "N",
+                 "stop after this run's N-th optimizer step (within -e's epochs) and write the "
+                 "model then, as at the end");
         args.add({"--optimizer"}, &optimizer, "NAME",
                  "sgd | momentum | nesterov | adagrad | rmsprop | adadelta | adam | adamw "
                  "(default sgd)");
@@ -183,6 +187,9 @@ int train_main(int argc, char** argv) {
         if (args.given("--seed")) options.seed = flags.seed;
         if (no_shuffle) options.shuffle = false;
         if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
+        if (args.given("--steps") && max_steps == 0) {
+            throw Error(ErrorCategory::kUsage, "option --steps: must be positive");
+        }
         validate(opt);
         ValidationOptions vopts;
         if (validate_input.empty() != validate_target.empty()) {
@@ -303,7 +310,18 @@ int train_main(int argc, char** argv) {
         std::unique_ptr<Validation> validation;
         if (!vopts.input_path.empty()) validation = std::make_unique<Validation>(network, vopts);
         Progress progress(options.epochs, quiet, metrics_path, /*append=*/resume);
-        options.on_batch = [&](const BatchProgress& p) { progress.on_batch(p); };
+        // --steps: the trainer is asked to stop after the batch that makes N; every rank counts
+        // the same batches, and the ranks agree on stopping (Trainer::cancel).
+        uint32_t steps_taken = 0;
+        bool steps_reached = false;
+        Trainer* running = nullptr;
+        options.on_batch = [&](const BatchProgress& p) {
+            progress.on_batch(p);
+            if (max_steps > 0 && ++steps_taken >= max_steps && !steps_reached && running) {
+                steps_reached = true;
+                running->cancel();
+            }
+        };
         options.on_epoch = [&](const EpochStats& s) {
             std::string note, json_fields;
             if (validation) validation->on_epoch(s, &note, &json_fields);
@@ -345,6 +363,7 @@ int train_main(int argc, char** argv) {
             };
         }
         Trainer trainer(network, pointers(datasets), options);
+        running = &trainer;
         if (resume) {
             const auto notes = trainer.resume(checkpoint_path);
             if (validation && notes.count(kBestEpoch) && notes.count(kBestValue)) {
@@ -374,7 +393,15 @@ int train_main(int argc, char** argv) {
         const bool owed = trainer.epochs_complete() < options.epochs;
         const std::vector<EpochStats> epochs = trainer.fit();
         // Stopped by a signal (on any rank: the ranks agree on stopping, so each gets here).
-        const bool stopped = owed && (epochs.empty() || !epochs.back().complete);
+        const bool stopped =
+            owed && !steps_reached && (epochs.empty() || !epochs.back().complete);
+        // The epoch that --steps ended is reported too (the trainer reports whole epochs only),
+        // so that its seconds and examples give the time per step.
+        if (steps_reached && !epochs.empty() && !epochs.back().complete) {
+            progress.on_epoch(epochs.back(),
+                              "stopped after step " + std::to_string(max_steps) + " (--steps)",
+                              ", \"complete\": false");
+        }
         if (checkpointing && stopped) {
             const int sig = g_signal.load() != 0 ? g_signal.load() : SIGTERM;
             trainer.save_checkpoint(checkpoint_path);

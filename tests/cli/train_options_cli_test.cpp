@@ -139,6 +139,50 @@ TEST_F(TrainOptionsCli, WithoutSectionOrFlagsTheDefaultsApply) {
     EXPECT_NEAR(got.b, b, 1e-5);
 }
 
+// --steps N stops after the run's N-th optimizer step, in the middle of an epoch too, and writes
+// the model of that step.
+TEST_F(TrainOptionsCli, StepsStopsAfterTheNthStep) {
+    int epochs = 0;
+    Expected got = train(kSection, "--steps 3", &epochs);  // one step an epoch
+    EXPECT_EQ(epochs, 3);
+    Expected want = momentum(0.3, 0.5, 3);
+    EXPECT_NEAR(got.w, want.w, 1e-5);
+    EXPECT_NEAR(got.b, want.b, 1e-5);
+
+    // Four identical examples, batch 1: four steps an epoch; the 6th is in the second epoch,
+    // which ends there (reported, as a partial epoch is).
+    Dataset x;
+    x.name = "x";
+    x.rows = 4;
+    x.cols = 1;
+    x.offsets = {0, 1, 2, 3, 4};
+    x.indices = {0, 0, 0, 0};
+    Dataset y = x;
+    y.name = "y";
+    y.values = {2.0f, 2.0f, 2.0f, 2.0f};
+    write_datasets(data_, {x, y});
+    got = train(kSection, "--steps 6", &epochs);
+    EXPECT_EQ(epochs, 2);
+    const std::string metrics = testing::read_file(metrics_);
+    EXPECT_NE(metrics.find("\"examples\": 2, "), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("\"complete\": false"), std::string::npos) << metrics;
+    want = momentum(0.3, 0.5, 6);
+    EXPECT_NEAR(got.w, want.w, 1e-5);
+    EXPECT_NEAR(got.b, want.b, 1e-5);
+    // More steps than the epochs hold: -e wins.
+    got = train(kSection, "--steps 100 -e 2", &epochs);
+    EXPECT_EQ(epochs, 2);
+    EXPECT_NEAR(got.w, momentum(0.3, 0.5, 8).w, 1e-5);
+
+    testing::write_file(config_, config_with(kSection));
+    std::string out;
+    const int rc = testing::run_command(std::string(SPARSENET_CLI_PATH) + " train -c " + config_ +
+                                            " -i " + data_ + " -n " + model_ + " --steps 0",
+                                        &out);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("option --steps: must be positive"), std::string::npos) << out;
+}
+
 TEST_F(TrainOptionsCli, BadSectionValuesAreConfigErrors) {
     testing::write_file(config_, config_with(R"("Training": { "Mu": 2 },)"));
     std::string out;
