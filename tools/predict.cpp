@@ -208,7 +208,7 @@ const LayerConfig* find_layer(const NetworkConfig& config, const std::string& na
 int predict_main(int argc, char** argv) {
     return run_command("predict", [&]() {
         std::string model_path, input_path, out_path, exclude_path, samples_index, features_index,
-            device = "auto", output_layer, comm = "auto", parallel = "model";
+            device = "auto", output_layer, comm = "auto", parallel = "model", precision;
         // DSSTNE's predict: -d base (the input layer's DataSet is base + "_input"), -r samples
         // as text, -i input features index, -f filter text, -p score format.
         std::string base, text_path, input_features, filter_path, format;
@@ -263,6 +263,7 @@ int predict_main(int argc, char** argv) {
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        args.add({"--precision"}, &precision, "P", kPrecisionHelp);
         bool verbose_flag = false;
         args.add_flag({"-v", "--verbose"}, &verbose_flag,
                       "also say which device --device auto took when it is the CPU of a machine "
@@ -369,6 +370,7 @@ int predict_main(int argc, char** argv) {
         net_options.threads = threads;
         net_options.comm = parse_comm_kind(comm);
         net_options.parallel = parse_parallel_mode(parallel);
+        net_options.precision = precision_option(precision);
         Network network = Network::load(model_path, net_options);
         const NetworkConfig& config = network.config();
         std::vector<const LayerConfig*> inputs;
