@@ -90,6 +90,7 @@ int evaluate_main(int argc, char** argv) {
                       "also say which device --device auto took when it is the CPU of a machine "
                       "without an NVIDIA GPU");
         if (!args.parse(argc, argv)) return 0;
+        (void)precision_option(precision);  // a bad value fails before any file is read
         const std::vector<uint32_t> ks = parse_k_list(k_text, "-k");
         const uint32_t kmax = *std::max_element(ks.begin(), ks.end());
         const bool recs_mode = !recs_path.empty();

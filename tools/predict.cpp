@@ -305,6 +305,7 @@ int predict_main(int argc, char** argv) {
                       "score a second time in fp32 and print on stderr in how many rows the "
                       "top-K differs from fp32's (with --precision bf16 or tf32)");
         if (!args.parse(argc, argv)) return 0;
+        (void)precision_option(precision);  // a bad value fails before any file is read
         if (output_format != "text" && output_format != "npz") {
             throw Error(ErrorCategory::kUsage, "option --output-format: '" + output_format +
                                                    "' is not an output format; expected text "

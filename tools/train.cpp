@@ -165,6 +165,7 @@ int train_main(int argc, char** argv) {
                       "also say which device --device auto took when it is the CPU of a machine "
                       "without an NVIDIA GPU");
         if (!args.parse(argc, argv)) return 0;
+        (void)precision_option(precision);  // a bad value fails before any file is read
 
         const NetworkConfig config = NetworkConfig::from_file(config_path);
         TrainOptions options = train_options(config);
