@@ -18,6 +18,7 @@
 #include "cuda_common.cuh"
 #include "formulas/activation.h"
 #include "formulas/dropout.h"
+#include "formulas/precision.h"
 #include "formulas/rng.h"
 
 namespace sparsenet::cuda {
@@ -50,6 +51,14 @@ __global__ void scale_matrix_kernel(float beta, MatrixView m) {
     SN_ROWS_LOOP(r, m.rows) {
         float* p = m.data + r * m.ld + c;
         *p = beta == 0.0f ? 0.0f : *p * beta;
+    }
+}
+
+__global__ void round_bf16_kernel(ConstMatrixView m, uint16_t* dst) {
+    const size_t c = SN_THIS_COLUMN();
+    if (c >= m.cols) return;
+    SN_ROWS_LOOP(r, m.rows) {
+        dst[r * m.cols + c] = formulas::bf16_bits(m.data[r * m.ld + c]);
     }
 }
 
@@ -199,6 +208,13 @@ void launch_scale_matrix(const Context& ctx, float beta, MatrixView m) {
     const Shape2d s = elementwise_shape(m.rows, m.cols);
     scale_matrix_kernel<<<s.grid, s.block, 0, ctx.stream>>>(beta, m);
     check_launch(ctx, "scale_matrix_kernel");
+}
+
+void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst) {
+    if (m.rows == 0 || m.cols == 0) return;
+    const Shape2d s = elementwise_shape(m.rows, m.cols);
+    round_bf16_kernel<<<s.grid, s.block, 0, ctx.stream>>>(m, dst);
+    check_launch(ctx, "round_bf16_kernel");
 }
 
 void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,

@@ -166,6 +166,9 @@ void launch_fill(const Context& ctx, float* dst, size_t n, float value);
 void launch_add_matrix(const Context& ctx, float alpha, ConstMatrixView x, float beta,
                        MatrixView y);
 void launch_scale_matrix(const Context& ctx, float beta, MatrixView m);  // m *= beta (0: zeros)
+// dst[r * m.cols + c] = the BF16 bits of m[r, c] (formulas::bf16_bits, round to nearest even):
+// gemm's operand copies under Precision::kBf16 (dst contiguous, [m.rows, m.cols]).
+void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst);
 void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,
                                     const float* bias, MatrixView z);
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,

@@ -5,6 +5,7 @@
 #include "formulas/dropout.h"
 #include "formulas/loss.h"
 #include "formulas/optimizer.h"
+#include "formulas/precision.h"
 #include "formulas/regularizer.h"
 #include "formulas/rng.h"
 
@@ -72,7 +73,8 @@ __global__ void formulas_check_kernel(formulas::LossParams loss, formulas::Optim
                                s2);
     const float y = formulas::dropout_forward(dropout, keep, a[i]);
     out[i] = w + every_activation(a[i]) + every_loss(loss, a[i], t) + regularizers(a[i]) + y +
-             formulas::dropout_input(dropout, y) + every_optimizer(step, a[i], t);
+             formulas::dropout_input(dropout, y) + every_optimizer(step, a[i], t) +
+             formulas::round_bf16(a[i]);
     const double ad = double(a[i]);
     out_d[i] = every_activation(ad) + every_loss(loss, ad, double(t)) + regularizers(ad) +
                every_optimizer(step, ad, double(t));

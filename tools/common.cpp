@@ -186,4 +186,18 @@ std::vector<std::string> split_list(const std::string& list, const std::string& 
     return out;
 }
 
+const char* const kPrecisionHelp =
+    "fp32 | tf32 | bf16: the matrix products' arithmetic; bf16 rounds their operands to BF16 "
+    "and sums in FP32, weights stay FP32 (default: the config's Training Precision, else "
+    "SPARSENET_CUDA_TF32, else tf32 on a GPU and fp32 on the CPU; docs/gpu.md)";
+
+std::optional<Precision> precision_option(const std::string& text) {
+    if (text.empty()) return std::nullopt;
+    try {
+        return parse_precision(text);
+    } catch (const Error& e) {
+        throw Error(ErrorCategory::kUsage, std::string("option --precision: ") + e.what());
+    }
+}
+
 }  // namespace sparsenet::cli

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ std::vector<std::string> split_list(const std::string& list, const std::string& 
 
 // Fails early (before hours of training) if `path` cannot be created.
 void check_writable(const std::string& path);
+
+// --precision TEXT: nothing when empty (the config's Training Precision, the environment or the
+// device's default then decide: NetworkOptions::precision); a bad value is Error(kUsage) naming
+// the option.
+std::optional<Precision> precision_option(const std::string& text);
+// The help text of --precision, shared by train, predict and evaluate.
+extern const char* const kPrecisionHelp;
 
 // Applies --threads to OpenMP/OpenBLAS (0 = leave the defaults).
 void set_threads(int threads);

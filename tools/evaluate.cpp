@@ -51,7 +51,8 @@ Dataset read_plain(const std::string& path) {
 int evaluate_main(int argc, char** argv) {
     return run_command("evaluate", [&]() {
         std::string model_path, input_path, heldout_path, recs_path, output_layer,
-            device = "auto", k_text = "20", json_path, per_user_path, samples_index, features_index;
+            device = "auto", k_text = "20", json_path, per_user_path, samples_index, features_index,
+            precision;
         uint32_t batch = 1024;
         int threads = 0;
         bool baseline = false;
@@ -83,11 +84,13 @@ int evaluate_main(int argc, char** argv) {
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        args.add({"--precision"}, &precision, "P", kPrecisionHelp);
         bool verbose_flag = false;
         args.add_flag({"-v", "--verbose"}, &verbose_flag,
                       "also say which device --device auto took when it is the CPU of a machine "
                       "without an NVIDIA GPU");
         if (!args.parse(argc, argv)) return 0;
+        (void)precision_option(precision);  // a bad value fails before any file is read
         const std::vector<uint32_t> ks = parse_k_list(k_text, "-k");
         const uint32_t kmax = *std::max_element(ks.begin(), ks.end());
         const bool recs_mode = !recs_path.empty();
@@ -184,6 +187,7 @@ int evaluate_main(int argc, char** argv) {
             NetworkOptions net_options;
             net_options.device = device;
             net_options.threads = threads;
+            net_options.precision = precision_option(precision);
             Network network = Network::load(model_path, net_options);
             const LayerConfig* input_layer = nullptr;
             for (const LayerConfig& l : network.config().layers) {

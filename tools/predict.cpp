@@ -28,6 +28,29 @@
 namespace sparsenet::cli {
 namespace {
 
+// predict --compare-fp32: in how many rows the top-K of `top` (scored in `used`) differs from
+// the fp32 top-K, as ordered lists and as sets.
+std::string top_k_difference(const TopK& top, const TopK& fp32, Precision used) {
+    uint64_t ordered = 0, sets = 0;
+    for (uint64_t r = 0; r < top.rows; ++r) {
+        const auto a = top.indices.begin() + r * top.k, b = fp32.indices.begin() + r * top.k;
+        if (!std::equal(a, a + top.k, b)) ++ordered;
+        std::vector<uint32_t> sa(a, a + top.k), sb(b, b + top.k);
+        std::sort(sa.begin(), sa.end());
+        std::sort(sb.begin(), sb.end());
+        if (sa != sb) ++sets;
+    }
+    const double rows = top.rows > 0 ? double(top.rows) : 1.0;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "predict: the %s top-%u differs from fp32's in %.2f %% of rows (%llu of %llu; "
+                  "as sets of items: %.2f %%)",
+                  to_string(used), unsigned(top.k), 100.0 * double(ordered) / rows,
+                  (unsigned long long)ordered, (unsigned long long)top.rows,
+                  100.0 * double(sets) / rows);
+    return line;
+}
+
 // Row-wise union of two CSR datasets with the same examples (boolean result).
 Dataset csr_union(const Dataset& a, const Dataset& b) {
     if (a.is_indexed() || b.is_indexed()) return csr_union(a.expanded(), b.expanded());
@@ -208,7 +231,7 @@ const LayerConfig* find_layer(const NetworkConfig& config, const std::string& na
 int predict_main(int argc, char** argv) {
     return run_command("predict", [&]() {
         std::string model_path, input_path, out_path, exclude_path, samples_index, features_index,
-            device = "auto", output_layer, comm = "auto", parallel = "model";
+            device = "auto", output_layer, comm = "auto", parallel = "model", precision;
         // DSSTNE's predict: -d base (the input layer's DataSet is base + "_input"), -r samples
         // as text, -i input features index, -f filter text, -p score format.
         std::string base, text_path, input_features, filter_path, format;
@@ -263,6 +286,7 @@ int predict_main(int argc, char** argv) {
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        args.add({"--precision"}, &precision, "P", kPrecisionHelp);
         bool verbose_flag = false;
         args.add_flag({"-v", "--verbose"}, &verbose_flag,
                       "also say which device --device auto took when it is the CPU of a machine "
@@ -276,7 +300,12 @@ int predict_main(int argc, char** argv) {
         PhaseTimer timings;
         args.add_flag({"--timings"}, &timings.on,
                       "print each phase's seconds (load, score, top_k, write, total) on stderr");
+        bool compare_fp32 = false;
+        args.add_flag({"--compare-fp32"}, &compare_fp32,
+                      "score a second time in fp32 and print on stderr in how many rows the "
+                      "top-K differs from fp32's (with --precision bf16 or tf32)");
         if (!args.parse(argc, argv)) return 0;
+        (void)precision_option(precision);  // a bad value fails before any file is read
         if (output_format != "text" && output_format != "npz") {
             throw Error(ErrorCategory::kUsage, "option --output-format: '" + output_format +
                                                    "' is not an output format; expected text "
@@ -369,6 +398,7 @@ int predict_main(int argc, char** argv) {
         net_options.threads = threads;
         net_options.comm = parse_comm_kind(comm);
         net_options.parallel = parse_parallel_mode(parallel);
+        net_options.precision = precision_option(precision);
         Network network = Network::load(model_path, net_options);
         const NetworkConfig& config = network.config();
         std::vector<const LayerConfig*> inputs;
@@ -522,6 +552,14 @@ int predict_main(int argc, char** argv) {
         const TopK top = predictor.top_k(options, exclude);
         timings.print("score", phases.score);
         timings.print("top_k", phases.top_k);
+        if (compare_fp32) {  // a second scoring, outside the timed phases
+            const Precision used = network.precision();
+            network.set_precision(Precision::kFp32);
+            const TopK reference = predictor.top_k(options, exclude);
+            network.set_precision(used);
+            if (network.rank() == 0)
+                std::fprintf(stderr, "%s\n", top_k_difference(top, reference, used).c_str());
+        }
         timings.last = PhaseTimer::Clock::now();
         if (network.rank() != 0) return 0;  // a split model: every rank merged; rank 0 writes
         // -s FILE: atomic replacement, as write_model: a temporary file flushed to the device and

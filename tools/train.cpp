@@ -68,7 +68,8 @@ constexpr const char* kBestValue = "keep_best_value";
 
 int train_main(int argc, char** argv) {
     return run_command("train", [&]() {
-        std::string config_path, input_path, output_path, model_path, device = "auto", metrics_path;
+        std::string config_path, input_path, output_path, model_path, device = "auto", metrics_path,
+                                                                      precision;
         std::string comm = "auto", parallel = "auto";
         std::string optimizer, sparse_updates;
         std::string validate_input, validate_target, validate_k = "20", keep_best;
@@ -128,6 +129,7 @@ int train_main(int argc, char** argv) {
                       "ShuffleIndices)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        args.add({"--precision"}, &precision, "P", kPrecisionHelp);
         args.add({"--comm"}, &comm, "KIND",
                  "auto | local | mpi | nccl: the ranks that split every layer under mpirun "
                  "(default auto: every rank of the job; docs/parallelism.md)");
@@ -168,6 +170,7 @@ int train_main(int argc, char** argv) {
                       "also say which device --device auto took when it is the CPU of a machine "
                       "without an NVIDIA GPU");
         if (!args.parse(argc, argv)) return 0;
+        (void)precision_option(precision);  // a bad value fails before any file is read
 
         const NetworkConfig config = NetworkConfig::from_file(config_path);
         TrainOptions options = train_options(config);
@@ -235,6 +238,7 @@ int train_main(int argc, char** argv) {
         net_options.comm = parse_comm_kind(comm);
         net_options.parallel = parse_parallel_mode(parallel);
         net_options.batch = options.batch;  // what --parallel auto weighs
+        net_options.precision = precision_option(precision);
 
         std::vector<std::string> files{input_path};
         if (!output_path.empty()) files.push_back(output_path);

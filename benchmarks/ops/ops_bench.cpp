@@ -88,9 +88,11 @@ void BM_CblasSgemmSquare(benchmark::State& s) {
 }
 BENCHMARK(BM_CblasSgemmSquare)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// gemm op: the three GEMMs of the output layer (forward, input delta, weight gradient).
+// gemm op: the three GEMMs of the output layer (forward, input delta, weight gradient), in fp32
+// and in bf16 (the CPU's emulation: both operands rounded into scratch, then the same sgemm).
 void BM_GemmOutputLayer(benchmark::State& s) {
     const bool ta = s.range(0) == 2, tb = s.range(0) == 1;
+    cpu()->set_precision(s.range(1) == 1 ? Precision::kBf16 : Precision::kFp32);
     auto x = random_floats(kBatch * kHidden), w = random_floats(kHidden * kItems),
          d = random_floats(kBatch * kItems);
     std::vector<float> out(std::max(kBatch * kItems, kHidden * kItems));
@@ -110,12 +112,13 @@ void BM_GemmOutputLayer(benchmark::State& s) {
         }
         benchmark::ClobberMemory();
     }
+    cpu()->set_precision(Precision::kFp32);
     set_counters(s, 2.0 * kBatch * kItems * kHidden,
                  4.0 * (kBatch * kHidden + 2 * kHidden * kItems));
 }
 BENCHMARK(BM_GemmOutputLayer)
-    ->ArgName("0=forward,1=dx,2=dW")
-    ->DenseRange(0, 2)
+    ->ArgNames({"0=forward,1=dx,2=dW", "0=fp32,1=bf16"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

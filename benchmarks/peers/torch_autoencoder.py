@@ -27,7 +27,7 @@ with netCDF4 where it is installed, else with h5py (a netCDF-4 file is an HDF5 f
 
 usage: torch_autoencoder.py --config CFG.json --data DATA.nc --variant sparse|densify
        [--batch 256] [--epochs 1] [--threads 2] [--learning-rate 0.025] [--seed 1]
-       [--device cpu|cuda] [--compile] [--tf32] [--check-data]
+       [--device cpu|cuda] [--compile] [--tf32] [--bf16] [--check-data]
 """
 import argparse
 import json
@@ -118,6 +118,10 @@ def main():
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--compile", action="store_true", help="torch.compile after the first layer")
     p.add_argument("--tf32", action="store_true", help="TF32 tensor cores for matrix products")
+    p.add_argument("--bf16", action="store_true",
+                   help="torch.autocast(dtype=torch.bfloat16) around the forward pass and the "
+                        "loss: BF16 matrix products, FP32 weights and optimizer (compare with "
+                        "sparsenet --precision bf16)")
     p.add_argument("--check-data", action="store_true",
                    help="read the dataset, print its rows, nonzeros and width as JSON, and stop")
     a = p.parse_args()
@@ -180,15 +184,16 @@ def main():
                                              output_size=b1 - b0)
             target = torch.zeros(last - first, items, device=device)
             target[row_of, idx] = 1.0
-            if a.variant == "densify":
-                dense = F.dropout(target, denoise) if denoise > 0 else target
-                h = model.first(dense)
-            else:
-                weights = None
-                if denoise > 0:
-                    weights = (torch.rand(idx.shape[0], device=device) >= denoise).float() / (1.0 - denoise)
-                h = model.first(idx, offs, per_sample_weights=weights) + model.first_bias
-            loss = head(h, target)
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=a.bf16):
+                if a.variant == "densify":
+                    dense = F.dropout(target, denoise) if denoise > 0 else target
+                    h = model.first(dense)
+                else:
+                    weights = None
+                    if denoise > 0:
+                        weights = (torch.rand(idx.shape[0], device=device) >= denoise).float() / (1.0 - denoise)
+                    h = model.first(idx, offs, per_sample_weights=weights) + model.first_bias
+                loss = head(h, target)
             for opt in opts:
                 opt.zero_grad(set_to_none=True)
             total += loss.detach() * (last - first)
@@ -200,7 +205,7 @@ def main():
     print(json.dumps({"system": f"pytorch-{a.variant}" + ("-compile" if a.compile else ""),
                       "torch": torch.__version__, "device": str(device),
                       "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
-                      "tf32": a.tf32, "threads": a.threads, "examples": rows,
+                      "tf32": a.tf32, "bf16": a.bf16, "threads": a.threads, "examples": rows,
                       "seconds": seconds, "loss": losses}))
 
 

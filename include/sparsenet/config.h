@@ -46,6 +46,16 @@ enum class WeightInitScheme {
 // The network's Kind: a label DSSTNE's configs carry (nothing depends on it).
 enum class NetworkKind { kFeedForward, kAutoEncoder };
 
+// The arithmetic of the matrix products (--precision, $.Training.Precision; docs/gpu.md,
+// "Precision"). kFp32: FP32 operands and sums. kTf32: operands rounded to TF32 by the GPU's
+// tensor cores (the CPU has none and computes kFp32). kBf16: operands rounded to BF16 (round to
+// nearest even), products and sums in FP32; weights, gradients and optimizer state stay FP32.
+enum class Precision { kFp32, kTf32, kBf16 };
+const char* to_string(Precision v);  // "fp32", "tf32", "bf16"
+// "fp32", "tf32" or "bf16" (case-insensitive); anything else is Error(kUsage) with the value
+// and the accepted ones.
+Precision parse_precision(const std::string& text);
+
 const char* to_string(NetworkKind v);
 const char* to_string(LayerKind v);
 const char* to_string(Activation v);
@@ -159,6 +169,9 @@ struct TrainingConfig {
     uint32_t epochs = 40;   // Epochs
     uint32_t batch = 1024;  // BatchSize
     uint64_t seed = 12134;  // Seed: weights, shuffling and masks
+    // Precision: the GEMMs' arithmetic; unset: --precision, else SPARSENET_CUDA_TF32, else the
+    // device's default (NetworkOptions::precision says the order).
+    std::optional<Precision> precision;
 };
 
 struct NetworkConfig {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct NetworkOptions {
     // run yet.
     ParallelMode parallel = ParallelMode::kAuto;
     uint32_t batch = 0;  // the batch size "auto" weighs; 0: the config's Training one, else 1024
+    // The matrix products' arithmetic (sparsenet/config.h Precision; docs/gpu.md, "Precision"):
+    // this when set (--precision), else the config's $.Training.Precision, else
+    // SPARSENET_CUDA_TF32 on CUDA ("0": fp32, else tf32), else tf32 on CUDA and fp32 on the
+    // CPU. The weights stay FP32 in memory and in model files in every mode.
+    std::optional<Precision> precision;
 };
 
 // A named parameter tensor, row-major.
@@ -72,6 +78,11 @@ class Network {
 
     const NetworkConfig& config() const;  // with every "auto" resolved
     std::string device() const;           // the backend's name, e.g. "cpu"
+    // The matrix products' arithmetic now (NetworkOptions::precision says how it was chosen);
+    // set_precision changes it for the next training step or prediction (predict
+    // --compare-fp32 scores twice so).
+    Precision precision() const;
+    void set_precision(Precision p);
     // Model parallelism: this process's rank among the ranks that split the network, and their
     // number (0 and 1 for a network of one process).
     int rank() const;

@@ -30,6 +30,22 @@ class Backend {
     virtual ~Backend() = default;
     virtual std::string name() const = 0;  // "cpu", "cuda:0"
 
+    // ---- precision of gemm (sparsenet/config.h Precision; docs/gpu.md, "Precision") ----
+    // The default: the CPU kFp32; CUDA kTf32, or kFp32 when SPARSENET_CUDA_TF32=0 (the fallback
+    // of --precision and $.Training.Precision, which the Network sets here when given).
+    // kBf16: gemm rounds both operands to BF16 (formulas/precision.h: round to nearest even) and
+    // multiplies and sums in FP32. The CPU rounds copies of the operands and calls its FP32 gemm
+    // (exact emulation: a product of two BF16 values is exact in FP32); CUDA converts them to
+    // BF16 and calls cublasGemmEx with CUBLAS_COMPUTE_32F. kTf32 on the CPU computes kFp32 (no
+    // TF32 arithmetic there). Only gemm is affected: csr_matmul and csr_weight_grad (the sparse
+    // input layer's products) and every element-wise op stay FP32 on both backends, so that CPU
+    // and CUDA agree in every mode.
+    void set_precision(Precision p) {
+        set_precision_impl(p);
+        precision_ = p;
+    }
+    Precision precision() const { return precision_; }
+
     // ---- memory (bytes) ----
     virtual void* allocate(size_t bytes,
                            const char* what) = 0;  // throws Error(kDevice) naming what
@@ -225,6 +241,10 @@ class Backend {
                uint32_t* out_indices);
 
   protected:
+    Precision precision_ = Precision::kFp32;
+    // What a backend does on a change of precision (CUDA: the cuBLAS math mode).
+    virtual void set_precision_impl(Precision) {}
+
     // The implementations: called only by the ops above, with arguments already checked.
     virtual void csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
                                  MatrixView z, float beta) = 0;

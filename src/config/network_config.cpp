@@ -321,6 +321,10 @@ const std::vector<EnumName<SparseUpdate>> kSparseUpdates = {{"Exact", SparseUpda
                                                             {"Lazy", SparseUpdate::kLazy}};
 const char* const kSparseUpdateList = "Exact, Lazy";
 
+const std::vector<EnumName<Precision>> kPrecisions = {
+    {"fp32", Precision::kFp32}, {"tf32", Precision::kTf32}, {"bf16", Precision::kBf16}};
+const char* const kPrecisionList = "fp32, tf32, bf16";
+
 const std::vector<EnumName<NetworkKind>> kNetworkKinds = {
     {"FeedForward", NetworkKind::kFeedForward}, {"AutoEncoder", NetworkKind::kAutoEncoder}};
 const char* const kNetworkKindList = "FeedForward, AutoEncoder";
@@ -354,9 +358,9 @@ const std::vector<std::string> kTopKeys = {"Version",
                                            "Layers"};
 const std::vector<std::string> kTopNotImpl = {"WeightsData", "LocalResponseNormalization", "LRN",
                                               "Maxout"};
-const std::vector<std::string> kTrainingKeys = {"Optimizer", "Alpha",  "Mu",           "Mu1",
-                                                "Epsilon",   "Lambda", "Lambda1",      "Epochs",
-                                                "BatchSize", "Seed",   "SparseUpdates"};
+const std::vector<std::string> kTrainingKeys = {
+    "Optimizer", "Alpha",  "Mu",        "Mu1",  "Epsilon",       "Lambda",
+    "Lambda1",   "Epochs", "BatchSize", "Seed", "SparseUpdates", "Precision"};
 const std::vector<std::string> kLayerKeys = {
     "Name",          "Kind",       "Type",      "N",
     "Sparse",        "DataSet",    "Source",    "Skip",
@@ -503,6 +507,9 @@ TrainingConfig parse_training(const Ctx& ctx, const Field& f) {
     if (Field g = o.get("SparseUpdates")) {
         opt.sparse_update =
             get_enum(ctx, g, "SparseUpdates", kSparseUpdates, kNone, kSparseUpdateList);
+    }
+    if (Field g = o.get("Precision")) {
+        t.precision = get_enum(ctx, g, "Precision", kPrecisions, kNone, kPrecisionList);
     }
     if (Field g = o.get("Epochs")) {
         t.epochs = static_cast<uint32_t>(
@@ -1255,7 +1262,8 @@ std::vector<ConfigValueSet> config_value_sets() {
             {"$.Layers[].Normalize.Norm", kNorms, kNone},
             {"$.Layers[].FixedWeights.Fit", names_of(kLinearFits), kNone},
             {"$.Training.Optimizer", names_of(kOptimizers), kNone},
-            {"$.Training.SparseUpdates", names_of(kSparseUpdates), kNone}};
+            {"$.Training.SparseUpdates", names_of(kSparseUpdates), kNone},
+            {"$.Training.Precision", names_of(kPrecisions), kNone}};
 }
 
 // The graph's rules (names, sources, skips, ties, cycles) live in from_json alone; a config from

@@ -1,16 +1,40 @@
 // NetworkConfig::to_json (canonical DSSTNE-spelled JSON), the enum to_string functions and the
 // equality operators declared in sparsenet/config.h.
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "sparsenet/config.h"
+#include "sparsenet/error.h"
 
 #include "config/json_text.h"
 
 namespace sparsenet {
+
+const char* to_string(Precision v) {
+    switch (v) {
+        case Precision::kFp32:
+            return "fp32";
+        case Precision::kTf32:
+            return "tf32";
+        case Precision::kBf16:
+            return "bf16";
+    }
+    return "unknown";
+}
+
+Precision parse_precision(const std::string& text) {
+    std::string t = text;
+    for (char& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
+    for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
+        if (t == to_string(p)) return p;
+    }
+    throw Error(ErrorCategory::kUsage,
+                "precision '" + text + "' is unknown; expected fp32, tf32 or bf16");
+}
 
 const char* to_string(NetworkKind v) {
     switch (v) {
@@ -160,7 +184,7 @@ bool operator==(const NetworkConfig& a, const NetworkConfig& b) {
 
 bool operator==(const TrainingConfig& a, const TrainingConfig& b) {
     return a.optimizer == b.optimizer && a.epochs == b.epochs && a.batch == b.batch &&
-           a.seed == b.seed;
+           a.seed == b.seed && a.precision == b.precision;
 }
 
 namespace config {
@@ -359,6 +383,7 @@ std::string training_json(const TrainingConfig& t) {
     r += ", \"Seed\": " + std::to_string(t.seed);
     r += std::string(", \"SparseUpdates\": \"") +
          (o.sparse_update == SparseUpdate::kLazy ? "Lazy" : "Exact") + "\"";
+    if (t.precision) r += std::string(", \"Precision\": \"") + to_string(*t.precision) + "\"";
     return r + " }";
 }
 

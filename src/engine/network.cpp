@@ -882,6 +882,11 @@ std::unique_ptr<Impl> allocated_network(const NetworkConfig& config,
     impl->graph.config = config;
     impl->options = options;
     impl->backend = make_backend(options.device, options.threads);
+    if (options.precision) {
+        impl->backend->set_precision(*options.precision);
+    } else if (config.training && config.training->precision) {
+        impl->backend->set_precision(*config.training->precision);
+    }  // else the backend's default: SPARSENET_CUDA_TF32 or tf32 on CUDA, fp32 on the CPU
     impl->plan.comm = make_communicator(to_string(options.comm), *impl->backend);
     impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
     impl->allocate_parameters();
@@ -1125,6 +1130,12 @@ const NetworkConfig& Network::config() const {
 }
 std::string Network::device() const {
     return impl_->backend->name();
+}
+Precision Network::precision() const {
+    return impl_->backend->precision();
+}
+void Network::set_precision(Precision p) {
+    impl_->backend->set_precision(p);
 }
 int Network::rank() const {
     return impl_->plan.job_rank;

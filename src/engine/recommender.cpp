@@ -319,6 +319,7 @@ struct Recommender::Impl {
             // The device the network resolved to ("auto" once resolved), so that contexts
             // and weights share it.
             c->backend = make_backend(network.device(), options.threads_per_call);
+            c->backend->set_precision(network.precision());  // the network's GEMM arithmetic
             c->act.resize(layers.size());
             c->act_ptrs.assign(c->act.size(), nullptr);
             return c;

@@ -214,5 +214,50 @@ TEST_F(TrainOptionsCli, OpTimesArePrintedOnRequestOnly) {
     EXPECT_EQ(out.find("op times"), std::string::npos) << out;
 }
 
+// --precision on train, predict and evaluate: a bad value is a usage error naming the flag
+// (before any file is read); the flag is not written into the model; predict --compare-fp32
+// reports the share of rows whose top-K differs from fp32's (none when it scores in fp32).
+TEST_F(TrainOptionsCli, PrecisionFlag) {
+    const std::string cli = SPARSENET_CLI_PATH;
+    std::string out;
+    for (const std::string cmd :
+         {" train -c " + config_ + " -i " + data_ + " -n " + model_,
+          " predict -n " + model_ + " --input " + data_,
+          " evaluate -n " + model_ + " --input " + data_ + " --heldout " + data_}) {
+        EXPECT_EQ(testing::run_command(cli + cmd + " --precision fp16", &out), 2) << out;
+        EXPECT_NE(out.find("option --precision: precision 'fp16' is unknown; expected fp32, tf32 "
+                           "or bf16"),
+                  std::string::npos)
+            << cmd << ": " << out;
+        EXPECT_EQ(out.find("No such file"), std::string::npos) << out;
+    }
+    EXPECT_FALSE(std::filesystem::exists(model_));
+
+    int epochs = 0;
+    train(kSection, "--precision bf16", &epochs);
+    EXPECT_EQ(epochs, 4);
+    NetworkOptions no;
+    no.device = "cpu";
+    EXPECT_EQ(Network::load(model_, no).precision(), Precision::kFp32);  // the flag is not kept
+
+    for (const char* p : {"fp32", "bf16"}) {
+        ASSERT_EQ(testing::run_command(cli + " predict -n " + model_ + " --input " + data_ +
+                                           " --keep-input -k 1 --device cpu --compare-fp32 "
+                                           "--precision " +
+                                           p + " -s " + dir_.file("recs.txt"),
+                                       &out),
+                  0)
+            << out;
+        EXPECT_NE(out.find(std::string("predict: the ") + p + " top-1 differs from fp32's in "),
+                  std::string::npos)
+            << out;
+        if (std::string(p) == "fp32") {
+            EXPECT_NE(out.find("in 0.00 % of rows (0 of 1; as sets of items: 0.00 %)"),
+                      std::string::npos)
+                << out;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace sparsenet

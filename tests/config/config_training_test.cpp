@@ -111,6 +111,9 @@ TEST(ConfigTraining, BadValuesNameThePathAndTheRange) {
         {R"("Training": { "Seed": "x" },)", "$.Training.Seed", "wrong type"},
         {R"("Training": { "SparseUpdates": "Eager" },)", "$.Training.SparseUpdates",
          "expected one of Exact, Lazy"},
+        {R"("Training": { "Precision": "fp16" },)", "$.Training.Precision",
+         "unknown value \"fp16\"; expected one of fp32, tf32, bf16"},
+        {R"("Training": { "Precision": 16 },)", "$.Training.Precision", "wrong type"},
         {R"("Training": { "Optimiser": "Adam" },)", "$.Training.Optimiser",
          "unknown key \"Optimiser\"; expected one of the keys valid here: Optimizer, Alpha"},
         {R"("Training": { "Alpha": 0.1, "alpha": 0.2 },)", "$.Training", "differ only by case"},
@@ -153,6 +156,26 @@ TEST(ConfigTraining, CanonicalJsonRoundTrips) {
     none.training.reset();
     EXPECT_FALSE(none == c);
     EXPECT_EQ(none.to_json().find("Training"), std::string::npos);
+}
+
+TEST(ConfigTraining, PrecisionIsReadAndWrittenOnlyWhenGiven) {
+    EXPECT_FALSE(NetworkConfig::from_json(net(R"("Training": {},)")).training->precision);
+    EXPECT_EQ(NetworkConfig::from_json(net(R"("Training": {},)")).to_json().find("Precision"),
+              std::string::npos);
+    for (const auto& [name, p] : std::vector<std::pair<std::string, Precision>>{
+             {"fp32", Precision::kFp32}, {"TF32", Precision::kTf32}, {"bf16", Precision::kBf16}}) {
+        const NetworkConfig c =
+            NetworkConfig::from_json(net(R"("Training": { "Precision": ")" + name + R"(" },)"));
+        EXPECT_EQ(c.training->precision, std::optional<Precision>(p)) << name;
+        const std::string text = c.to_json();
+        EXPECT_NE(text.find(std::string("\"Precision\": \"") + to_string(p) + "\""),
+                  std::string::npos)
+            << text;
+        EXPECT_EQ(NetworkConfig::from_json(text), c);
+        NetworkConfig other = c;
+        other.training->precision.reset();
+        EXPECT_FALSE(other == c);
+    }
 }
 
 }  // namespace

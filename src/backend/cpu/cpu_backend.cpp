@@ -140,6 +140,14 @@ void CpuBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, 
 void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                            ConstMatrixView b, float beta, MatrixView c) {
     with_scratch(Op::kGemm, [&] {
+        if (precision_ == Precision::kBf16) {
+            // BF16 operands, FP32 products and sums, exactly (backend.h): one rounding pass
+            // over each operand into scratch, then the FP32 gemm. The pass over the weights
+            // costs a read and a write of them per gemm (docs/gpu.md, "Precision").
+            cpu::gemm(trans_a, trans_b, alpha, cpu::round_bf16_copy(cmat(a), bf16_a_, threads_),
+                      cpu::round_bf16_copy(cmat(b), bf16_b_, threads_), beta, mat(c), threads_);
+            return;
+        }
         cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
     });
 }

@@ -7,8 +7,10 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "formulas/precision.h"
 
 namespace sparsenet::cpu {
 
@@ -132,6 +134,21 @@ void gemm(bool trans_a, bool trans_b, T alpha, CMatT<T> a, CMatT<T> b, T beta, M
     blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m),
               int(n), int(k), alpha, a.data, int(std::max<size_t>(a.ld, 1)), b.data,
               int(std::max<size_t>(b.ld, 1)), beta, c.data, int(std::max<size_t>(c.ld, 1)));
+}
+
+// m rounded to BF16 element by element (formulas::round_bf16), stored as floats in `out`
+// (contiguous, ld = cols): the operand copies of gemm under Precision::kBf16.
+inline CMatT<float> round_bf16_copy(CMatT<float> m, std::vector<float>& out, int threads) {
+    out.resize(m.rows * m.cols);
+    const bool par = threads > 1 && m.rows * m.cols >= (size_t(1) << 16);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < m.rows; ++r) {
+        const float* src = m.row(r);
+        float* dst = out.data() + r * m.cols;
+#pragma omp simd
+        for (size_t j = 0; j < m.cols; ++j) dst[j] = formulas::round_bf16(src[j]);
+    }
+    return CMatT<float>(out.data(), m.rows, m.cols, m.cols);
 }
 
 // ---- activations ----

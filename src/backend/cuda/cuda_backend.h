@@ -17,9 +17,11 @@
 //    SPARSENET_CUDA_SYNC_CHECK=1 synchronises after every launch so that it names the kernel.
 //  * Memory: cudaMallocAsync / cudaFreeAsync on the compute stream (a pool that keeps freed
 //    memory for reuse), or cudaMalloc / cudaFree where the device has no memory pools.
-//  * GEMM math: TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH, about 1e-3 relative error) by
-//    default; SPARSENET_CUDA_TF32=0 in the environment selects exact fp32 (CUBLAS_DEFAULT_MATH;
-//    NetworkOptions has no field for it). See the constructor and docs/gpu.md, "Precision".
+//  * GEMM math (Backend::set_precision; NetworkOptions::precision, --precision): TF32 tensor
+//    cores (CUBLAS_TF32_TENSOR_OP_MATH, about 1e-3 relative error) by default, or exact fp32
+//    (CUBLAS_DEFAULT_MATH) when SPARSENET_CUDA_TF32=0 and nothing else names a precision; bf16:
+//    both operands converted to BF16 copies (round_bf16_kernel, formulas/precision.h, as the
+//    CPU's emulation) and cublasGemmEx with CUBLAS_COMPUTE_32F. See docs/gpu.md, "Precision".
 // Not thread-safe: one backend runs one op at a time (like the CPU backend).
 #pragma once
 
@@ -45,7 +47,7 @@ class CudaBackend final : public Backend {
 
     std::string name() const override { return "cuda:" + std::to_string(device_); }
     int device() const { return device_; }
-    bool tf32() const { return tf32_; }
+    bool tf32() const { return precision_ == Precision::kTf32; }
     // The stream every op is enqueued on. The NCCL communicator enqueues its collectives there
     // too, so they run in call order with the ops (src/comm/nccl_communicator.cpp).
     cudaStream_t compute_stream() const { return ctx_.stream; }
@@ -102,6 +104,7 @@ class CudaBackend final : public Backend {
                             const CsrBatchView* x, float* state1, RowClock clock) override;
     void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
                     float* out_scores, uint32_t* out_indices) override;
+    void set_precision_impl(Precision p) override;
 
     static constexpr int kStagingSlots = 2;
     static constexpr size_t kStagingBytes = size_t(4) << 20;
@@ -116,7 +119,6 @@ class CudaBackend final : public Backend {
     std::string fault_hint() const;
 
     int device_;
-    bool tf32_ = false;
     cuda::Context ctx_;
     cudaStream_t copy_stream_ = nullptr;
     cudaEvent_t compute_done_ = nullptr;  // recorded on the compute stream before a transfer
@@ -131,6 +133,7 @@ class CudaBackend final : public Backend {
     cuda::ScratchBuffer row_loss_scratch_;
     cuda::ScratchBuffer row_map_scratch_;
     cuda::TopKScratch top_k_scratch_;
+    cuda::ScratchBuffer bf16_a_, bf16_b_;      // gemm's BF16 operand copies (Precision::kBf16)
     std::unordered_map<void*, size_t> sizes_;  // allocate()'s buffers (ctx_.held_bytes)
 };
 
