@@ -397,8 +397,7 @@ int train_main(int argc, char** argv) {
         const bool owed = trainer.epochs_complete() < options.epochs;
         const std::vector<EpochStats> epochs = trainer.fit();
         // Stopped by a signal (on any rank: the ranks agree on stopping, so each gets here).
-        const bool stopped =
-            owed && !steps_reached && (epochs.empty() || !epochs.back().complete);
+        const bool stopped = owed && !steps_reached && (epochs.empty() || !epochs.back().complete);
         // The epoch that --steps ended is reported too (the trainer reports whole epochs only),
         // so that its seconds and examples give the time per step.
         if (steps_reached && !epochs.empty() && !epochs.back().complete) {

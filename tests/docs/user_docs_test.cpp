@@ -62,10 +62,10 @@ const std::vector<std::pair<std::string, std::regex>>& dev_phrases() {
         const auto icase = std::regex::ECMAScript | std::regex::icase;
         auto* v = new std::vector<std::pair<std::string, std::regex>>;
         for (const char* p :
-             {R"(\blent\b)", R"(\b(gpu|next|same|this|a) spells?\b)", R"(device tool)", R"(device calls?\b)",
-              R"(device time)", R"(minutes per (command|call))", R"(at most 30 minutes)",
-              R"(\bsessions? only\b)", R"(\bCEO\b)", R"(\ballot(ted|ment|s)?\b)", R"(budget_left)",
-              R"(idle_release)", R"(\bcarry\s*:)",
+             {R"(\blent\b)", R"(\b(gpu|next|same|this|a) spells?\b)", R"(device tool)",
+              R"(device calls?\b)", R"(device time)", R"(minutes per (command|call))",
+              R"(at most 30 minutes)", R"(\bsessions? only\b)", R"(\bCEO\b)",
+              R"(\ballot(ted|ment|s)?\b)", R"(budget_left)", R"(idle_release)", R"(\bcarry\s*:)",
               R"(machines? (is|are) (lent|allotted|borrowed))"}) {
             v->emplace_back(p, std::regex(p, icase));
         }
@@ -231,7 +231,8 @@ TEST(UserDocs, TheChecksCatchWhatTheyAreFor) {
     EXPECT_FALSE(dev_wording("With the device tool, one call:").empty());
     EXPECT_FALSE(dev_wording("and 10 minutes per command").empty());
     EXPECT_TRUE(
-        dev_wording("silently; 8.46 ms per call; excellent; the CLI spells it; a budget of 60 s").empty());
+        dev_wording("silently; 8.46 ms per call; excellent; the CLI spells it; a budget of 60 s")
+            .empty());
 
     testing::TempDir dir;
     const fs::path page = dir.file("page.md");
