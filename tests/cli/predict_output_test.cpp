@@ -95,6 +95,23 @@ std::string printf_text(const std::string& fmt, float f) {
     return buf;
 }
 
+// How many of `floats` ScoreFormat(fmt) writes otherwise than printf does (the first 5 reported).
+size_t printf_mismatches(const std::string& fmt, const std::vector<float>& floats) {
+    const ScoreFormat format(fmt);
+    size_t differ = 0;
+    std::string out;
+    for (const float f : floats) {
+        out.clear();
+        format.append(out, f);
+        const std::string want = printf_text(fmt, f);
+        if (out != want && ++differ <= 5) {
+            ADD_FAILURE() << "score " << printf_text("%.9g", f) << ": '" << out << "', printf '"
+                          << want << "'";
+        }
+    }
+    return differ;
+}
+
 TEST(ScoreFormat, SameTextAsPrintfForEveryKindOfFloat) {
     const std::vector<float> floats = many_floats(200000);
     // The defaults (.6g for --input, 4.3f for -r), and other forms -p takes.
@@ -102,20 +119,8 @@ TEST(ScoreFormat, SameTextAsPrintfForEveryKindOfFloat) {
          {"%.6g", "%4.3f",  "%g",     "%.9g",  "%.17g", "%.0g",  "%.g",  "%.1g",   "%10.4e",
           "%e",   "%.0e",   "%f",     "%.0f",  "%.12f", "%8.2f", "%12g", "%20.3e", "%+.3f",
           "%#g",  "%-8.3f", "%08.3f", "% .4g", "%G",    "%.3E",  "%a"}) {
-        const ScoreFormat format(fmt);
         SCOPED_TRACE(fmt);
-        size_t differ = 0;
-        std::string out;
-        for (const float f : floats) {
-            out.clear();
-            format.append(out, f);
-            const std::string want = printf_text(fmt, f);
-            if (out != want && ++differ <= 5) {
-                ADD_FAILURE() << "score " << printf_text("%.9g", f) << ": '" << out << "', printf '"
-                              << want << "'";
-            }
-        }
-        EXPECT_EQ(differ, 0u);
+        EXPECT_EQ(printf_mismatches(fmt, floats), 0u);
     }
     // to_chars takes the conversions without flags; the rest stay with snprintf.
     EXPECT_TRUE(ScoreFormat("%.6g").fast());
@@ -148,19 +153,7 @@ TEST(ScoreFormat, IntegerPathOfGIsPrintfOverAllExponents) {
     }
     for (const std::string fmt : {"%.6g", "%g", "%.1g", "%.3g", "%.9g", "%.0g"}) {
         SCOPED_TRACE(fmt);
-        const ScoreFormat format(fmt);
-        size_t differ = 0;
-        std::string out;
-        for (const float f : floats) {
-            out.clear();
-            format.append(out, f);
-            const std::string want = printf_text(fmt, f);
-            if (out != want && ++differ <= 5) {
-                ADD_FAILURE() << "score " << printf_text("%.9g", f) << ": '" << out << "', printf '"
-                              << want << "'";
-            }
-        }
-        EXPECT_EQ(differ, 0u);
+        EXPECT_EQ(printf_mismatches(fmt, floats), 0u);
     }
 }
 
