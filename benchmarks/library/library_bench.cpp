@@ -10,8 +10,11 @@
 // service threads), and items_per_second = queries per second over all threads.
 //   Recommend/threads_per_call:T/fp16_screening:S/threads:N
 //                                            N service threads calling recommend() at once
-//   RecommendBatch/batch:B                   one thread, recommend_batch() of B queries
-//                                            (p50/p99 per call; items = queries)
+//   RecommendBatch/batch:B/fp16_screening:S/threads_per_call:T
+//                                            one thread calling recommend_batch() of B queries
+//                                            (p50/p99 per call; items = queries). S = 0: one
+//                                            product (OpenBLAS takes the cores); S = 1: groups of
+//                                            16 queries per fp16 scan on T threads
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -161,21 +164,32 @@ BENCHMARK(Recommend)
 
 void RecommendBatch(benchmark::State& state) {
     const size_t batch = size_t(state.range(0));
-    const Recommender& r = recommender(1);
+    const Recommender& r = recommender(int(state.range(2)), state.range(1) != 0);
     const auto& qs = queries();
-    std::vector<Query> work;
-    for (size_t i = 0; i < batch; ++i) work.push_back({qs[i % qs.size()], {}});
+    // Consecutive batches of the 2,048 queries in turn, as a service sees them: the same batch
+    // every time would find its candidates' weights in the cache.
+    std::vector<std::vector<Query>> work(std::max<size_t>(1, qs.size() / batch));
+    for (size_t b = 0; b < work.size(); ++b) {
+        for (size_t i = 0; i < batch; ++i) work[b].push_back({qs[(b * batch + i) % qs.size()], {}});
+    }
+    size_t next = 0;
     std::vector<double> ms;
     for (auto _ : state) {
+        const std::vector<Query>& one = work[next++ % work.size()];
         const auto start = std::chrono::steady_clock::now();
-        benchmark::DoNotOptimize(r.recommend_batch(work));
+        benchmark::DoNotOptimize(r.recommend_batch(one));
         ms.push_back(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                 .count());
     }
     report(state, ms, double(batch));
 }
-BENCHMARK(RecommendBatch)->ArgName("batch")->Arg(4)->Arg(64)->Arg(256)->UseRealTime()->MinTime(3.0);
+BENCHMARK(RecommendBatch)
+    ->ArgNames({"batch", "fp16_screening", "threads_per_call"})
+    ->ArgsProduct({{4, 8, 16, 64, 256}, {0, 1}, {1}})
+    ->ArgsProduct({{1, 4, 8, 16}, {1}, {2}})
+    ->UseRealTime()
+    ->MinTime(3.0);
 
 }  // namespace
 }  // namespace sparsenet

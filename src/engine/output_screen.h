@@ -23,7 +23,7 @@ namespace engine {
 
 // Per-call buffers (one per Recommender context); they only grow.
 struct ScreenScratch {
-    std::vector<float> approx;  // approximate pre-activation of every item
+    std::vector<float> approx;  // approximate pre-activation of every item, per query [rows, n]
     std::vector<float> bound;   // its error bound
     std::vector<float> heap;    // the k largest lower bounds
     std::vector<uint32_t> candidates;
@@ -39,9 +39,22 @@ struct ScreenResult {
     size_t candidates = 0;  // items recomputed in fp32
 };
 
-// z[j] = sum_q x[q] * w[q * n + j] for j < n, w in IEEE fp16 (as uint16_t), summed in fp32 on up
-// to `threads` threads. Exposed for its test.
-void fp16_product(const float* x, size_t k, const uint16_t* w, size_t n, float* z, int threads);
+// The fp16 copy of a [k, n] matrix is stored in panels of kFp16Panel columns: panel p holds
+// columns [16p, 16p + 16) of row 0, then of row 1, ... of row k - 1 (k x 16 halves, contiguous),
+// the last panel padded with zeros. One pass over a panel serves several queries from the L1
+// cache, and a single query still reads the whole copy front to back.
+constexpr size_t kFp16Panel = 16;
+inline size_t fp16_panel_offset(size_t k, size_t q, size_t j) {
+    return (j / kFp16Panel) * k * kFp16Panel + q * kFp16Panel + j % kFp16Panel;
+}
+inline size_t fp16_panel_size(size_t k, size_t n) {
+    return (n + kFp16Panel - 1) / kFp16Panel * kFp16Panel * k;
+}
+// z[r * n + j] = sum_q x[r * k + q] * w(q, j) for r < rows, j < n: x [rows, k], w a [k, n] matrix
+// in IEEE fp16 (as uint16_t) stored in panels (fp16_panel_offset), each sum in fp32 in the order
+// of q, on up to `threads` threads (split by panels). Exposed for its test.
+void fp16_product(const float* x, size_t rows, size_t k, const uint16_t* panels, size_t n, float* z,
+                  int threads);
 // Round to nearest even; values beyond the fp16 range become infinities.
 uint16_t to_fp16(float value);
 float from_fp16(uint16_t value);
@@ -56,12 +69,26 @@ class OutputScreen {
     OutputScreen(const Network& net, int output, int threads);
 
     int source() const { return source_; }  // the layer whose activations are the query's row
+    size_t width() const { return k_; }     // its units
     size_t memory_bytes() const;            // the copies
 
     // Top-k of one query whose source activations are h [k floats], never returning the sorted
     // unique columns `excluded`: out_scores / out_ids [k], best first, as Backend::top_k.
     ScreenResult rank(Backend& be, const float* h, const std::vector<uint32_t>& excluded,
-                      uint32_t k, ScreenScratch& s, float* out_scores, uint32_t* out_ids) const;
+                      uint32_t k, ScreenScratch& s, float* out_scores, uint32_t* out_ids) const {
+        approximate(h, 1, s);
+        return rank_approximated(be, h, 0, excluded, k, s, out_scores, out_ids);
+    }
+
+    // Several queries at once: approximate() scans the fp16 copy once for `rows` queries whose
+    // source activations are h [rows, k] (into s.approx), then rank_approximated() ranks each
+    // one, query `row` with its activations h_row, exactly as rank() would (the scan's order of
+    // summation is covered by the bound whatever the number of rows). Each row once: ranking
+    // adds the bias to the row's approximations in place.
+    void approximate(const float* h, size_t rows, ScreenScratch& s) const;
+    ScreenResult rank_approximated(Backend& be, const float* h_row, size_t row,
+                                   const std::vector<uint32_t>& excluded, uint32_t k,
+                                   ScreenScratch& s, float* out_scores, uint32_t* out_ids) const;
 
   private:
     size_t k_ = 0, n_ = 0;
@@ -69,7 +96,7 @@ class OutputScreen {
     int threads_ = 1;
     bool transposed_ = false;  // the full path multiplies by stored [n, k] rows (gemm trans_b)
     formulas::ActivationParams activation_;
-    std::vector<uint16_t> half_;        // [k, n]
+    std::vector<uint16_t> half_;        // [k, n] in panels (fp16_panel_offset)
     std::vector<float> rows_;           // [n, k] when !transposed_
     const float* item_rows_ = nullptr;  // [n, k]: rows_, or the network's own matrix
     std::vector<float> bias_;           // [n]

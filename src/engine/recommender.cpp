@@ -33,6 +33,7 @@ struct Context {
     DeviceArray<uint32_t> top_ids;
     size_t top_slots = 0;
     engine::ScreenScratch screen;
+    std::vector<float> sources;  // screened groups: each query's source activations [rows, width]
 };
 
 // A query checked against the model: sorted unique input columns with their values, sorted
@@ -82,6 +83,8 @@ struct Recommender::Impl {
     int contexts = 0;  // created, idle or in use
     int max_contexts = 1;
     std::unique_ptr<engine::OutputScreen> screen;  // fp16_screening on the CPU
+    // Screened queries per scan of the fp16 copy (rank_screened).
+    static constexpr size_t kScreenGroup = 16;
 
     Impl(const std::string& path, const RecommenderOptions& opts)
         : model_path(path), options(opts), network(load(path, opts)) {
@@ -390,21 +393,11 @@ struct Recommender::Impl {
         const BatchRows rows{nullptr, 0, count};
         std::vector<float> scores(count * k);
         std::vector<uint32_t> top(count * k);
-        bool ranked = false;
-        if (count == 1 && screen) {
-            engine::forward_into(network, *c.backend, c.act_ptrs, bindings, rows, output_layer);
-            ranked = screen
-                         ->rank(*c.backend, c.act[screen->source()].data(), queries[first].excluded,
-                                k, c.screen, scores.data(), top.data())
-                         .ranked;
-        }
-        if (!ranked) {  // the full product (too many candidates for the screen: rare)
+        if (screen) {
+            rank_screened(c, queries, first, count, bindings, excluded, k, scores, top);
+        } else {
             engine::forward_into(network, *c.backend, c.act_ptrs, bindings, rows);
-            const CsrBatchView ex = excluded.view(rows);
-            c.backend->top_k(ConstMatrixView(c.act[output_layer].data(), count, output_n, output_n),
-                             &ex, k, c.top_scores.data(), c.top_ids.data());
-            c.top_scores.download(scores.data(), scores.size());
-            c.top_ids.download(top.data(), top.size());
+            full_top_k(c, excluded, rows, k, scores.data(), top.data());
         }
         for (size_t r = 0; r < count; ++r) {
             const Resolved& q = queries[first + r];
@@ -414,6 +407,52 @@ struct Recommender::Impl {
                 const uint32_t id = top[r * k + i];
                 if (id == UINT32_MAX) break;  // fewer items left than k
                 result.items.push_back({name(id), id, scores[r * k + i]});
+            }
+        }
+    }
+
+    // The output layer's top k of the forward pass just run over `rows`, as [rows.batch, k].
+    void full_top_k(Context& c, const engine::DeviceDataset& excluded, const BatchRows& rows,
+                    uint32_t k, float* scores, uint32_t* top) const {
+        const CsrBatchView ex = excluded.view(rows);
+        c.backend->top_k(
+            ConstMatrixView(c.act[output_layer].data(), rows.batch, output_n, output_n), &ex, k,
+            c.top_scores.data(), c.top_ids.data());
+        c.top_scores.download(scores, rows.batch * k);
+        c.top_ids.download(top, rows.batch * k);
+    }
+
+    // fp16 screening of `count` queries, groups of kScreenGroup sharing one scan of the fp16
+    // copy. Each query's source activations come from its own one-row forward pass, the same
+    // bits as recommend() of that query alone, and the screen ranks each query exactly as the
+    // full product would: a batch answers exactly what single queries do. A query with too many
+    // candidates for the screen (rare) takes the full path alone.
+    void rank_screened(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
+                       const engine::Bindings& bindings, const engine::DeviceDataset& excluded,
+                       uint32_t k, std::vector<float>& scores, std::vector<uint32_t>& top) const {
+        const size_t width = screen->width();
+        for (size_t g = 0; g < count; g += kScreenGroup) {
+            const size_t group = std::min(kScreenGroup, count - g);
+            c.sources.resize(group * width);
+            for (size_t r = 0; r < group; ++r) {
+                const BatchRows one{nullptr, g + r, 1};
+                engine::forward_into(network, *c.backend, c.act_ptrs, bindings, one, output_layer);
+                std::copy_n(c.act[screen->source()].data(), width, c.sources.data() + r * width);
+            }
+            screen->approximate(c.sources.data(), group, c.screen);
+            for (size_t r = 0; r < group; ++r) {
+                const size_t row = g + r;
+                const Resolved& q = queries[first + row];
+                const bool ranked =
+                    screen
+                        ->rank_approximated(*c.backend, c.sources.data() + r * width, r, q.excluded,
+                                            k, c.screen, scores.data() + row * k,
+                                            top.data() + row * k)
+                        .ranked;
+                if (ranked) continue;
+                const BatchRows one{nullptr, row, 1};
+                engine::forward_into(network, *c.backend, c.act_ptrs, bindings, one);
+                full_top_k(c, excluded, one, k, scores.data() + row * k, top.data() + row * k);
             }
         }
     }

@@ -105,27 +105,41 @@ TEST(Fp16, RoundsToNearestEven) {
     }
 }
 
+// Every row count the kernel blocks differently (one to six rows per pass, and more), widths
+// that leave the last panel partly empty, one and two threads.
 TEST(Fp16, ProductMatchesADoubleReference) {
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (size_t k : {1, 7, 8, 19, 64}) {
-        for (size_t n : {1, 5, 16, 1003}) {
-            std::vector<float> x(k);
-            std::vector<uint16_t> w(k * n);
-            for (float& v : x) v = normal(rng);
+        for (size_t n : {1, 5, 16, 17, 1003}) {
+            std::vector<uint16_t> w(k * n), panels(engine::fp16_panel_size(k, n), 0xffff);
             for (uint16_t& v : w) v = engine::to_fp16(normal(rng));
-            for (int threads : {1, 2}) {
-                std::vector<float> z(n, std::nanf(""));
-                engine::fp16_product(x.data(), k, w.data(), n, z.data(), threads);
-                for (size_t j = 0; j < n; ++j) {
-                    double exact = 0.0, magnitude = 0.0;
-                    for (size_t q = 0; q < k; ++q) {
-                        const double t = double(x[q]) * engine::from_fp16(w[q * n + j]);
-                        exact += t;
-                        magnitude += std::fabs(t);
+            for (size_t q = 0; q < k; ++q)
+                for (size_t j = 0; j < n; ++j)
+                    panels[engine::fp16_panel_offset(k, q, j)] = w[q * n + j];
+            for (size_t rows : {1, 2, 5, 6, 7, 13}) {
+                std::vector<float> x(rows * k);
+                for (float& v : x) v = normal(rng);
+                for (int threads : {1, 2}) {
+                    std::vector<float> z(rows * n + 1, std::nanf(""));
+                    z[rows * n] = 42.0f;  // past the end: left alone
+                    engine::fp16_product(x.data(), rows, k, panels.data(), n, z.data(), threads);
+                    EXPECT_EQ(z[rows * n], 42.0f);
+                    for (size_t r = 0; r < rows; ++r) {
+                        for (size_t j = 0; j < n; ++j) {
+                            double exact = 0.0, magnitude = 0.0;
+                            for (size_t q = 0; q < k; ++q) {
+                                const double t =
+                                    double(x[r * k + q]) * engine::from_fp16(w[q * n + j]);
+                                exact += t;
+                                magnitude += std::fabs(t);
+                            }
+                            ASSERT_NEAR(z[r * n + j], exact,
+                                        double(k + 1) * 0x1p-24 * magnitude + 1e-30)
+                                << "k " << k << " n " << n << " rows " << rows << " r " << r
+                                << " j " << j << " threads " << threads;
+                        }
                     }
-                    EXPECT_NEAR(z[j], exact, double(k + 1) * 0x1p-24 * magnitude + 1e-30)
-                        << "k " << k << " n " << n << " j " << j << " threads " << threads;
                 }
             }
         }
@@ -233,6 +247,74 @@ TEST_F(ScreenTest, SaturatedScoresKeepTheTieOrder) {
 TEST_F(ScreenTest, SharedTransposedWeightsRankAsTheFullPath) {
     const std::string model = save_network(config("Sigmoid", 40, true), 350, dir_.file("tied.nc"));
     expect_same_rankings(model, 150, 4);
+}
+
+// A screened batch answers what single queries answer, bit for bit: groups of queries share one
+// fp16 scan, each query's activations come from its own forward pass, and a query with too many
+// candidates (k beyond the items) falls back to the full path inside the batch. 37 queries
+// cross the group boundaries (16 per scan).
+TEST_F(ScreenTest, BatchesRankExactlyAsSingleQueries) {
+    const std::string model = save_network(config("Sigmoid", 48), 400, dir_.file("batch.nc"));
+    RecommenderOptions screened_options;
+    screened_options.fp16_screening = true;
+    const Recommender full(model);
+    const Recommender screened(model, screened_options);
+    ASSERT_TRUE(screened.screening());
+    std::mt19937 rng(11);
+    std::vector<Query> batch;
+    for (int i = 0; i < 37; ++i) {
+        Query q;
+        q.items = testing::random_items(rng, 400, 30, /*weighted=*/i % 4 == 0);
+        const uint32_t ks[] = {1, 10, 50, 405};
+        q.options.k = ks[i % 4];
+        if (i % 5 == 0)
+            for (int d = 0; d < 30; ++d) q.options.deny.emplace_back(rng() % 400);
+        batch.push_back(q);
+    }
+    const std::vector<Recommendations> got = screened.recommend_batch(batch);
+    ASSERT_EQ(got.size(), batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+        const Recommendations want = full.recommend(batch[i].items, batch[i].options);
+        const Recommendations alone = screened.recommend(batch[i].items, batch[i].options);
+        ASSERT_EQ(got[i].items.size(), want.items.size()) << "query " << i;
+        ASSERT_EQ(alone.items.size(), want.items.size()) << "query " << i;
+        for (size_t r = 0; r < want.items.size(); ++r) {
+            EXPECT_EQ(got[i].items[r].id, want.items[r].id) << "query " << i << " rank " << r;
+            EXPECT_EQ(got[i].items[r].score, want.items[r].score) << "query " << i << " rank " << r;
+            EXPECT_EQ(alone.items[r].id, want.items[r].id) << "query " << i << " rank " << r;
+            EXPECT_EQ(alone.items[r].score, want.items[r].score) << "query " << i << " rank " << r;
+        }
+    }
+}
+
+// OutputScreen: a group's one scan ranks each of its queries as rank() ranks it alone.
+TEST_F(ScreenTest, OneScanForAGroupRanksAsOneScanPerQuery) {
+    const std::string model = save_network(config("Tanh", 40), 333, dir_.file("group.nc"));
+    NetworkOptions options;
+    options.device = "cpu";
+    Network net = Network::load(model, options);
+    engine::OutputScreen screen(net, 2, 1);
+    auto backend = make_backend("cpu", 1);
+    const size_t width = screen.width(), rows = 9;
+    const uint32_t k = 12;
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> h(rows * width);
+    for (float& v : h) v = std::tanh(normal(rng));
+    const std::vector<uint32_t> excluded = {0, 5, 17, 200};
+    engine::ScreenScratch group, alone;
+    screen.approximate(h.data(), rows, group);
+    for (size_t r = 0; r < rows; ++r) {
+        std::vector<float> s1(k), s2(k);
+        std::vector<uint32_t> i1(k), i2(k);
+        const engine::ScreenResult a = screen.rank_approximated(
+            *backend, h.data() + r * width, r, excluded, k, group, s1.data(), i1.data());
+        const engine::ScreenResult b =
+            screen.rank(*backend, h.data() + r * width, excluded, k, alone, s2.data(), i2.data());
+        ASSERT_TRUE(a.ranked && b.ranked) << "row " << r;
+        EXPECT_EQ(s1, s2) << "row " << r;
+        EXPECT_EQ(i1, i2) << "row " << r;
+    }
 }
 
 TEST_F(ScreenTest, RefusalsNameTheReason) {
