@@ -1,7 +1,8 @@
 // sparsenet serve: a Recommender behind HTTP (cpp-httplib, JSON by JsonCpp). docs/serving.md.
 //
 // Threads: httplib's pool answers connections (one thread per open connection, --connections);
-// the Recommender computes at most --threads queries at once (the others wait for a context).
+// at most --threads requests compute at once, the others wait in arrival order, and single
+// queries waiting together are ranked as one group (tools/grouping_gate.h, --group).
 // The model is a std::shared_ptr swapped atomically: each request copies it once, so a reload
 // never changes the model under a request in flight, and the old model is freed by the last
 // request that holds it. Loads (the first, POST /reload, SIGHUP) run on one loader thread.
@@ -33,7 +34,7 @@
 
 #include "args.h"
 #include "common.h"
-#include "fair_gate.h"
+#include "grouping_gate.h"
 #include "serve_request.h"
 #include "sparsenet/error.h"
 #include "sparsenet/recommender.h"
@@ -215,7 +216,8 @@ class Metrics {
         queries_[endpoint] += queries;
     }
 
-    std::string text(const ModelHolder& holder) const {
+    // groups: single-query groups run and the queries they held (GroupingGate::groups()).
+    std::string text(const ModelHolder& holder, std::pair<uint64_t, uint64_t> groups) const {
         std::string out;
         auto line = [&](const std::string& s) { out += s + "\n"; };
         auto number = [](double v) {
@@ -253,6 +255,14 @@ class Metrics {
             line("sparsenet_request_duration_seconds_count{" + label + "} " +
                  std::to_string(h.count));
         }
+        line(
+            "# HELP sparsenet_query_groups_total Groups of concurrent single queries ranked "
+            "together (a query alone counts as a group of one; --group).");
+        line("# TYPE sparsenet_query_groups_total counter");
+        line("sparsenet_query_groups_total " + std::to_string(groups.first));
+        line("# HELP sparsenet_grouped_queries_total Single queries ranked in those groups.");
+        line("# TYPE sparsenet_grouped_queries_total counter");
+        line("sparsenet_grouped_queries_total " + std::to_string(groups.second));
         const std::shared_ptr<const Model> model = holder.current();
         line(
             "# HELP sparsenet_model_version Version of the model serving: 1 for the first "
@@ -332,13 +342,27 @@ std::string endpoint_label(const std::string& path) {
 struct ServeOptions {
     serve::RequestLimits limits;
     size_t max_body = 1 << 20;
-    int slots = 1;  // queries computed at once (--threads)
+    int slots = 1;         // requests computed at once (--threads)
+    size_t max_group = 1;  // single queries ranked together at most (--group)
 };
+
+using Gate = serve::GroupingGate<const Recommender*, Query, Recommendations>;
+
+// A group's answers: one recommend_batch (one fp16 scan for the group; exactly recommend()'s
+// answers when the Recommender screens, which is when queries are grouped).
+std::vector<Recommendations> run_group(const Recommender* const& r,
+                                       const std::vector<const Query*>& group) {
+    if (group.size() == 1) return {r->recommend(group[0]->items, group[0]->options)};
+    std::vector<Query> queries;
+    queries.reserve(group.size());
+    for (const Query* q : group) queries.push_back(*q);
+    return r->recommend_batch(queries);
+}
 
 class Service {
   public:
     Service(ModelHolder& holder, ServeOptions options)
-        : holder_(holder), options_(options), gate_(options.slots) {}
+        : holder_(holder), options_(options), gate_(options.slots, options.max_group, run_group) {}
 
     void install(httplib::Server& server) {
         server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -356,14 +380,15 @@ class Service {
             res.set_content(serve::write_json(v), kJson);
         });
         server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics_.text(holder_), "text/plain; version=0.0.4");
+            res.set_content(metrics_.text(holder_, gate_.groups()), "text/plain; version=0.0.4");
         });
         server.Post("/recommend", [this](const httplib::Request& req, httplib::Response& res) {
             answer("/recommend", req, res,
                    [this](const Json::Value& body, const Recommender& r, size_t* queries) {
                        const Query q = serve::parse_query(body, options_.limits);
                        *queries = 1;
-                       return serve::to_json(r.recommend(q.items, q.options));
+                       // Grouped only when the answers stay recommend()'s bit for bit.
+                       return serve::to_json(gate_.single(&r, q, r.screening()));
                    });
         });
         server.Post(
@@ -374,7 +399,9 @@ class Service {
                            *queries = qs.size();
                            Json::Value out(Json::objectValue);
                            Json::Value& results = out["results"] = Json::Value(Json::arrayValue);
-                           for (const Recommendations& recs : r.recommend_batch(qs)) {
+                           const std::vector<Recommendations> answers =
+                               gate_.alone([&] { return r.recommend_batch(qs); });
+                           for (const Recommendations& recs : answers) {
                                results.append(serve::to_json(recs));
                            }
                            return out;
@@ -459,8 +486,7 @@ class Service {
                     return true;
                 }();
                 (void)one_thread;
-                serve::FairGate::Pass pass(gate_);
-                out = compute(body, *model->recommender, &queries);
+                out = compute(body, *model->recommender, &queries);  // through gate_
             }
             res.set_content(serve::write_json(out), kJson);
             metrics_.observe(endpoint, seconds_since(start), queries);
@@ -487,7 +513,7 @@ class Service {
 
     ModelHolder& holder_;
     const ServeOptions options_;
-    serve::FairGate gate_;
+    Gate gate_;
     Metrics metrics_;
 };
 
@@ -496,7 +522,7 @@ class Service {
 int serve_main(int argc, char** argv) {
     return run_command("serve", [&]() {
         std::string model_path, features_index, host = "127.0.0.1", screening = "auto";
-        uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 128;
+        uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 128, group = 16;
         uint64_t max_body = 1 << 20;
         int threads = 0;
         ArgParser args("serve",
@@ -518,6 +544,10 @@ int serve_main(int argc, char** argv) {
         args.add({"--max-batch"}, &max_batch, "B",
                  "most queries of one /recommend/batch request, scored as one product "
                  "(default 256)");
+        args.add({"--group"}, &group, "G",
+                 "most concurrent single queries ranked together by one scan of the output "
+                 "layer, while every --threads slot is busy (default 16; 1: each alone); needs "
+                 "fp16 screening, which keeps the answers exactly those of a query alone");
         args.add({"--max-k"}, &max_k, "K", "largest k a query may ask (default 1000)");
         args.add({"--max-body"}, &max_body, "BYTES",
                  "largest request body (default 1048576); larger ones get 400");
@@ -536,6 +566,7 @@ int serve_main(int argc, char** argv) {
         for (const auto& [flag, value] :
              {std::pair<const char*, uint64_t>{"--max-batch", max_batch},
               {"--max-k", max_k},
+              {"--group", group},
               {"--connections", connections},
               {"--max-body", max_body}}) {
             if (value == 0) {
@@ -561,6 +592,7 @@ int serve_main(int argc, char** argv) {
         serve_options.limits.max_batch = max_batch;
         serve_options.max_body = max_body;
         serve_options.slots = slots;
+        serve_options.max_group = group;
 
         httplib::Server server;
         server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };

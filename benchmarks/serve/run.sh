@@ -8,13 +8,16 @@
 # 1. build/benchmarks/sparsenet_bench_library (benchmarks/library) writes the ML-20M-shaped model
 #    (27,278 -> 600 -> 27,278, random weights) and measures the in-process Recommender: 1 and 2
 #    service threads with fp16 screening, and recommend_batch of 64 and 256.
-# 2. `sparsenet serve` serves that model (fp16 screening on, --threads = the cores); wrk (one
-#    thread, benchmarks/serve/serve.lua) sends the same workload (bodies.py) at 1, 8 and 64
-#    connections: single queries (POST /recommend) and batches of BATCH queries (default 64;
-#    POST /recommend/batch). After each run the script waits for the server to go idle: wrk
-#    abandons the requests in flight when its time is up, and the server still answers them.
+# 2. `sparsenet serve` serves that model (fp16 screening on, --threads = the cores, concurrent
+#    single queries grouped: --group 16); wrk (one thread, benchmarks/serve/serve.lua) sends the
+#    same workload (bodies.py) at 1, 8 and 64 connections: single queries (POST /recommend) and
+#    batches of BATCH queries (default 64; POST /recommend/batch). After each run the script
+#    waits for the server to go idle: wrk abandons the requests in flight when its time is up,
+#    and the server still answers them.
 # 3. A reload under load: 8 connections of single queries while POST /reload loads the model
 #    RELOADS times; every request must succeed.
+# 4. The same server with --group 1 (each single query ranked alone): single queries at 8
+#    connections, to show what grouping gives.
 # Writes benchmarks/results/<date>-<MACHINE>-serve[-<SUFFIX>].json and prints a table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,23 +45,27 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo "== in-process Recommender (benchmarks/library)"
 SPARSENET_BENCH_MODEL="$tmp/model.nc" "$build/benchmarks/sparsenet_bench_library" \
-  --benchmark_filter='^Recommend/threads_per_call:1/fp16_screening:1/.*threads:[12]$|^RecommendBatch/batch:(64|256)' \
+  --benchmark_filter='^Recommend/threads_per_call:1/fp16_screening:1/.*threads:[12]$|^RecommendBatch/batch:(16|64|256)/' \
   --benchmark_out="$tmp/library.json" --benchmark_out_format=json
 
 python3 benchmarks/serve/bodies.py "$tmp"
 
+# start_server EXTRA...: a server on a free port; sets $server and $url.
+start_server() {
+  "$build/sparsenet" serve -n "$tmp/model.nc" --port 0 --fp16-screening on --max-batch 256 "$@" \
+    2>"$tmp/serve.log" &
+  server=$!
+  port=""
+  for _ in $(seq 600); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/serve.log" | grep -o '[0-9]*$' || true)
+    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
+    sleep 0.2
+  done
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$tmp/serve.log"; exit 1; }
+  url="http://127.0.0.1:$port"
+}
 echo "== sparsenet serve"
-"$build/sparsenet" serve -n "$tmp/model.nc" --port 0 --fp16-screening on --max-batch 256 \
-  2>"$tmp/serve.log" &
-server=$!
-port=""
-for _ in $(seq 600); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/serve.log" | grep -o '[0-9]*$' || true)
-  if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-  sleep 0.2
-done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$tmp/serve.log"; exit 1; }
-url="http://127.0.0.1:$port"
+start_server
 
 # Waits until the server has answered every request it holds (the answered count stands still
 # for 2 s).
@@ -100,6 +107,13 @@ server_exit=0
 wait "$server" || server_exit=$?
 server=""
 
+echo "== --group 1: single queries ranked alone"
+start_server --group 1
+run "single-c8-group1" single.txt /recommend 8
+kill -TERM "$server"
+wait "$server" || server_exit=$?
+server=""
+
 out="benchmarks/results/$(date -u +%F)-$MACHINE-serve${SUFFIX:+-$SUFFIX}.json"
 python3 - "$tmp" "$out" "$load_before" "$server_exit" "$DURATION" "$MAX_REQUESTS" <<'PY'
 import json, os, platform, subprocess, sys
@@ -133,13 +147,13 @@ result = {
         "max_requests_per_run": int(max_requests),
         "model": "27278 -> 600 (Sigmoid) -> 27278 (Sigmoid), random weights (benchmarks/library)",
         "queries": f"80..120 items, Zipf popularity, k = 10, inputs excluded; batches of {os.environ['BATCH']}",
-        "server": "sparsenet serve --fp16-screening on --max-batch 256 (threads: the cores)",
+        "server": "sparsenet serve --fp16-screening on --max-batch 256 (threads: the cores; --group 16, and --group 1 for single-c8-group1)",
         "client": "wrk -t1 -cN --timeout 60s -s benchmarks/serve/serve.lua, on the same machine",
     },
     "in_process": in_process, "service": service,
     "reload_under_load": {"reload_statuses": reloads, "server_exit_code": int(server_exit),
                           "metrics": [l for l in open(f"{tmp}/metrics.txt").read().splitlines()
-                                      if l.startswith(("sparsenet_model", "sparsenet_requests_total"))]},
+                                      if l.startswith(("sparsenet_model", "sparsenet_requests_total", "sparsenet_query_groups", "sparsenet_grouped"))]},
 }
 json.dump(result, open(out, "w"), indent=2)
 print(f"wrote {out}")

@@ -192,11 +192,12 @@ class Serve : public ::testing::Test {
 
     // Starts a server on a copy of model A (the copy is what reloads replace); waits until
     // /health answers 200.
-    void start(const std::string& extra = "") {
+    void start(const std::string& extra = "", int threads = 2) {
         served_ = work_.file("served.nc");
         install_model(file("a.nc"));
         server_ = std::make_unique<Server>("-n " + served_ + " --features-index " +
-                                               file("features.index") + " --threads 2 " + extra,
+                                               file("features.index") + " --threads " +
+                                               std::to_string(threads) + " " + extra,
                                            work_.file("serve.log"));
         port_ = server_->port();
         ASSERT_GT(port_, 0) << server_->log();
@@ -372,6 +373,79 @@ TEST_F(Serve, AnswersEqualTheRecommenderAndPredict) {
     server_->signal(SIGTERM);
     EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
     EXPECT_NE(server_->log().find("stopped"), std::string::npos) << server_->log();
+}
+
+// The value of an unlabelled metric ("name value" line), or -1.
+double metric(const std::string& text, const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+}
+
+// One compute slot and many clients: single queries that wait together are ranked as one group
+// (one fp16 scan), and every answer is still the Recommender's for that query alone, bit for
+// bit. Clients send rounds until the metrics show a group of two or more (no timing asserted).
+TEST_F(Serve, GroupedConcurrentQueriesAnswerAsQueriesAlone) {
+    start("", /*threads=*/1);
+    const Recommender r = recommender(file("a.nc"));
+    const std::vector<std::vector<uint32_t>> rows = users();
+    std::vector<Recommendations> want;
+    for (const auto& row : rows) {
+        RecommendOptions o;
+        o.k = 7;
+        o.ignore_unknown = true;
+        want.push_back(r.recommend(std::vector<ItemRef>(row.begin(), row.end()), o));
+    }
+    // Rounds of 12 clients x 40 queries, each answer checked; returns the group metrics.
+    auto round = [&](int n) -> std::pair<double, double> {
+        constexpr int kClients = 12;
+        std::vector<std::thread> clients;
+        std::vector<int> failures(kClients, 0);
+        for (int c = 0; c < kClients; ++c) {
+            clients.emplace_back([&, c] {
+                auto http = client(port_);
+                for (size_t i = 0; i < 40; ++i) {
+                    const size_t u = (size_t(c) * 17 + i) % rows.size();
+                    auto res =
+                        http->Post("/recommend", write(query_json(rows[u], 7)), "application/json");
+                    if (!res || res->status != 200) {
+                        ++failures[c];
+                        continue;
+                    }
+                    const Json::Value got = parse(res->body);
+                    bool same = got["items"].size() == want[u].items.size();
+                    for (Json::ArrayIndex j = 0; same && j < got["items"].size(); ++j) {
+                        same = got["items"][j]["id"].asUInt() == want[u].items[j].id &&
+                               float(got["items"][j]["score"].asDouble()) == want[u].items[j].score;
+                    }
+                    if (!same) failures[c] += 1000;
+                }
+            });
+        }
+        for (auto& t : clients) t.join();
+        for (int c = 0; c < kClients; ++c) {
+            EXPECT_EQ(failures[c], 0)
+                << "client " << c << " round " << n << " (failed requests + 1000 x wrong answers)";
+        }
+        auto metrics = http_->Get("/metrics");
+        if (!metrics) return {-1.0, -1.0};
+        return {metric(metrics->body, "sparsenet_query_groups_total"),
+                metric(metrics->body, "sparsenet_grouped_queries_total")};
+    };
+    std::pair<double, double> groups{0, 0};
+    for (int n = 0; n < 50 && groups.second <= groups.first && !HasFailure(); ++n) {
+        groups = round(n);
+    }
+    EXPECT_GT(groups.second, groups.first) << "no two queries were ever ranked together";
+    server_->signal(SIGTERM);
+    ASSERT_EQ(server_->wait_exit(), 0) << server_->log();
+
+    // --group 1: every query is ranked alone.
+    start("--group 1", /*threads=*/1);
+    groups = round(0);
+    EXPECT_EQ(groups.first, 480.0);
+    EXPECT_EQ(groups.second, 480.0);
+    server_->signal(SIGTERM);
+    ASSERT_EQ(server_->wait_exit(), 0) << server_->log();
 }
 
 TEST_F(Serve, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) {

@@ -1,6 +1,7 @@
 // The pieces of `sparsenet serve` without a server: the JSON of its requests
 // (tools/serve_request.cpp: what a query becomes, what each refusal names, answers that give back
-// the scores exactly) and the order in which requests get a compute slot (tools/fair_gate.h).
+// the scores exactly) and the order in which requests get a compute slot, with concurrent single
+// queries grouped (tools/grouping_gate.h).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,10 +10,13 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
-#include "fair_gate.h"
+#include "grouping_gate.h"
 #include "serve_request.h"
 
 namespace sparsenet::cli::serve {
@@ -144,8 +148,31 @@ TEST(ServeRequest, AnswersGiveBackTheScoresExactly) {
     EXPECT_EQ(parse_json(error_json("a \"b\"\n"))["error"].asString(), "a \"b\"\n");
 }
 
+// A gate of int queries keyed by int: run() answers item * 10, records each group, and throws
+// for a group that holds a negative item.
+struct TestGate {
+    std::mutex mutex;
+    std::vector<std::vector<int>> groups;  // the items of each run() call, in call order
+    GroupingGate<int, int, int> gate;
+
+    TestGate(int slots, size_t max_group)
+        : gate(slots, max_group, [this](const int&, const std::vector<const int*>& items) {
+              std::vector<int> group, out;
+              for (const int* i : items) group.push_back(*i);
+              {
+                  std::lock_guard<std::mutex> lock(mutex);
+                  groups.push_back(group);
+              }
+              for (int i : group) {
+                  if (i < 0) throw std::runtime_error("negative " + std::to_string(i));
+                  out.push_back(i * 10);
+              }
+              return out;
+          }) {}
+};
+
 // Waits (without asserting any timing) until `n` requests wait at the gate.
-bool wait_for_waiting(FairGate& gate, size_t n) {
+bool wait_for_waiting(GroupingGate<int, int, int>& gate, size_t n) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (gate.waiting() < n) {
         if (std::chrono::steady_clock::now() > deadline) return false;
@@ -154,44 +181,69 @@ bool wait_for_waiting(FairGate& gate, size_t n) {
     return true;
 }
 
-TEST(FairGate, AdmitsWaitersInArrivalOrder) {
-    FairGate gate(1);
-    auto holder = std::make_unique<FairGate::Pass>(gate);  // the only slot, taken
+// Holds one slot (an alone() job) until release().
+class SlotHolder {
+  public:
+    explicit SlotHolder(GroupingGate<int, int, int>& gate)
+        : thread_([this, &gate] {
+              gate.alone([this] {
+                  in_ = true;
+                  while (!go_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  return 0;
+              });
+          }) {
+        while (!in_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ~SlotHolder() { release(); }
+    void release() {
+        go_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+
+  private:
+    std::atomic<bool> in_{false}, go_{false};
+    std::thread thread_;
+};
+
+TEST(GroupingGate, AdmitsWaitersInArrivalOrder) {
+    TestGate t(1, 8);
+    SlotHolder holder(t.gate);  // the only slot, taken
     std::mutex mutex;
     std::vector<int> order;
     std::vector<std::thread> threads;
     for (int i = 0; i < 5; ++i) {
         threads.emplace_back([&, i] {
-            FairGate::Pass pass(gate);
-            std::lock_guard<std::mutex> lock(mutex);
-            order.push_back(i);
+            t.gate.alone([&] {
+                std::lock_guard<std::mutex> lock(mutex);
+                order.push_back(i);
+                return 0;
+            });
         });
         // The next one arrives only once this one waits.
-        ASSERT_TRUE(wait_for_waiting(gate, size_t(i) + 1));
+        ASSERT_TRUE(wait_for_waiting(t.gate, size_t(i) + 1));
     }
-    holder.reset();
-    for (auto& t : threads) t.join();
+    holder.release();
+    for (auto& th : threads) th.join();
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
-    EXPECT_EQ(gate.waiting(), 0u);
+    EXPECT_EQ(t.gate.waiting(), 0u);
 }
 
-TEST(FairGate, SlotsAdmitAtOnceAndAFreedSlotGoesToTheOldestWaiter) {
-    FairGate gate(2);
-    auto a = std::make_unique<FairGate::Pass>(gate);
-    auto b = std::make_unique<FairGate::Pass>(gate);  // two slots: neither waits
-    EXPECT_EQ(gate.waiting(), 0u);
+TEST(GroupingGate, SlotsAdmitAtOnceAndAFreedSlotGoesToTheOldestWaiter) {
+    TestGate t(2, 8);
+    auto a = std::make_unique<SlotHolder>(t.gate);
+    SlotHolder b(t.gate);  // two slots: neither waits
+    EXPECT_EQ(t.gate.waiting(), 0u);
     std::atomic<bool> first_in{false}, second_in{false}, let_first_go{false};
     std::thread first([&] {
-        FairGate::Pass pass(gate);
-        first_in = true;
-        while (!let_first_go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        t.gate.alone([&] {
+            first_in = true;
+            while (!let_first_go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            return 0;
+        });
     });
-    ASSERT_TRUE(wait_for_waiting(gate, 1));
-    std::thread second([&] {
-        FairGate::Pass pass(gate);
-        second_in = true;
-    });
-    ASSERT_TRUE(wait_for_waiting(gate, 2));
+    ASSERT_TRUE(wait_for_waiting(t.gate, 1));
+    std::thread second([&] { t.gate.alone([&] { return int(second_in = true); }); });
+    ASSERT_TRUE(wait_for_waiting(t.gate, 2));
     a.reset();  // one slot frees: the oldest waiter takes it, the other keeps waiting
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (!first_in && std::chrono::steady_clock::now() < deadline) {
@@ -199,13 +251,87 @@ TEST(FairGate, SlotsAdmitAtOnceAndAFreedSlotGoesToTheOldestWaiter) {
     }
     EXPECT_TRUE(first_in);
     EXPECT_FALSE(second_in);  // b and `first` hold both slots
-    EXPECT_EQ(gate.waiting(), 1u);
+    EXPECT_EQ(t.gate.waiting(), 1u);
     let_first_go = true;
     first.join();
     second.join();  // admitted once `first` left
     EXPECT_TRUE(second_in);
-    b.reset();
-    EXPECT_EQ(gate.waiting(), 0u);
+    b.release();
+    EXPECT_EQ(t.gate.waiting(), 0u);
+}
+
+// Jobs queued behind a held slot, one at a time: (key, item, groupable), item 0 an alone() job.
+// Returns each caller's answer (-1 for an error) and leaves the groups in t.groups.
+std::vector<int> queue_and_release(TestGate& t, const std::vector<std::tuple<int, int, bool>>& jobs,
+                                   std::vector<std::string>* errors = nullptr) {
+    std::vector<int> answers(jobs.size(), 0);
+    std::vector<std::string> messages(jobs.size());
+    {
+        SlotHolder holder(t.gate);
+        std::vector<std::thread> threads;
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            threads.emplace_back([&, i] {
+                const auto [key, item, groupable] = jobs[i];
+                try {
+                    answers[i] = item == 0 ? t.gate.alone([] { return 7; })
+                                           : t.gate.single(key, item, groupable);
+                } catch (const std::exception& e) {
+                    answers[i] = -1;
+                    messages[i] = e.what();
+                }
+            });
+            EXPECT_TRUE(wait_for_waiting(t.gate, i + 1));
+        }
+        holder.release();
+        for (auto& th : threads) th.join();
+    }
+    if (errors != nullptr) *errors = messages;
+    return answers;
+}
+
+TEST(GroupingGate, WaitingSinglesOfOneKeyRunAsOneGroupInArrivalOrder) {
+    TestGate t(1, 8);
+    // A group takes the queries right behind its first one while they share its key and are
+    // groupable; an alone() job or another key ends it.
+    const std::vector<int> answers = queue_and_release(t, {{1, 1, true},
+                                                           {1, 2, true},
+                                                           {2, 3, true},
+                                                           {1, 4, true},
+                                                           {1, 0, false},
+                                                           {1, 5, true},
+                                                           {1, 6, false},
+                                                           {1, 8, true},
+                                                           {1, 9, true}});
+    EXPECT_EQ(answers, (std::vector<int>{10, 20, 30, 40, 7, 50, 60, 80, 90}));
+    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1, 2}, {3}, {4}, {5}, {6}, {8, 9}}));
+    EXPECT_EQ(t.gate.groups(), (std::pair<uint64_t, uint64_t>{6, 8}));
+}
+
+TEST(GroupingGate, GroupsHoldAtMostMaxGroup) {
+    TestGate t(1, 2);
+    const std::vector<int> answers = queue_and_release(
+        t, {{1, 1, true}, {1, 2, true}, {1, 3, true}, {1, 4, true}, {1, 5, true}});
+    EXPECT_EQ(answers, (std::vector<int>{10, 20, 30, 40, 50}));
+    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1, 2}, {3, 4}, {5}}));
+}
+
+TEST(GroupingGate, MaxGroupOneNeverGroups) {
+    TestGate t(1, 1);
+    queue_and_release(t, {{1, 1, true}, {1, 2, true}, {1, 3, true}});
+    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1}, {2}, {3}}));
+}
+
+TEST(GroupingGate, AFailedGroupAnswersEachQueryAlone) {
+    TestGate t(1, 8);
+    std::vector<std::string> errors;
+    const std::vector<int> answers =
+        queue_and_release(t, {{1, 1, true}, {1, -2, true}, {1, 3, true}}, &errors);
+    EXPECT_EQ(answers, (std::vector<int>{10, -1, 30}));
+    EXPECT_EQ(errors[1], "negative -2");
+    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1, -2, 3}, {1}, {-2}, {3}}));
+    // The gate goes on: a query finds the slot free and runs at once.
+    EXPECT_EQ(t.gate.single(1, 4, true), 40);
+    EXPECT_EQ(t.gate.waiting(), 0u);
 }
 
 }  // namespace
