@@ -15,10 +15,11 @@
 
 namespace sparsenet::cli::serve {
 
-// Lets `slots` jobs compute at once; the others wait in arrival order, and a freed slot is handed
-// directly to the oldest waiter, so a newcomer never overtakes. (The Recommender's own limit
-// wakes an arbitrary waiter: under a steady overload a request could wait behind any number of
-// later ones.)
+// `slots` cores; a job takes `cost` of them (1 .. slots: a job that computes on a team of threads
+// takes a slot per thread). Jobs start in arrival order: a job waits while an older one waits,
+// and freed slots go directly to the oldest waiters, so a newcomer never overtakes. (The
+// Recommender's own limit wakes an arbitrary waiter: under a steady overload a request could
+// wait behind any number of later ones.)
 //
 // Grouping: a single query on the ML-20M shape reads the whole fp16 output matrix (33 MB) to
 // score one user, so one core answers about 750 of them per second; one scan for 16 queries
@@ -36,14 +37,19 @@ class GroupingGate {
     using Run = std::function<std::vector<Result>(const Key&, const std::vector<const Item*>&)>;
 
     GroupingGate(int slots, size_t max_group, Run run)
-        : free_(slots), max_group_(max_group < 1 ? 1 : max_group), run_(std::move(run)) {}
+        : slots_(slots < 1 ? 1 : slots),
+          free_(slots_),
+          max_group_(max_group < 1 ? 1 : max_group),
+          run_(std::move(run)) {}
 
-    // One query, answered alone or in a group of queries with an equal key (both groupable).
-    Result single(const Key& key, const Item& item, bool groupable) {
+    // One query, answered alone or in a group of queries with an equal key (both groupable); the
+    // group takes `cost` slots.
+    Result single(const Key& key, const Item& item, bool groupable, int cost = 1) {
         Job me;
         me.key = &key;
         me.item = &item;
         me.groupable = groupable && max_group_ > 1;
+        me.cost = clamp(cost);
         std::unique_lock<std::mutex> lock(mutex_);
         enter(me, lock);
         if (me.state == State::kDone) return finish(me);
@@ -63,27 +69,32 @@ class GroupingGate {
             j->state = State::kDone;
             j->cv.notify_one();
         }
-        leave(lock);
+        leave(me.cost);
         lock.unlock();
         return finish(me);
     }
 
-    // A job of its own (a whole batch request), run in its turn; f's result or exception.
+    // A job of its own (a whole batch request) on `cost` slots, run in its turn; f's result or
+    // exception.
     template <class F>
-    auto alone(F&& f) -> decltype(f()) {
+    auto alone(F&& f, int cost = 1) -> decltype(f()) {
         Job me;
+        me.cost = clamp(cost);
         std::unique_lock<std::mutex> lock(mutex_);
         enter(me, lock);
         lock.unlock();
         struct Leave {
             GroupingGate& gate;
+            int cost;
             ~Leave() {
-                std::unique_lock<std::mutex> l(gate.mutex_);
-                gate.leave(l);
+                std::lock_guard<std::mutex> l(gate.mutex_);
+                gate.leave(cost);
             }
-        } leave{*this};
+        } leave{*this, me.cost};
         return f();
     }
+
+    int slots() const { return slots_; }
 
     // Jobs waiting for a slot now.
     size_t waiting() {
@@ -102,16 +113,19 @@ class GroupingGate {
         const Key* key = nullptr;
         const Item* item = nullptr;  // nullptr: an alone() job
         bool groupable = false;
+        int cost = 1;
         State state = State::kWaiting;
         std::condition_variable cv;
         Result result{};
         std::exception_ptr error;
     };
 
-    // Returns holding a slot (kLead), or with the job answered by another's group (kDone).
+    int clamp(int cost) const { return cost < 1 ? 1 : cost > slots_ ? slots_ : cost; }
+
+    // Returns holding its slots (kLead), or with the job answered by another's group (kDone).
     void enter(Job& me, std::unique_lock<std::mutex>& lock) {
-        if (free_ > 0 && queue_.empty()) {
-            --free_;
+        if (queue_.empty() && free_ >= me.cost) {
+            free_ -= me.cost;
             me.state = State::kLead;
             return;
         }
@@ -119,16 +133,16 @@ class GroupingGate {
         me.cv.wait(lock, [&] { return me.state != State::kWaiting; });
     }
 
-    // Hands this job's slot to the oldest waiter, or frees it.
-    void leave(std::unique_lock<std::mutex>&) {
-        if (queue_.empty()) {
-            ++free_;
-            return;
+    // Under the lock: frees a job's slots and starts the oldest waiters they make room for.
+    void leave(int cost) {
+        free_ += cost;
+        while (!queue_.empty() && free_ >= queue_.front()->cost) {
+            Job* next = queue_.front();
+            queue_.pop_front();
+            free_ -= next->cost;
+            next->state = State::kLead;
+            next->cv.notify_one();
         }
-        Job* next = queue_.front();
-        queue_.pop_front();
-        next->state = State::kLead;
-        next->cv.notify_one();
     }
 
     // Outside the lock: each job's result or error.
@@ -161,6 +175,7 @@ class GroupingGate {
     }
 
     std::mutex mutex_;
+    const int slots_;
     int free_;
     const size_t max_group_;
     const Run run_;

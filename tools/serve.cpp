@@ -1,7 +1,8 @@
 // sparsenet serve: a Recommender behind HTTP (cpp-httplib, JSON by JsonCpp). docs/serving.md.
 //
 // Threads: httplib's pool answers connections (one thread per open connection, --connections);
-// at most --threads requests compute at once, the others wait in arrival order, and single
+// computation goes through a gate of --threads slots (cores) in arrival order: a screened model's
+// request takes them all (its scan runs on a team), an unscreened one's takes one; single
 // queries waiting together are ranked as one group (tools/grouping_gate.h, --group).
 // The model is a std::shared_ptr swapped atomically: each request copies it once, so a reload
 // never changes the model under a request in flight, and the old model is freed by the last
@@ -106,10 +107,20 @@ class ModelHolder {
     uint64_t reloads_failed() const { return reloads_failed_; }
 
   private:
-    // The Recommender; with --fp16-screening auto, screening when the model allows it.
+    // The Recommender; with --fp16-screening auto, screening when the model allows it. A
+    // screened model computes one request (or group of single queries) at a time on all the
+    // cores: the fp16 scan splits over threads in chunks, and a group of four queries costs
+    // about twice one query (docs/serving.md, "Threads"). An unscreened model computes one
+    // request per core, --threads at once (a team's barriers would cost more than they save).
     std::shared_ptr<const Recommender> load() const {
+        const int cores = options_.max_concurrent_calls;
         RecommenderOptions o = options_;
-        o.fp16_screening = screening_ != "off";
+        auto screened = [&](bool on) {
+            o.fp16_screening = on;
+            o.threads_per_call = on ? cores : 1;
+            o.max_concurrent_calls = on ? 1 : cores;
+        };
+        screened(screening_ != "off");
         try {
             return std::make_shared<const Recommender>(path_, o);
         } catch (const Error& e) {
@@ -119,7 +130,7 @@ class ModelHolder {
                 e.category() == ErrorCategory::kUsage &&
                 std::string(e.what()).find("fp16_screening") != std::string::npos;
             if (screening_ != "auto" || !unsupported) throw;
-            o.fp16_screening = false;
+            screened(false);
             return std::make_shared<const Recommender>(path_, o);
         }
     }
@@ -388,7 +399,7 @@ class Service {
                        const Query q = serve::parse_query(body, options_.limits);
                        *queries = 1;
                        // Grouped only when the answers stay recommend()'s bit for bit.
-                       return serve::to_json(gate_.single(&r, q, r.screening()));
+                       return serve::to_json(gate_.single(&r, q, r.screening(), cost(r)));
                    });
         });
         server.Post(
@@ -400,7 +411,7 @@ class Service {
                            Json::Value out(Json::objectValue);
                            Json::Value& results = out["results"] = Json::Value(Json::arrayValue);
                            const std::vector<Recommendations> answers =
-                               gate_.alone([&] { return r.recommend_batch(qs); });
+                               gate_.alone([&] { return r.recommend_batch(qs); }, cost(r));
                            for (const Recommendations& recs : answers) {
                                results.append(serve::to_json(recs));
                            }
@@ -455,6 +466,9 @@ class Service {
     }
 
   private:
+    // The gate's slots a request on `r` takes: all of them for a screened model (ModelHolder).
+    int cost(const Recommender& r) const { return r.screening() ? gate_.slots() : 1; }
+
     template <class F>
     void answer(const char* endpoint, const httplib::Request& req, httplib::Response& res,
                 F&& compute) {
@@ -537,8 +551,9 @@ int serve_main(int argc, char** argv) {
         args.add({"--host"}, &host, "ADDR", "address to listen on (default 127.0.0.1)");
         args.add({"--port"}, &port, "PORT", "port (default 8080; 0: any free port, printed)");
         args.add({"--threads"}, &threads, "N",
-                 "requests computed at once, one core each (default: the cores); more wait "
-                 "their turn, in arrival order");
+                 "cores to compute on (default: all): a screened model ranks one request or "
+                 "group at a time on N threads, an unscreened one N requests at once on one "
+                 "thread each; others wait their turn, in arrival order");
         args.add({"--connections"}, &connections, "N",
                  "connections served at once, one thread each (default 128)");
         args.add({"--max-batch"}, &max_batch, "B",

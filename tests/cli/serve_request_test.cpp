@@ -321,6 +321,32 @@ TEST(GroupingGate, MaxGroupOneNeverGroups) {
     EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1}, {2}, {3}}));
 }
 
+// A job on a team takes several slots: it waits until they are all free, and the jobs behind it
+// wait too (arrival order), even one that would fit.
+TEST(GroupingGate, AJobOfSeveralSlotsWaitsForThemAndKeepsItsTurn) {
+    TestGate t(2, 8);
+    EXPECT_EQ(t.gate.slots(), 2);
+    auto one = std::make_unique<SlotHolder>(t.gate);  // one of the two slots
+    std::mutex mutex;
+    std::vector<std::string> order;
+    auto record = [&](const std::string& what) {
+        std::lock_guard<std::mutex> lock(mutex);
+        order.push_back(what);
+    };
+    std::thread wide([&] { t.gate.alone([&] { return record("wide"), 0; }, 2); });
+    ASSERT_TRUE(wait_for_waiting(t.gate, 1));  // needs both slots: waits
+    std::thread narrow([&] { t.gate.alone([&] { return record("narrow"), 0; }, 1); });
+    ASSERT_TRUE(wait_for_waiting(t.gate, 2));  // one slot is free, but `wide` is older
+    std::thread grouped([&] { record("single " + std::to_string(t.gate.single(1, 4, true, 5))); });
+    ASSERT_TRUE(wait_for_waiting(t.gate, 3));  // a cost beyond the slots counts as all of them
+    one.reset();
+    wide.join();
+    narrow.join();
+    grouped.join();
+    EXPECT_EQ(order, (std::vector<std::string>{"wide", "narrow", "single 40"}));
+    EXPECT_EQ(t.gate.waiting(), 0u);
+}
+
 TEST(GroupingGate, AFailedGroupAnswersEachQueryAlone) {
     TestGate t(1, 8);
     std::vector<std::string> errors;
