@@ -2,6 +2,7 @@
 // in arrival order, with concurrent single queries grouped into one product.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -15,26 +16,33 @@
 
 namespace sparsenet::cli::serve {
 
-// `slots` cores; a job takes `cost` of them (1 .. slots: a job that computes on a team of threads
-// takes a slot per thread). Jobs start in arrival order: a job waits while an older one waits,
-// and freed slots go directly to the oldest waiters, so a newcomer never overtakes. (The
-// Recommender's own limit wakes an arbitrary waiter: under a steady overload a request could
-// wait behind any number of later ones.)
+// `slots` cores. A job starts on one slot, in arrival order: a freed slot goes directly to the
+// oldest waiter, so a newcomer never overtakes. (The Recommender's own limit wakes an arbitrary
+// waiter: under a steady overload a request could wait behind any number of later ones.) A job
+// that nobody waits behind when it starts also takes the free slots, up to its `threads` (a team
+// that splits its scan): under light load one request computes on every core; under load each
+// computes on one core, which wastes nothing on a team's synchronisation (measured on the 2-core
+// VM, docs/benchmarks.md "Serving over HTTP": a team took single queries at 8 connections from
+// 1,150 to 1,330 queries/s, but cost a third of the throughput at 64 connections and of batches).
 //
 // Grouping: a single query on the ML-20M shape reads the whole fp16 output matrix (33 MB) to
 // score one user, so one core answers about 750 of them per second; one scan for 16 queries
-// answers about 2,400 (docs/benchmarks.md, "Library"). When a slot frees and the oldest waiter
+// answers about 2,100 (docs/benchmarks.md, "Library"). When a slot frees and the oldest waiter
 // is a groupable single query, it takes with it the groupable single queries of the same Key
 // queued right behind it (at most max_group, in arrival order) and `run` answers them together.
-// Queries only group while every slot is busy: a query that finds a slot free runs at once, so
-// grouping adds no latency to a server with spare capacity.
+// A query that arrives while nothing runs starts at once; one that arrives while other jobs run
+// waits for company (a second waiting job starts it) or for a job's end, even with a slot free:
+// otherwise, at 8 connections on 2 cores, returning queries kept finding a slot free and scanned
+// the matrix alone (groups of 1.5 queries on average).
 //
-// run(key, items) returns one Result per item, in order, or throws. When a group's run throws,
-// each of its items runs alone, so that each caller gets its own answer or its own error.
+// run(key, items, threads) returns one Result per item, in order, or throws. When a group's run
+// throws, each of its items runs alone, so that each caller gets its own answer or its own
+// error.
 template <class Key, class Item, class Result>
 class GroupingGate {
   public:
-    using Run = std::function<std::vector<Result>(const Key&, const std::vector<const Item*>&)>;
+    using Run =
+        std::function<std::vector<Result>(const Key&, const std::vector<const Item*>&, int)>;
 
     GroupingGate(int slots, size_t max_group, Run run)
         : slots_(slots < 1 ? 1 : slots),
@@ -42,14 +50,13 @@ class GroupingGate {
           max_group_(max_group < 1 ? 1 : max_group),
           run_(std::move(run)) {}
 
-    // One query, answered alone or in a group of queries with an equal key (both groupable); the
-    // group takes `cost` slots.
-    Result single(const Key& key, const Item& item, bool groupable, int cost = 1) {
+    // One query, answered alone or in a group of queries with an equal key (both groupable),
+    // on 1 .. `threads` threads.
+    Result single(const Key& key, const Item& item, bool groupable, int threads = 1) {
         Job me;
         me.key = &key;
         me.item = &item;
         me.groupable = groupable && max_group_ > 1;
-        me.cost = clamp(cost);
         std::unique_lock<std::mutex> lock(mutex_);
         enter(me, lock);
         if (me.state == State::kDone) return finish(me);
@@ -61,37 +68,38 @@ class GroupingGate {
         }
         ++groups_;
         grouped_ += group.size();
+        const int team = widen(me, threads);
         lock.unlock();
-        answer(key, group);
+        answer(key, group, team);
         lock.lock();
         for (Job* j : group) {
             if (j == &me) continue;
             j->state = State::kDone;
             j->cv.notify_one();
         }
-        leave(me.cost);
+        leave(me.slots);
         lock.unlock();
         return finish(me);
     }
 
-    // A job of its own (a whole batch request) on `cost` slots, run in its turn; f's result or
-    // exception.
+    // A job of its own (a whole batch request), run in its turn on 1 .. `threads` threads:
+    // f(threads it may use)'s result or exception.
     template <class F>
-    auto alone(F&& f, int cost = 1) -> decltype(f()) {
+    auto alone(F&& f, int threads = 1) -> decltype(f(1)) {
         Job me;
-        me.cost = clamp(cost);
         std::unique_lock<std::mutex> lock(mutex_);
         enter(me, lock);
+        const int team = widen(me, threads);
         lock.unlock();
         struct Leave {
             GroupingGate& gate;
-            int cost;
+            int slots;
             ~Leave() {
                 std::lock_guard<std::mutex> l(gate.mutex_);
-                gate.leave(cost);
+                gate.leave(slots);
             }
-        } leave{*this, me.cost};
-        return f();
+        } leave{*this, me.slots};
+        return f(team);
     }
 
     int slots() const { return slots_; }
@@ -113,44 +121,61 @@ class GroupingGate {
         const Key* key = nullptr;
         const Item* item = nullptr;  // nullptr: an alone() job
         bool groupable = false;
-        int cost = 1;
+        int slots = 1;  // taken while it runs
         State state = State::kWaiting;
         std::condition_variable cv;
         Result result{};
         std::exception_ptr error;
     };
 
-    int clamp(int cost) const { return cost < 1 ? 1 : cost > slots_ ? slots_ : cost; }
-
-    // Returns holding its slots (kLead), or with the job answered by another's group (kDone).
+    // Returns holding a slot (kLead), or with the job answered by another's group (kDone).
     void enter(Job& me, std::unique_lock<std::mutex>& lock) {
-        if (queue_.empty() && free_ >= me.cost) {
-            free_ -= me.cost;
-            me.state = State::kLead;
-            return;
-        }
         queue_.push_back(&me);
+        admit(false);
         me.cv.wait(lock, [&] { return me.state != State::kWaiting; });
     }
 
-    // Under the lock: frees a job's slots and starts the oldest waiters they make room for.
-    void leave(int cost) {
-        free_ += cost;
-        while (!queue_.empty() && free_ >= queue_.front()->cost) {
+    // Under the lock: starts the oldest waiters on free slots. A groupable query alone in the
+    // queue waits while other jobs run, for company or for a job's end (`ended`: one did), which
+    // bounds its wait by a running job's time and makes groups of the arrivals that would each
+    // have scanned the whole matrix alone.
+    void admit(bool ended) {
+        while (!queue_.empty() && free_ > 0) {
             Job* next = queue_.front();
+            if (!ended && running_ > 0 && next->groupable && queue_.size() < 2) return;
+            ended = false;
             queue_.pop_front();
-            free_ -= next->cost;
+            --free_;
+            ++running_;
             next->state = State::kLead;
             next->cv.notify_one();
         }
     }
 
+    // Under the lock, as a job starts: with nobody waiting, it takes free slots up to `threads`
+    // in all. Returns its threads.
+    int widen(Job& me, int threads) {
+        if (queue_.empty()) {
+            const int extra = std::max(0, std::min(free_, threads - 1));
+            free_ -= extra;
+            me.slots += extra;
+        }
+        return me.slots;
+    }
+
+    // Under the lock: frees a job's slots for the oldest waiters.
+    void leave(int slots) {
+        free_ += slots;
+        --running_;
+        admit(true);
+    }
+
     // Outside the lock: each job's result or error.
-    void answer(const Key& key, const std::vector<Job*>& group) {
+    void answer(const Key& key, const std::vector<Job*>& group, int threads) {
         std::vector<const Item*> items;
         for (const Job* j : group) items.push_back(j->item);
         try {
-            std::vector<Result> results = run_(key, items);
+            std::vector<Result> results = run_(key, items, threads);
             if (results.size() != group.size()) throw std::logic_error("GroupingGate: run()");
             for (size_t i = 0; i < group.size(); ++i) group[i]->result = std::move(results[i]);
             return;
@@ -162,7 +187,7 @@ class GroupingGate {
         }
         for (Job* j : group) {
             try {
-                j->result = std::move(run_(key, {j->item}).at(0));
+                j->result = std::move(run_(key, {j->item}, threads).at(0));
             } catch (...) {
                 j->error = std::current_exception();
             }
@@ -177,6 +202,7 @@ class GroupingGate {
     std::mutex mutex_;
     const int slots_;
     int free_;
+    int running_ = 0;  // jobs holding slots
     const size_t max_group_;
     const Run run_;
     std::deque<Job*> queue_;

@@ -1,9 +1,9 @@
 // sparsenet serve: a Recommender behind HTTP (cpp-httplib, JSON by JsonCpp). docs/serving.md.
 //
 // Threads: httplib's pool answers connections (one thread per open connection, --connections);
-// computation goes through a gate of --threads slots (cores) in arrival order: a screened model's
-// request takes them all (its scan runs on a team), an unscreened one's takes one; single
-// queries waiting together are ranked as one group (tools/grouping_gate.h, --group).
+// computation goes through a gate of --threads slots (cores) in arrival order, a request on one
+// core, or on all the free ones when nobody waits (a screened model's scan splits over them);
+// single queries waiting together are ranked as one group (tools/grouping_gate.h, --group).
 // The model is a std::shared_ptr swapped atomically: each request copies it once, so a reload
 // never changes the model under a request in flight, and the old model is freed by the last
 // request that holds it. Loads (the first, POST /reload, SIGHUP) run on one loader thread.
@@ -108,17 +108,15 @@ class ModelHolder {
 
   private:
     // The Recommender; with --fp16-screening auto, screening when the model allows it. A
-    // screened model computes one request (or group of single queries) at a time on all the
-    // cores: the fp16 scan splits over threads in chunks, and a group of four queries costs
-    // about twice one query (docs/serving.md, "Threads"). An unscreened model computes one
-    // request per core, --threads at once (a team's barriers would cost more than they save).
+    // screened model's scan may split over every core (the gate gives a request all the free
+    // cores when nobody waits behind it); an unscreened model computes each request on one core
+    // (a team's barriers in its products would cost more than they save).
     std::shared_ptr<const Recommender> load() const {
         const int cores = options_.max_concurrent_calls;
         RecommenderOptions o = options_;
         auto screened = [&](bool on) {
             o.fp16_screening = on;
             o.threads_per_call = on ? cores : 1;
-            o.max_concurrent_calls = on ? 1 : cores;
         };
         screened(screening_ != "off");
         try {
@@ -362,12 +360,14 @@ using Gate = serve::GroupingGate<const Recommender*, Query, Recommendations>;
 // A group's answers: one recommend_batch (one fp16 scan for the group; exactly recommend()'s
 // answers when the Recommender screens, which is when queries are grouped).
 std::vector<Recommendations> run_group(const Recommender* const& r,
-                                       const std::vector<const Query*>& group) {
-    if (group.size() == 1) return {r->recommend(group[0]->items, group[0]->options)};
+                                       const std::vector<const Query*>& group, int threads) {
+    if (group.size() == 1 && !r->screening()) {
+        return {r->recommend(group[0]->items, group[0]->options)};
+    }
     std::vector<Query> queries;
     queries.reserve(group.size());
     for (const Query* q : group) queries.push_back(*q);
-    return r->recommend_batch(queries);
+    return r->recommend_batch(queries, threads);
 }
 
 class Service {
@@ -399,7 +399,7 @@ class Service {
                        const Query q = serve::parse_query(body, options_.limits);
                        *queries = 1;
                        // Grouped only when the answers stay recommend()'s bit for bit.
-                       return serve::to_json(gate_.single(&r, q, r.screening(), cost(r)));
+                       return serve::to_json(gate_.single(&r, q, r.screening(), team(r)));
                    });
         });
         server.Post(
@@ -410,8 +410,8 @@ class Service {
                            *queries = qs.size();
                            Json::Value out(Json::objectValue);
                            Json::Value& results = out["results"] = Json::Value(Json::arrayValue);
-                           const std::vector<Recommendations> answers =
-                               gate_.alone([&] { return r.recommend_batch(qs); }, cost(r));
+                           const std::vector<Recommendations> answers = gate_.alone(
+                               [&](int t) { return r.recommend_batch(qs, t); }, team(r));
                            for (const Recommendations& recs : answers) {
                                results.append(serve::to_json(recs));
                            }
@@ -466,8 +466,8 @@ class Service {
     }
 
   private:
-    // The gate's slots a request on `r` takes: all of them for a screened model (ModelHolder).
-    int cost(const Recommender& r) const { return r.screening() ? gate_.slots() : 1; }
+    // The threads a request on `r` may take: all the cores for a screened model (ModelHolder).
+    int team(const Recommender& r) const { return r.screening() ? gate_.slots() : 1; }
 
     template <class F>
     void answer(const char* endpoint, const httplib::Request& req, httplib::Response& res,
@@ -551,9 +551,9 @@ int serve_main(int argc, char** argv) {
         args.add({"--host"}, &host, "ADDR", "address to listen on (default 127.0.0.1)");
         args.add({"--port"}, &port, "PORT", "port (default 8080; 0: any free port, printed)");
         args.add({"--threads"}, &threads, "N",
-                 "cores to compute on (default: all): a screened model ranks one request or "
-                 "group at a time on N threads, an unscreened one N requests at once on one "
-                 "thread each; others wait their turn, in arrival order");
+                 "cores to compute on (default: all): up to N requests at once, one core each, "
+                 "or one on all N when nobody waits (fp16 screening); others wait their turn, "
+                 "in arrival order");
         args.add({"--connections"}, &connections, "N",
                  "connections served at once, one thread each (default 128)");
         args.add({"--max-batch"}, &max_batch, "B",

@@ -94,13 +94,13 @@ struct RecommenderOptions {
     int max_concurrent_calls = 0;
     // recommend_batch runs forward passes of up to this many queries.
     uint32_t max_batch = 256;
-    // CPU: rank a single query (recommend, or recommend_batch of one) by scanning an fp16 copy
-    // of the output layer's weights, half the bytes of the memory-bound product, and recomputing
-    // in fp32 only the items whose error bound reaches the k-th best: the same results as
-    // without it (ids, scores and tie order). Costs 1.5x the output matrix in memory (an fp16
-    // and a transposed fp32 copy). Needs an output layer with one dense source and an
-    // element-wise activation (not SoftMax): Error(kUsage) naming the reason otherwise. A GPU
-    // backend ignores it. docs/library.md, "fp16 screening".
+    // CPU: rank queries by scanning an fp16 copy of the output layer's weights, half the bytes
+    // of the memory-bound product (one scan for up to 16 queries of a recommend_batch), and
+    // recomputing in fp32 only the items whose error bound reaches the k-th best: the same
+    // results as without it (ids, scores and tie order), for single queries and batches alike.
+    // Costs 1.5x the output matrix in memory (an fp16 and a transposed fp32 copy). Needs an output
+    // layer with one dense source and an element-wise activation (not SoftMax): Error(kUsage)
+    // naming the reason otherwise. A GPU backend ignores it. docs/library.md, "fp16 screening".
     bool fp16_screening = false;
 };
 
@@ -139,11 +139,18 @@ class Recommender {
     Recommendations recommend_names(const std::vector<std::string>& item_names, size_t k) const;
 
     // One result per query, in order, each exactly as recommend(query.items, query.options)
-    // would rank it up to rounding: queries share forward passes of up to max_batch rows, and a
-    // product over several rows may sum in a different order than over one (scores agree to a
-    // few ulp). Validation happens first: an unknown item anywhere (without ignore_unknown)
-    // throws before anything is computed.
+    // would rank it. With fp16 screening, bit for bit: groups of up to 16 queries share one scan
+    // of the fp16 copy and each query is then ranked as alone. Without it, queries share forward
+    // passes of up to max_batch rows, and a product over several rows may sum in a different
+    // order than over one (scores agree to a few ulp). Validation happens first: an unknown item
+    // anywhere (without ignore_unknown) throws before anything is computed.
     std::vector<Recommendations> recommend_batch(const std::vector<Query>& queries) const;
+    // As above, the fp16 scans on at most `threads` threads (0: threads_per_call), for a service
+    // that sometimes keeps every core busy with calls of its own (`sparsenet serve` asks for one
+    // thread while other requests wait, for all of them otherwise). The answers do not depend on
+    // it. Products other than the screen's use threads_per_call.
+    std::vector<Recommendations> recommend_batch(const std::vector<Query>& queries,
+                                                 int threads) const;
 
     uint32_t input_items() const;   // width of the Input layer (valid query ids: 0 .. n-1)
     uint32_t output_items() const;  // width of the ranked layer (valid result ids)

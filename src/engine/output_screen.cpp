@@ -295,9 +295,10 @@ size_t OutputScreen::memory_bytes() const {
            (rows_.size() + bias_.size() + spread_.size()) * sizeof(float);
 }
 
-void OutputScreen::approximate(const float* h, size_t rows, ScreenScratch& s) const {
+void OutputScreen::approximate(const float* h, size_t rows, ScreenScratch& s, int threads) const {
     s.approx.resize(rows * n_);
-    fp16_product(h, rows, k_, half_.data(), n_, s.approx.data(), threads_);
+    fp16_product(h, rows, k_, half_.data(), n_, s.approx.data(),
+                 threads > 0 ? std::min(threads, threads_) : threads_);
 }
 
 ScreenResult OutputScreen::rank_approximated(Backend& be, const float* h, size_t row,

@@ -85,7 +85,8 @@ class OutputScreen {
     // one, query `row` with its activations h_row, exactly as rank() would (the scan's order of
     // summation is covered by the bound whatever the number of rows). Each row once: ranking
     // adds the bias to the row's approximations in place.
-    void approximate(const float* h, size_t rows, ScreenScratch& s) const;
+    // `threads`: 0 for the constructor's, else at most that many.
+    void approximate(const float* h, size_t rows, ScreenScratch& s, int threads = 0) const;
     ScreenResult rank_approximated(Backend& be, const float* h_row, size_t row,
                                    const std::vector<uint32_t>& excluded, uint32_t k,
                                    ScreenScratch& s, float* out_scores, uint32_t* out_ids) const;

@@ -359,8 +359,9 @@ struct Recommender::Impl {
     }
 
     // Forward pass and top-K of queries [first, first + count) into out[first ...].
+    // threads: of the fp16 scans (0: threads_per_call).
     void rank(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
-              std::vector<Recommendations>& out) const {
+              std::vector<Recommendations>& out, int threads = 0) const {
         Dataset input;
         input.name = layers[input_layer].dataset;
         input.rows = count;
@@ -394,7 +395,7 @@ struct Recommender::Impl {
         std::vector<float> scores(count * k);
         std::vector<uint32_t> top(count * k);
         if (screen) {
-            rank_screened(c, queries, first, count, bindings, excluded, k, scores, top);
+            rank_screened(c, queries, first, count, bindings, excluded, k, scores, top, threads);
         } else {
             engine::forward_into(network, *c.backend, c.act_ptrs, bindings, rows);
             full_top_k(c, excluded, rows, k, scores.data(), top.data());
@@ -429,7 +430,8 @@ struct Recommender::Impl {
     // candidates for the screen (rare) takes the full path alone.
     void rank_screened(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
                        const engine::Bindings& bindings, const engine::DeviceDataset& excluded,
-                       uint32_t k, std::vector<float>& scores, std::vector<uint32_t>& top) const {
+                       uint32_t k, std::vector<float>& scores, std::vector<uint32_t>& top,
+                       int threads) const {
         const size_t width = screen->width();
         for (size_t g = 0; g < count; g += kScreenGroup) {
             const size_t group = std::min(kScreenGroup, count - g);
@@ -439,7 +441,7 @@ struct Recommender::Impl {
                 engine::forward_into(network, *c.backend, c.act_ptrs, bindings, one, output_layer);
                 std::copy_n(c.act[screen->source()].data(), width, c.sources.data() + r * width);
             }
-            screen->approximate(c.sources.data(), group, c.screen);
+            screen->approximate(c.sources.data(), group, c.screen, threads);
             for (size_t r = 0; r < group; ++r) {
                 const size_t row = g + r;
                 const Resolved& q = queries[first + row];
@@ -493,6 +495,16 @@ Recommendations Recommender::recommend_names(const std::vector<std::string>& ite
 }
 
 std::vector<Recommendations> Recommender::recommend_batch(const std::vector<Query>& queries) const {
+    return recommend_batch(queries, 0);
+}
+
+std::vector<Recommendations> Recommender::recommend_batch(const std::vector<Query>& queries,
+                                                          int threads) const {
+    if (threads < 0) {
+        throw Error(ErrorCategory::kUsage,
+                    "recommend_batch: threads must be >= 0 (0 = threads_per_call), got " +
+                        std::to_string(threads));
+    }
     std::vector<Resolved> resolved;
     resolved.reserve(queries.size());
     for (const Query& q : queries) resolved.push_back(impl_->resolve(q.items, q.options));
@@ -501,7 +513,7 @@ std::vector<Recommendations> Recommender::recommend_batch(const std::vector<Quer
     Impl::Lease context(*impl_);
     for (size_t first = 0; first < queries.size(); first += impl_->options.max_batch) {
         const size_t count = std::min<size_t>(impl_->options.max_batch, queries.size() - first);
-        impl_->rank(*context, resolved, first, count, out);
+        impl_->rank(*context, resolved, first, count, out, threads);
     }
     return out;
 }

@@ -148,27 +148,30 @@ TEST(ServeRequest, AnswersGiveBackTheScoresExactly) {
     EXPECT_EQ(parse_json(error_json("a \"b\"\n"))["error"].asString(), "a \"b\"\n");
 }
 
-// A gate of int queries keyed by int: run() answers item * 10, records each group, and throws
-// for a group that holds a negative item.
+// A gate of int queries keyed by int: run() answers item * 10, records each group and its
+// threads, and throws for a group that holds a negative item.
 struct TestGate {
     std::mutex mutex;
     std::vector<std::vector<int>> groups;  // the items of each run() call, in call order
+    std::vector<int> threads;              // the threads of each run() call
     GroupingGate<int, int, int> gate;
 
     TestGate(int slots, size_t max_group)
-        : gate(slots, max_group, [this](const int&, const std::vector<const int*>& items) {
-              std::vector<int> group, out;
-              for (const int* i : items) group.push_back(*i);
-              {
-                  std::lock_guard<std::mutex> lock(mutex);
-                  groups.push_back(group);
-              }
-              for (int i : group) {
-                  if (i < 0) throw std::runtime_error("negative " + std::to_string(i));
-                  out.push_back(i * 10);
-              }
-              return out;
-          }) {}
+        : gate(slots, max_group,
+               [this](const int&, const std::vector<const int*>& items, int team) {
+                   std::vector<int> group, out;
+                   for (const int* i : items) group.push_back(*i);
+                   {
+                       std::lock_guard<std::mutex> lock(mutex);
+                       groups.push_back(group);
+                       threads.push_back(team);
+                   }
+                   for (int i : group) {
+                       if (i < 0) throw std::runtime_error("negative " + std::to_string(i));
+                       out.push_back(i * 10);
+                   }
+                   return out;
+               }) {}
 };
 
 // Waits (without asserting any timing) until `n` requests wait at the gate.
@@ -186,7 +189,7 @@ class SlotHolder {
   public:
     explicit SlotHolder(GroupingGate<int, int, int>& gate)
         : thread_([this, &gate] {
-              gate.alone([this] {
+              gate.alone([this](int) {
                   in_ = true;
                   while (!go_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
                   return 0;
@@ -213,7 +216,7 @@ TEST(GroupingGate, AdmitsWaitersInArrivalOrder) {
     std::vector<std::thread> threads;
     for (int i = 0; i < 5; ++i) {
         threads.emplace_back([&, i] {
-            t.gate.alone([&] {
+            t.gate.alone([&](int) {
                 std::lock_guard<std::mutex> lock(mutex);
                 order.push_back(i);
                 return 0;
@@ -235,14 +238,14 @@ TEST(GroupingGate, SlotsAdmitAtOnceAndAFreedSlotGoesToTheOldestWaiter) {
     EXPECT_EQ(t.gate.waiting(), 0u);
     std::atomic<bool> first_in{false}, second_in{false}, let_first_go{false};
     std::thread first([&] {
-        t.gate.alone([&] {
+        t.gate.alone([&](int) {
             first_in = true;
             while (!let_first_go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
             return 0;
         });
     });
     ASSERT_TRUE(wait_for_waiting(t.gate, 1));
-    std::thread second([&] { t.gate.alone([&] { return int(second_in = true); }); });
+    std::thread second([&] { t.gate.alone([&](int) { return int(second_in = true); }); });
     ASSERT_TRUE(wait_for_waiting(t.gate, 2));
     a.reset();  // one slot frees: the oldest waiter takes it, the other keeps waiting
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -273,7 +276,7 @@ std::vector<int> queue_and_release(TestGate& t, const std::vector<std::tuple<int
             threads.emplace_back([&, i] {
                 const auto [key, item, groupable] = jobs[i];
                 try {
-                    answers[i] = item == 0 ? t.gate.alone([] { return 7; })
+                    answers[i] = item == 0 ? t.gate.alone([](int) { return 7; })
                                            : t.gate.single(key, item, groupable);
                 } catch (const std::exception& e) {
                     answers[i] = -1;
@@ -321,29 +324,52 @@ TEST(GroupingGate, MaxGroupOneNeverGroups) {
     EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1}, {2}, {3}}));
 }
 
-// A job on a team takes several slots: it waits until they are all free, and the jobs behind it
-// wait too (arrival order), even one that would fit.
-TEST(GroupingGate, AJobOfSeveralSlotsWaitsForThemAndKeepsItsTurn) {
+// A job that nobody waits behind when it starts takes the free slots, up to its threads; one
+// that starts while others wait computes on its one slot.
+TEST(GroupingGate, AJobTakesTheFreeSlotsOnlyWhenNobodyWaits) {
+    TestGate t(3, 8);
+    EXPECT_EQ(t.gate.slots(), 3);
+    EXPECT_EQ(t.gate.single(1, 1, true, 2), 10);   // idle: two of the three slots
+    EXPECT_EQ(t.gate.single(1, 2, true, 5), 20);   // idle: all three
+    EXPECT_EQ(t.gate.single(1, 3, false, 1), 30);  // asks for one
+    EXPECT_EQ(t.gate.alone([](int team) { return team; }, 3), 3);
+    EXPECT_EQ(t.threads, (std::vector<int>{2, 3, 1}));
+
+    auto h1 = std::make_unique<SlotHolder>(t.gate);
+    auto h2 = std::make_unique<SlotHolder>(t.gate);
+    auto h3 = std::make_unique<SlotHolder>(t.gate);  // every slot taken
+    std::thread a([&] { t.gate.single(1, 4, true, 3); });
+    ASSERT_TRUE(wait_for_waiting(t.gate, 1));
+    std::thread b([&] { t.gate.single(2, 5, true, 3); });  // another key: not grouped with a
+    ASSERT_TRUE(wait_for_waiting(t.gate, 2));
+    h1.reset();  // `a` starts while `b` waits: one slot
+    a.join();    // then `b` takes the freed slot; nobody waits, but no other slot is free
+    b.join();
+    h2.reset();
+    h3.reset();
+    EXPECT_EQ(t.gate.single(1, 6, true, 3), 60);  // idle again: all three
+    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1}, {2}, {3}, {4}, {5}, {6}}));
+    EXPECT_EQ(t.threads, (std::vector<int>{2, 3, 1, 1, 1, 3}));
+    EXPECT_EQ(t.gate.waiting(), 0u);
+}
+
+// A groupable query that arrives while another job runs waits for company, or for that job's
+// end, even with a slot free; other jobs take the free slot at once.
+TEST(GroupingGate, AQueryArrivingWhileAJobRunsWaitsForCompany) {
     TestGate t(2, 8);
-    EXPECT_EQ(t.gate.slots(), 2);
-    auto one = std::make_unique<SlotHolder>(t.gate);  // one of the two slots
-    std::mutex mutex;
-    std::vector<std::string> order;
-    auto record = [&](const std::string& what) {
-        std::lock_guard<std::mutex> lock(mutex);
-        order.push_back(what);
-    };
-    std::thread wide([&] { t.gate.alone([&] { return record("wide"), 0; }, 2); });
-    ASSERT_TRUE(wait_for_waiting(t.gate, 1));  // needs both slots: waits
-    std::thread narrow([&] { t.gate.alone([&] { return record("narrow"), 0; }, 1); });
-    ASSERT_TRUE(wait_for_waiting(t.gate, 2));  // one slot is free, but `wide` is older
-    std::thread grouped([&] { record("single " + std::to_string(t.gate.single(1, 4, true, 5))); });
-    ASSERT_TRUE(wait_for_waiting(t.gate, 3));  // a cost beyond the slots counts as all of them
-    one.reset();
-    wide.join();
-    narrow.join();
-    grouped.join();
-    EXPECT_EQ(order, (std::vector<std::string>{"wide", "narrow", "single 40"}));
+    auto holder = std::make_unique<SlotHolder>(t.gate);  // running, one slot free
+    std::thread x([&] { EXPECT_EQ(t.gate.single(1, 1, true, 2), 10); });
+    ASSERT_TRUE(wait_for_waiting(t.gate, 1));  // waits with a slot free
+    std::thread y([&] { EXPECT_EQ(t.gate.single(1, 2, true, 2), 20); });
+    x.join();  // company: x starts and takes y into its group, on the one free slot
+    y.join();
+    EXPECT_EQ(t.gate.single(1, 3, false, 2), 30);  // not groupable: starts at once
+    std::thread z([&] { EXPECT_EQ(t.gate.single(1, 4, true, 2), 40); });
+    ASSERT_TRUE(wait_for_waiting(t.gate, 1));
+    holder.reset();  // the running job ends: z starts, on both slots (nobody waits)
+    z.join();
+    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1, 2}, {3}, {4}}));
+    EXPECT_EQ(t.threads, (std::vector<int>{1, 1, 2}));
     EXPECT_EQ(t.gate.waiting(), 0u);
 }
 

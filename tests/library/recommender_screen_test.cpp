@@ -111,7 +111,7 @@ TEST(Fp16, ProductMatchesADoubleReference) {
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (size_t k : {1, 7, 8, 19, 64}) {
-        for (size_t n : {1, 5, 16, 17, 1003}) {
+        for (size_t n : {1, 5, 16, 17, 1003, 2100}) {  // 2100: 132 panels, 3 chunks
             std::vector<uint16_t> w(k * n), panels(engine::fp16_panel_size(k, n), 0xffff);
             for (uint16_t& v : w) v = engine::to_fp16(normal(rng));
             for (size_t q = 0; q < k; ++q)
@@ -273,6 +273,22 @@ TEST_F(ScreenTest, BatchesRankExactlyAsSingleQueries) {
     }
     const std::vector<Recommendations> got = screened.recommend_batch(batch);
     ASSERT_EQ(got.size(), batch.size());
+    // The scan's threads (a team of two in chunks, or one) change nothing.
+    RecommenderOptions two_threads = screened_options;
+    two_threads.threads_per_call = 2;
+    const Recommender teamed(model, two_threads);
+    for (int threads : {0, 1, 2}) {
+        const std::vector<Recommendations> again = teamed.recommend_batch(batch, threads);
+        ASSERT_EQ(again.size(), got.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_EQ(again[i].items.size(), got[i].items.size());
+            for (size_t r = 0; r < got[i].items.size(); ++r) {
+                EXPECT_EQ(again[i].items[r].id, got[i].items[r].id) << threads << " " << i;
+                EXPECT_EQ(again[i].items[r].score, got[i].items[r].score) << threads << " " << i;
+            }
+        }
+    }
+    testing::expect_error([&] { teamed.recommend_batch(batch, -1); }, ErrorCategory::kUsage);
     for (size_t i = 0; i < batch.size(); ++i) {
         const Recommendations want = full.recommend(batch[i].items, batch[i].options);
         const Recommendations alone = screened.recommend(batch[i].items, batch[i].options);
