@@ -147,7 +147,7 @@ result = {
         "max_requests_per_run": int(max_requests),
         "model": "27278 -> 600 (Sigmoid) -> 27278 (Sigmoid), random weights (benchmarks/library)",
         "queries": f"80..120 items, Zipf popularity, k = 10, inputs excluded; batches of {os.environ['BATCH']}",
-        "server": "sparsenet serve --fp16-screening on --max-batch 256 (--threads: the cores, one request or group at a time on all of them; --group 16, and --group 1 for single-c8-group1)",
+        "server": "sparsenet serve --fp16-screening on --max-batch 256 (--threads: the cores; a request on one core, or on every free core when nobody waits; --group 16, and --group 1 for single-c8-group1)",
         "client": "wrk -t1 -cN --timeout 60s -s benchmarks/serve/serve.lua, on the same machine",
     },
     "in_process": in_process, "service": service,
