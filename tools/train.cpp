@@ -262,8 +262,12 @@ int train_main(int argc, char** argv) {
             if (ranks > 1) {
                 plan += describe_memory(
                     plan_memory(config, shapes, ranks, options.batch, opt, run_decay), host);
-                plan += "(--parallel data: each of the " + std::to_string(ranks) +
-                        " ranks holds the one-device plan: the whole network and datasets)\n";
+                // A data-parallel rank holds the whole network and datasets, and writes every
+                // dense gradient (summed over the ranks, never fused into the step).
+                plan += "--parallel data, each of the " + std::to_string(ranks) + " ranks:\n" +
+                        describe_memory(plan_memory(config, shapes, 1, options.batch, opt,
+                                                    run_decay, /*data_parallel=*/true),
+                                        host);
             }
             if (job_rank() == 0) std::fputs(plan.c_str(), stdout);
             return 0;
@@ -274,8 +278,8 @@ int train_main(int argc, char** argv) {
             const uint64_t free_bytes = free_memory_for(device, threads, &free_what, &host);
             // A data-parallel rank holds the whole network; a model-parallel one its share.
             const int ranks = split_job && parallel != "data" ? job_size() : 1;
-            const MemoryPlan plan =
-                plan_memory(config, shapes, ranks, options.batch, opt, run_decay);
+            const MemoryPlan plan = plan_memory(config, shapes, ranks, options.batch, opt,
+                                                run_decay, split_job && parallel == "data");
             check_memory_plan(config, shapes, plan, opt, run_decay, host, free_bytes, free_what);
         }
         auto datasets = split_job ? load_datasets(files, &config, job_size(), job_rank())

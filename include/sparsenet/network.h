@@ -142,7 +142,7 @@ struct MemoryPlan {
     double biases = 0;                  // every non-input layer's bias
     double optimizer_state = 0;         // state slots of the trained weights and biases
     double row_clocks = 0;              // exact Momentum/Nesterov sparse updates: 4 B per row
-    double dense_weight_gradients = 0;  // one per trained matrix with a dense gradient
+    double dense_weight_gradients = 0;  // trained matrices whose dense gradient is written
     double other_gradients = 0;         // bias gradients, row-sparse gradients of sparse inputs
     double activations = 0;             // activations and deltas of a batch
     double scratch = 0;                 // collectives (split), op scratch sized by the batch
@@ -155,9 +155,12 @@ struct MemoryPlan {
 };
 
 // The shape of each dataset a run reads, by name (read_dataset_shape of the files).
+// data_parallel: a rank of --parallel data (whole network; every dense gradient is written, to
+// be summed over the ranks).
 MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
-                       uint32_t batch, const OptimizerOptions& optimizer, float decay);
+                       uint32_t batch, const OptimizerOptions& optimizer, float decay,
+                       bool data_parallel = false);
 
 // The plan as text: one line per part and the total, "for one device" or "per rank of N".
 std::string describe_memory(const MemoryPlan& plan, bool device_is_host);

@@ -351,7 +351,8 @@ void Network::Impl::zero_gradients() {
             continue;
         }
         const engine::EdgeSplit& block = plan.edges[w.owner];
-        backend->fill(m.grad.data(), size_t(block.local_rows) * block.local_cols, 0.0f);
+        backend->fill(dense_gradient(w.owner).data, size_t(block.local_rows) * block.local_cols,
+                      0.0f);
         m.grad_ready = true;
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
@@ -661,9 +662,7 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         const size_t n = size_t(block.local_rows) * block.local_cols;
         make(params.edges[i].state1, n, 0);
         make(params.edges[i].state2, n, 1);
-        if (block.dense_grad && g.grad.size() != n) {
-            g.grad = DeviceArray<float>(*backend, n, "weight gradients");
-        }
+        (void)g;  // the dense gradient is allocated by its first write (dense_gradient)
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         const GraphLayer& layer = graph.layers[l];

@@ -169,8 +169,16 @@ struct Network::Impl {
     void materialize_gradients();
     void materialize_gradient(int wi);
     // The optimizer step of owner edge wi inside its weight-gradient GEMM when that means the
-    // same step (SGD, Momentum; no L1, no WeightNorm); false: nothing done.
+    // same step (update_fusable); false: nothing done.
     bool fused_update(int wi, const formulas::OptimizerStep& step);
+    // Whether owner edge wi's step with `step`'s rule is fused into its gradient GEMM: SGD or
+    // Momentum, no L1, no WeightNorm on the edge, a deferrable gradient; then training never
+    // writes its dense gradient (plan_memory leaves it out: it is allocated only when read).
+    bool update_fusable(int wi, const formulas::OptimizerStep& step) const;
+    // Owner edge wi's dense gradient [local_rows, local_cols], allocated on first use (a
+    // network whose every dense update is fused never holds one; parameter_gradients(), the
+    // guard's search, the other optimizers, data parallelism allocate it).
+    MatrixView dense_gradient(int wi);
 
     // ---- exact sparse updates in time proportional to the batch (Momentum, Nesterov) ----
     // Row-sparse matrices whose exact update keeps a row clock (EdgeParams::row_clock) instead

@@ -66,7 +66,11 @@ double MemoryPlan::total_bytes(bool device_is_host) const {
 
 MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
-                       uint32_t batch, const OptimizerOptions& optimizer, float decay) {
+                       uint32_t batch, const OptimizerOptions& optimizer, float decay,
+                       bool data_parallel) {
+    // SPARSENET_FUSED_UPDATE=0 turns the fused updates off (Training::compute_batch_gradients).
+    const char* fused_env = std::getenv("SPARSENET_FUSED_UPDATE");
+    const bool fuse_updates = fused_env == nullptr || std::string(fused_env) != "0";
     if (ranks < 1) throw Error(ErrorCategory::kUsage, "ranks must be >= 1");
     if (batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
     std::map<std::string, uint32_t> widths;
@@ -105,7 +109,11 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         largest_matrix = std::max(largest_matrix, double(w.rows) * w.cols);
         if (w.fixed) continue;  // never trained: no state, no gradient
         m.optimizer_state += slots * rows * cols * f;
-        if (part.dense_grad) m.dense_weight_gradients += rows * cols * f;
+        // A dense gradient exists only where training writes it: not where the step is fused
+        // into the gradient GEMM (SGD, Momentum on an unsplit dense edge, one process's batch).
+        const bool fused =
+            fuse_updates && !data_parallel && net.update_fusable(static_cast<int>(i), step);
+        if (part.dense_grad && !fused) m.dense_weight_gradients += rows * cols * f;
         if (w.sparse_source) {
             const auto it = datasets.find(net.graph.layers[w.source].config.dataset);
             const double entries = it == datasets.end() ? rows : batch_entries(it->second, B) / P;

@@ -311,7 +311,8 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             // A shared matrix sums the gradient of every use: the first use of the batch
             // overwrites, the others add.
             const float grad_beta = m.grad_ready ? 1.0f : 0.0f;
-            MatrixView grad = rows_of(m.grad, m_block.local_rows, m_block.local_cols);
+            // Allocated by its first write (a fused update never writes it).
+            const auto grad = [&] { return dense_gradient(w.owner); };
             if (m_block.split == engine::Split::kByInput && !gathered_dz) {
                 gather_columns(l, dz.data, batch, dz_all);
                 gathered_dz = true;
@@ -324,7 +325,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                                              1.0f, sparse_grad);
                 } else {
                     backend->gemm(true, false, 1.0f, rows_of(source_buf.act, batch, source_n_local),
-                                  dz_all, grad_beta, grad);
+                                  dz_all, grad_beta, grad());
                     if (source.reaches_output) {
                         backend->gemm(false, true, 1.0f, dz_all, matrix_of(w),
                                       has_delta[w.source] ? 1.0f : 0.0f,
@@ -340,7 +341,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 // of the partials dz . W_band^T, band by band.
                 backend->gemm(true, false, 1.0f,
                               ConstMatrixView(m.gathered.data(), batch, source.n, source.n), dz,
-                              grad_beta, grad);
+                              grad_beta, grad());
                 m.grad_ready = true;
                 if (source.reaches_output) {
                     const MatrixView part{plan.full_partial.data(), batch, source.n, source.n};
@@ -355,7 +356,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
                                          input_noise(w.source, training, mask_seed), dz, 1.0f,
                                          sparse_grad);
-                if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad);
+                if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad());
                 m.grad_ready = true;
                 continue;
             }
@@ -367,10 +368,10 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 m.deferred_rows = batch;
             } else if (w.transposed) {
                 backend->gemm(true, false, 1.0f, dz, rows_of(source_buf.act, batch, source_n_local),
-                              grad_beta, grad);
+                              grad_beta, grad());
             } else {
                 backend->gemm(true, false, 1.0f, rows_of(source_buf.act, batch, source_n_local), dz,
-                              grad_beta, grad);
+                              grad_beta, grad());
             }
             m.grad_ready = true;
             if (source.reaches_output) {
@@ -458,7 +459,7 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
                                          matrix.state1.data(), matrix.state2.data(),
                                          optimizer.sparse_update, clock);
         } else {
-            backend->optimizer_step(step, wv, rows_of(g.grad, block.local_rows, block.local_cols),
+            backend->optimizer_step(step, wv, dense_gradient(static_cast<int>(wi)),
                                     matrix.state1.data(), matrix.state2.data());
         }
         apply_weight_norms(static_cast<int>(wi));
@@ -527,7 +528,7 @@ void Network::Impl::materialize_gradient(int wi) {
     engine::EdgeBuffers& g = buffers.edges[wi];
     if (g.deferred_rows == 0) return;
     const engine::EdgeSplit& block = plan.edges[wi];
-    deferred_gradient_gemm(wi, 1.0f, 0.0f, rows_of(g.grad, block.local_rows, block.local_cols));
+    deferred_gradient_gemm(wi, 1.0f, 0.0f, dense_gradient(wi));
     g.deferred_rows = 0;
 }
 
@@ -535,12 +536,25 @@ void Network::Impl::materialize_gradients() {
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) materialize_gradient(int(wi));
 }
 
-bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
+bool Network::Impl::update_fusable(int wi, const formulas::OptimizerStep& step) const {
     const GraphEdge& w = graph.edges[wi];
     // L1 (sign(w)) and WeightNorm need the materialised gradient; so do the other optimizers
     // (their rules are not linear in g).
     if (step.l1 != 0.0f || graph.layers[w.destination].config.weight_norm > 0.0f) return false;
     if (step.kind != OptimizerKind::kSgd && step.kind != OptimizerKind::kMomentum) return false;
+    return gradient_deferrable(wi);
+}
+
+MatrixView Network::Impl::dense_gradient(int wi) {
+    engine::EdgeBuffers& g = buffers.edges[wi];
+    const engine::EdgeSplit& block = plan.edges[wi];
+    const size_t n = size_t(block.local_rows) * block.local_cols;
+    if (g.grad.size() != n) g.grad = DeviceArray<float>(*backend, n, "weight gradients");
+    return rows_of(g.grad, block.local_rows, block.local_cols);
+}
+
+bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
+    if (!update_fusable(wi, step)) return false;
     const engine::EdgeSplit& block = plan.edges[wi];
     engine::EdgeParams& matrix = params.edges[wi];
     const MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);

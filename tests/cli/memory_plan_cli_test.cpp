@@ -68,11 +68,38 @@ TEST_F(MemoryPlanCli, DryRunOfTenMillionItemsPrintsPerDeviceMemory) {
     EXPECT_TRUE(contains(out, "memory plan for one device, batch 256:")) << out;
     EXPECT_TRUE(contains(out, "  weights: 20.48 GB\n")) << out;
     EXPECT_TRUE(contains(out, "  optimizer state: 20.52 GB\n")) << out;  // + the biases' state
-    EXPECT_TRUE(contains(out, "  dense weight gradients: 10.24 GB\n")) << out;
+    // Momentum's step on Hidden -> Output runs inside its gradient GEMM: no dense gradient on
+    // one device (a split matrix has one: its step is not fused).
+    const size_t one = out.find("memory plan for one device"), split = out.find("per rank of 4");
+    ASSERT_LT(one, split) << out;
+    EXPECT_FALSE(contains(out.substr(one, split - one), "dense weight gradients")) << out;
+    EXPECT_TRUE(contains(out.substr(split), "  dense weight gradients: 2.56 GB\n")) << out;
     EXPECT_TRUE(contains(out, "  activations and deltas: 320.0 MB\n")) << out;
     EXPECT_TRUE(contains(out, "memory plan per rank of 4, batch 256:")) << out;
     EXPECT_TRUE(contains(out, "  weights: 5.12 GB\n")) << out;
     EXPECT_TRUE(contains(out, "of host memory (the CPU device)")) << out;
+    EXPECT_FALSE(std::filesystem::exists(model_));
+}
+
+// The dense gradient is planned where training writes one: Adam's step is not linear in it,
+// SPARSENET_FUSED_UPDATE=0 turns the fused steps off, --parallel data sums whole gradients.
+TEST_F(MemoryPlanCli, DenseGradientsArePlannedWhereTheStepIsNotFused) {
+    write_data(10000000);
+    testing::write_file(config_, wide_config(256));
+    std::string out;
+    ASSERT_EQ(train("", "-b 256 --optimizer adam --dry-run", &out), 0) << out;
+    EXPECT_TRUE(contains(out, "  dense weight gradients: 10.24 GB\n")) << out;
+    ASSERT_EQ(train("SPARSENET_FUSED_UPDATE=0", "-b 256 --optimizer momentum --dry-run", &out), 0)
+        << out;
+    EXPECT_TRUE(contains(out, "  dense weight gradients: 10.24 GB\n")) << out;
+    ASSERT_EQ(train("", "-b 256 --optimizer sgd --dry-run --ranks 2", &out), 0) << out;
+    EXPECT_TRUE(contains(out, "--parallel data, each of the 2 ranks:\n")) << out;
+    const size_t one = out.find("memory plan for one device"), split = out.find("per rank of 2");
+    const size_t data_parallel = out.find("--parallel data, each of the 2 ranks:");
+    ASSERT_LT(one, split) << out;
+    ASSERT_LT(split, data_parallel) << out;
+    EXPECT_FALSE(contains(out.substr(one, split - one), "dense weight gradients")) << out;
+    EXPECT_TRUE(contains(out.substr(data_parallel), "  dense weight gradients: 10.24 GB\n")) << out;
     EXPECT_FALSE(std::filesystem::exists(model_));
 }
 
