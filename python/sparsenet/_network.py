@@ -16,6 +16,14 @@ ConfigLike = Union[PathLike, Mapping[str, Any]]
 Inputs = Union[Any, Mapping[str, Any]]  # a matrix / Dataset, or {dataset or layer name: ...}
 
 
+_PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def _check_precision(value: Any) -> None:
+    if not isinstance(value, str) or value.lower() not in _PRECISIONS:
+        raise UsageError(f"precision {value!r} is unknown; expected fp32, tf32 or bf16")
+
+
 def _read_config(config: ConfigLike) -> Tuple[str, str]:
     """(JSON text, source name for messages) of a path or a dict."""
     if isinstance(config, Mapping):
@@ -93,37 +101,68 @@ class Network:
         self._json, self._source = _json, _source
         canonical, self._layers, self._training = _core.parse_config(_json, _source)
         self.device_request, self.threads, self.seed = device, threads, seed
+        self.precision_request: Optional[str] = None
         self._native = native
 
     # ---- construction ----
     @classmethod
     def from_json(cls, config: ConfigLike, *, device: str = "auto", threads: int = 0,
                   seed: Optional[int] = None,
-                  widths: Optional[Mapping[str, int]] = None) -> "Network":
+                  widths: Optional[Mapping[str, int]] = None,
+                  precision: Optional[str] = None) -> "Network":
         """A network from a config file path or a dict (the JSON document). The config is
         checked now (:class:`sparsenet.ConfigError` with the JSON path otherwise).
 
         ``threads``: CPU threads (0: all cores), as ``--threads``; ``seed``: the weights' seed
         (default: fit's seed, else the config's Training Seed, else 12134). ``widths``:
         {dataset name: columns} to create the weights now rather than at the first fit.
+        ``precision``: the matrix products' arithmetic, ``"fp32"``, ``"tf32"`` or ``"bf16"``, as
+        ``--precision`` (default: the config's Training Precision, else the device's default;
+        docs/gpu.md "Precision").
         """
         text, source = _read_config(config)
+        if precision is not None:
+            _check_precision(precision)
         net = cls(_json=text, _source=source, device=device, threads=threads, seed=seed)
+        net.precision_request = precision
         if widths is not None:
             net._build(dict(widths), seed if seed is not None else net._training["seed"], 0)
         return net
 
     @classmethod
-    def load(cls, path: PathLike, *, device: str = "auto", threads: int = 0) -> "Network":
-        """A model file written by :meth:`save` or ``sparsenet train``."""
-        native = _core.Network.load(os.fspath(path), device, threads)
-        return cls(_json=native.config_json(), _source=os.fspath(path), device=device,
-                   threads=threads, seed=None, native=native)
+    def load(cls, path: PathLike, *, device: str = "auto", threads: int = 0,
+             precision: Optional[str] = None) -> "Network":
+        """A model file written by :meth:`save` or ``sparsenet train``; ``precision`` as in
+        :meth:`from_json` (the file's weights stay fp32 whatever it is)."""
+        if precision is not None:
+            _check_precision(precision)
+        native = _core.Network.load(os.fspath(path), device, threads, precision or "")
+        net = cls(_json=native.config_json(), _source=os.fspath(path), device=device,
+                  threads=threads, seed=None, native=native)
+        net.precision_request = precision
+        return net
 
     def _build(self, widths: Dict[str, int], seed: int, batch: int) -> None:
         self._native = _core.Network.create(self._json, self._source, widths,
-                                            self.device_request, self.threads, seed, batch)
+                                            self.device_request, self.threads, seed, batch,
+                                            self.precision_request or "")
         self._layers = self._native.layers()
+
+    @property
+    def precision(self) -> Optional[str]:
+        """The matrix products' arithmetic: ``"fp32"``, ``"tf32"`` or ``"bf16"`` (``None``
+        before the weights exist and when none was asked for). Settable at any time between
+        calls: fit and predict use it from their next product; weights stay fp32."""
+        if self._native is not None:
+            return self._native.precision
+        return self.precision_request
+
+    @precision.setter
+    def precision(self, value: str) -> None:
+        _check_precision(value)
+        self.precision_request = value
+        if self._native is not None:
+            self._native.precision = value
 
     @property
     def built(self) -> bool:

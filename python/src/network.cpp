@@ -388,7 +388,7 @@ void bind_network(nb::module_& m) {
             "create",
             [](const std::string& json, const std::string& source,
                const std::map<std::string, uint32_t>& widths, const std::string& device,
-               int threads, uint64_t seed, uint32_t batch) {
+               int threads, uint64_t seed, uint32_t batch, const std::string& precision) {
                 const NetworkConfig config = NetworkConfig::from_json(json, source);
                 auto self = std::make_unique<PyNetwork>();
                 self->threads = threads;
@@ -397,27 +397,30 @@ void bind_network(nb::module_& m) {
                 o.threads = threads;
                 o.seed = seed;
                 o.batch = batch;
+                if (!precision.empty()) o.precision = parse_precision(precision);
                 nb::gil_scoped_release release;
                 ThreadScope scope(threads);
                 self->net = std::make_unique<Network>(Network::create(config, widths, o));
                 return self;
             },
             nb::arg("config"), nb::arg("source"), nb::arg("widths"), nb::arg("device"),
-            nb::arg("threads"), nb::arg("seed"), nb::arg("batch") = 0)
+            nb::arg("threads"), nb::arg("seed"), nb::arg("batch") = 0, nb::arg("precision") = "")
         .def_static(
             "load",
-            [](const std::string& path, const std::string& device, int threads) {
+            [](const std::string& path, const std::string& device, int threads,
+               const std::string& precision) {
                 auto self = std::make_unique<PyNetwork>();
                 self->threads = threads;
                 NetworkOptions o;
                 o.device = device;
                 o.threads = threads;
+                if (!precision.empty()) o.precision = parse_precision(precision);
                 nb::gil_scoped_release release;
                 ThreadScope scope(threads);
                 self->net = std::make_unique<Network>(Network::load(path, o));
                 return self;
             },
-            nb::arg("path"), nb::arg("device"), nb::arg("threads"))
+            nb::arg("path"), nb::arg("device"), nb::arg("threads"), nb::arg("precision") = "")
         .def(
             "save",
             [](PyNetwork& self, const std::string& path) {
@@ -429,6 +432,15 @@ void bind_network(nb::module_& m) {
         .def("config_json", [](PyNetwork& self) { return self.get().config().to_json(); })
         .def("layers", [](PyNetwork& self) { return layers_of(self.get().config()); })
         .def_prop_ro("device", [](PyNetwork& self) { return self.get().device(); })
+        // The matrix products' arithmetic ("fp32", "tf32", "bf16"); set between calls.
+        .def_prop_rw(
+            "precision",
+            [](PyNetwork& self) { return std::string(to_string(self.get().precision())); },
+            [](PyNetwork& self, const std::string& p) {
+                const Precision value = parse_precision(p);
+                std::lock_guard<std::mutex> lock(self.busy);
+                self.get().set_precision(value);
+            })
         .def_ro("threads", &PyNetwork::threads)
         .def("layer_size",
              [](PyNetwork& self, const std::string& l) { return self.get().layer_size(l); })
