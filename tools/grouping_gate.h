@@ -77,7 +77,7 @@ class GroupingGate {
             j->state = State::kDone;
             j->cv.notify_one();
         }
-        leave(me.slots);
+        leave(me.slots, false);
         lock.unlock();
         return finish(me);
     }
@@ -96,7 +96,7 @@ class GroupingGate {
             int slots;
             ~Leave() {
                 std::lock_guard<std::mutex> l(gate.mutex_);
-                gate.leave(slots);
+                gate.leave(slots, true);
             }
         } leave{*this, me.slots};
         return f(team);
@@ -136,17 +136,22 @@ class GroupingGate {
     }
 
     // Under the lock: starts the oldest waiters on free slots. A groupable query alone in the
-    // queue waits while other jobs run, for company or for a job's end (`ended`: one did), which
-    // bounds its wait by a running job's time and makes groups of the arrivals that would each
-    // have scanned the whole matrix alone.
+    // queue waits while single queries compute, for company or for a job's end (`ended`: one
+    // did), which bounds its wait by a query's time and makes groups of the arrivals that would
+    // each have scanned the whole matrix alone. While a batch request computes (a long job) it
+    // takes a free slot at once.
     void admit(bool ended) {
         while (!queue_.empty() && free_ > 0) {
             Job* next = queue_.front();
-            if (!ended && running_ > 0 && next->groupable && queue_.size() < 2) return;
+            if (!ended && running_ > 0 && running_alone_ == 0 && next->groupable &&
+                queue_.size() < 2) {
+                return;
+            }
             ended = false;
             queue_.pop_front();
             --free_;
             ++running_;
+            if (next->item == nullptr) ++running_alone_;
             next->state = State::kLead;
             next->cv.notify_one();
         }
@@ -163,10 +168,11 @@ class GroupingGate {
         return me.slots;
     }
 
-    // Under the lock: frees a job's slots for the oldest waiters.
-    void leave(int slots) {
+    // Under the lock: frees a job's slots for the oldest waiters (`alone`: an alone() job).
+    void leave(int slots, bool alone) {
         free_ += slots;
         --running_;
+        if (alone) --running_alone_;
         admit(true);
     }
 
@@ -202,7 +208,8 @@ class GroupingGate {
     std::mutex mutex_;
     const int slots_;
     int free_;
-    int running_ = 0;  // jobs holding slots
+    int running_ = 0;        // jobs holding slots
+    int running_alone_ = 0;  // of which alone() jobs
     const size_t max_group_;
     const Run run_;
     std::deque<Job*> queue_;

@@ -149,11 +149,13 @@ TEST(ServeRequest, AnswersGiveBackTheScoresExactly) {
 }
 
 // A gate of int queries keyed by int: run() answers item * 10, records each group and its
-// threads, and throws for a group that holds a negative item.
+// threads, throws for a group that holds a negative item, and holds a group that holds 100
+// until `release_100` (a single query that keeps computing).
 struct TestGate {
     std::mutex mutex;
     std::vector<std::vector<int>> groups;  // the items of each run() call, in call order
     std::vector<int> threads;              // the threads of each run() call
+    std::atomic<bool> running_100{false}, release_100{false};
     GroupingGate<int, int, int> gate;
 
     TestGate(int slots, size_t max_group)
@@ -168,6 +170,11 @@ struct TestGate {
                    }
                    for (int i : group) {
                        if (i < 0) throw std::runtime_error("negative " + std::to_string(i));
+                       if (i == 100) {
+                           running_100 = true;
+                           while (!release_100)
+                               std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                       }
                        out.push_back(i * 10);
                    }
                    return out;
@@ -353,11 +360,12 @@ TEST(GroupingGate, AJobTakesTheFreeSlotsOnlyWhenNobodyWaits) {
     EXPECT_EQ(t.gate.waiting(), 0u);
 }
 
-// A groupable query that arrives while another job runs waits for company, or for that job's
-// end, even with a slot free; other jobs take the free slot at once.
-TEST(GroupingGate, AQueryArrivingWhileAJobRunsWaitsForCompany) {
+// A groupable query that arrives while a single query computes waits for company, or for that
+// query's end, even with a slot free; a query that cannot group takes the free slot at once.
+TEST(GroupingGate, AQueryArrivingWhileAQueryComputesWaitsForCompany) {
     TestGate t(2, 8);
-    auto holder = std::make_unique<SlotHolder>(t.gate);  // running, one slot free
+    std::thread r([&] { EXPECT_EQ(t.gate.single(9, 100, true, 1), 1000); });
+    while (!t.running_100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::thread x([&] { EXPECT_EQ(t.gate.single(1, 1, true, 2), 10); });
     ASSERT_TRUE(wait_for_waiting(t.gate, 1));  // waits with a slot free
     std::thread y([&] { EXPECT_EQ(t.gate.single(1, 2, true, 2), 20); });
@@ -366,11 +374,22 @@ TEST(GroupingGate, AQueryArrivingWhileAJobRunsWaitsForCompany) {
     EXPECT_EQ(t.gate.single(1, 3, false, 2), 30);  // not groupable: starts at once
     std::thread z([&] { EXPECT_EQ(t.gate.single(1, 4, true, 2), 40); });
     ASSERT_TRUE(wait_for_waiting(t.gate, 1));
-    holder.reset();  // the running job ends: z starts, on both slots (nobody waits)
+    t.release_100 = true;  // the computing query ends: z starts, on both slots (nobody waits)
+    r.join();
     z.join();
-    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1, 2}, {3}, {4}}));
-    EXPECT_EQ(t.threads, (std::vector<int>{1, 1, 2}));
+    EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{100}, {1, 2}, {3}, {4}}));
+    EXPECT_EQ(t.threads, (std::vector<int>{1, 1, 1, 2}));
     EXPECT_EQ(t.gate.waiting(), 0u);
+}
+
+// While a batch request (an alone() job) computes, a query takes a free slot at once: a batch
+// takes tens of milliseconds, too long to wait for company.
+TEST(GroupingGate, AQueryDoesNotWaitBehindABatch) {
+    TestGate t(2, 8);
+    SlotHolder batch(t.gate);                     // computing, one slot free
+    EXPECT_EQ(t.gate.single(1, 5, true, 2), 50);  // at once, on the free slot
+    EXPECT_EQ(t.threads, (std::vector<int>{1}));
+    batch.release();
 }
 
 TEST(GroupingGate, AFailedGroupAnswersEachQueryAlone) {
