@@ -22,18 +22,20 @@ namespace sparsenet::cli::serve {
 // that nobody waits behind when it starts also takes the free slots, up to its `threads` (a team
 // that splits its scan): under light load one request computes on every core; under load each
 // computes on one core, which wastes nothing on a team's synchronisation (measured on the 2-core
-// VM, docs/benchmarks.md "Serving over HTTP": a team took single queries at 8 connections from
-// 1,150 to 1,330 queries/s, but cost a third of the throughput at 64 connections and of batches).
+// VM: always a team took single queries at 8 connections from 1,005-1,186 to 1,274-1,485
+// queries/s in alternating runs, but in docs/benchmarks.md "Serving over HTTP" it cost a third
+// of the throughput at 64 connections, 2,888 -> 1,915, and of batches, 3,505 -> 2,478).
 //
 // Grouping: a single query on the ML-20M shape reads the whole fp16 output matrix (33 MB) to
-// score one user, so one core answers about 750 of them per second; one scan for 16 queries
-// answers about 2,100 (docs/benchmarks.md, "Library"). When a slot frees and the oldest waiter
+// score one user, so one core answers about 700 of them per second; one scan for 16 queries
+// answers about 2,100 (docs/benchmarks.md, "Library", screened batches). When a slot frees and the oldest waiter
 // is a groupable single query, it takes with it the groupable single queries of the same Key
 // queued right behind it (at most max_group, in arrival order) and `run` answers them together.
-// A query that arrives while nothing runs starts at once; one that arrives while other jobs run
-// waits for company (a second waiting job starts it) or for a job's end, even with a slot free:
-// otherwise, at 8 connections on 2 cores, returning queries kept finding a slot free and scanned
-// the matrix alone (groups of 1.5 queries on average).
+// A query that arrives while nothing runs starts at once; one that arrives while other single
+// queries compute waits for company (a second waiting job starts it) or for a job's end, even
+// with a slot free: otherwise, at 8 connections on 2 cores, returning queries kept finding a
+// slot free and scanned the matrix alone (groups of 1.5 queries on average). While a batch
+// request computes (tens of milliseconds), a query takes a free slot at once.
 //
 // run(key, items, threads) returns one Result per item, in order, or throws. When a group's run
 // throws, each of its items runs alone, so that each caller gets its own answer or its own
