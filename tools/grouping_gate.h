@@ -28,12 +28,12 @@ namespace sparsenet::cli::serve {
 //
 // Grouping: a single query on the ML-20M shape reads the whole fp16 output matrix (33 MB) to
 // score one user, so one core answers about 700 of them per second; one scan for 16 queries
-// answers about 2,100 (docs/benchmarks.md, "Library", screened batches). When a slot frees and the oldest waiter
-// is a groupable single query, it takes with it the groupable single queries of the same Key
-// queued right behind it (at most max_group, in arrival order) and `run` answers them together.
-// A query that arrives while nothing runs starts at once; one that arrives while other single
-// queries compute waits for company (a second waiting job starts it) or for a job's end, even
-// with a slot free: otherwise, at 8 connections on 2 cores, returning queries kept finding a
+// answers about 2,100 (docs/benchmarks.md, "Library", screened batches). When a slot frees and the
+// oldest waiter is a groupable single query, it takes with it the groupable single queries of the
+// same Key queued right behind it (at most max_group, in arrival order) and `run` answers them
+// together. A query that arrives while nothing runs starts at once; one that arrives while other
+// single queries compute waits for company (a second waiting job starts it) or for a job's end,
+// even with a slot free: otherwise, at 8 connections on 2 cores, returning queries kept finding a
 // slot free and scanned the matrix alone (groups of 1.5 queries on average). While a batch
 // request computes (tens of milliseconds), a query takes a free slot at once.
 //
