@@ -385,7 +385,8 @@ struct Recommender::Impl {
         if (const float norm = layers[input_layer].normalize_l2; norm > 0.0f) {
             engine::normalize_rows(input, engine::row_square_sums(input), norm);
         }
-        ensure_capacity(c, count, count * k);
+        // Screened, the passes run one query at a time (rank_screened).
+        ensure_capacity(c, screen ? 1 : count, screen ? k : count * k);
         const engine::DeviceDataset input_data(*c.backend, input);
         const engine::DeviceDataset excluded(*c.backend, exclude);
         engine::Bindings bindings;
