@@ -44,8 +44,9 @@ test-asan-full: deps
 	cmake --build --preset asan-full -j $(JOBS)
 	ctest --preset asan-full -j $(JOBS)
 
-# The Recommender's concurrency test under ThreadSanitizer, in build-tsan (CMakePresets.json
-# "tsan": the library and that one test). About 2 minutes from scratch on 2 cores.
+# The Recommender's concurrency test and serve's grouping gate (GroupingGate.*) under
+# ThreadSanitizer, in build-tsan (CMakePresets.json "tsan": the library and those two tests).
+# About 2 minutes from scratch on 2 cores.
 test-tsan: deps
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS)
