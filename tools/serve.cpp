@@ -351,7 +351,7 @@ std::string endpoint_label(const std::string& path) {
 struct ServeOptions {
     serve::RequestLimits limits;
     size_t max_body = 1 << 20;
-    int slots = 1;         // requests computed at once (--threads)
+    int slots = 1;         // cores computed on (--threads): one per request, or all of them
     size_t max_group = 1;  // single queries ranked together at most (--group)
 };
 
