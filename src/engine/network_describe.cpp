@@ -66,9 +66,15 @@ std::string describe_model_parallel(const NetworkConfig& config,
         const bool by_output = part.split == engine::Split::kByOutput;
         const double rows = part.split == engine::Split::kByInput ? src_cap : w.rows;
         const double cols = by_output ? dst_cap : w.cols;
-        // Parameters, the dense gradient (sparse sources keep a row-sparse one instead), state;
-        // a fixed matrix (FixedWeights) has only its values.
-        const double per_value = f * (1.0 + (part.dense_grad ? 1.0 : 0.0) + (w.fixed ? 0 : slots));
+        // Parameters, the dense gradient (sparse sources keep a row-sparse one instead; none
+        // where the step runs inside the gradient GEMM, as plan_memory), state; a fixed matrix
+        // (FixedWeights) has only its values.
+        formulas::OptimizerStep rule;
+        rule.kind = optimizer;
+        const bool fused =
+            Network::Impl::fused_updates_enabled() && net.update_fusable(static_cast<int>(i), rule);
+        const bool grad = part.dense_grad && !fused;
+        const double per_value = f * (1.0 + (grad ? 1.0 : 0.0) + (w.fixed ? 0 : slots));
         param_bytes += rows * cols * per_value;
         out << "  " << src.config.name << " -> " << dst.config.name << " [" << w.rows << " x "
             << w.cols << "]: ";

@@ -175,6 +175,9 @@ struct Network::Impl {
     // Momentum, no L1, no WeightNorm on the edge, a deferrable gradient; then training never
     // writes its dense gradient (plan_memory leaves it out: it is allocated only when read).
     bool update_fusable(int wi, const formulas::OptimizerStep& step) const;
+    // SPARSENET_FUSED_UPDATE=0 turns the fused steps off (the materialised path of before, to
+    // compare the two); training, the memory plan and the model-parallel summary all ask here.
+    static bool fused_updates_enabled();
     // Owner edge wi's dense gradient [local_rows, local_cols], allocated on first use (a
     // network whose every dense update is fused never holds one; parameter_gradients(), the
     // guard's search, the other optimizers, data parallelism allocate it).

@@ -68,9 +68,7 @@ MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
                        uint32_t batch, const OptimizerOptions& optimizer, float decay,
                        bool data_parallel) {
-    // SPARSENET_FUSED_UPDATE=0 turns the fused updates off (Training::compute_batch_gradients).
-    const char* fused_env = std::getenv("SPARSENET_FUSED_UPDATE");
-    const bool fuse_updates = fused_env == nullptr || std::string(fused_env) != "0";
+    const bool fuse_updates = Network::Impl::fused_updates_enabled();
     if (ranks < 1) throw Error(ErrorCategory::kUsage, "ranks must be >= 1");
     if (batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
     std::map<std::string, uint32_t> widths;

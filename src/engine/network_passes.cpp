@@ -536,6 +536,11 @@ void Network::Impl::materialize_gradients() {
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) materialize_gradient(int(wi));
 }
 
+bool Network::Impl::fused_updates_enabled() {
+    const char* v = std::getenv("SPARSENET_FUSED_UPDATE");
+    return v == nullptr || std::string(v) != "0";
+}
+
 bool Network::Impl::update_fusable(int wi, const formulas::OptimizerStep& step) const {
     const GraphEdge& w = graph.edges[wi];
     // L1 (sign(w)) and WeightNorm need the materialised gradient; so do the other optimizers

@@ -85,7 +85,7 @@ void Training::compute_batch_gradients(const Bindings& data, const BatchRows& ba
     if (!net_.plan.data_parallel) {
         net_.forward(data, batch, true, mask_seed);
         // The dense weight gradients go into update()'s GEMMs.
-        net_.buffers.defer_dense_grads = enabled("SPARSENET_FUSED_UPDATE");
+        net_.buffers.defer_dense_grads = Network::Impl::fused_updates_enabled();
         net_.backward(data, batch, true, mask_seed, loss_sum);
         net_.buffers.defer_dense_grads = false;
         net_.buffers.fuse_output_epilogue = false;
