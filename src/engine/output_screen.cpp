@@ -85,7 +85,10 @@ void panel_product(const float* x, size_t k, const uint16_t* panel, float* z, si
             _mm_prefetch(reinterpret_cast<const char*>(panel + (q + kAhead) * kFp16Panel),
                          _MM_HINT_T0);
         }
-        const __m512 w = _mm512_cvtph_ps(
+        // maskz with every lane: _mm512_cvtph_ps's undefined passthrough makes GCC 12 warn
+        // (-Wmaybe-uninitialized); the conversion is the same instruction.
+        const __m512 w = _mm512_maskz_cvtph_ps(
+            __mmask16(0xffff),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * kFp16Panel)));
         for (int r = 0; r < R; ++r)
             acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * k + q]), w, acc[r]);
@@ -124,6 +127,16 @@ void panel_product(const float* x, size_t k, const uint16_t* panel, float* z, si
     for (int r = 0; r < R; ++r) std::copy_n(out[r], width, z + r * ldz);
 }
 
+// The last rows (fewer than kRowsPerPass) of a panel's pass, with panel_product<rows>.
+template <int R = kRowsPerPass - 1>
+void panel_product_tail(size_t rows, const float* x, size_t k, const uint16_t* panel, float* z,
+                        size_t ldz, size_t width) {
+    if constexpr (R > 0) {
+        if (rows == R) return panel_product<R>(x, k, panel, z, ldz, width);
+        panel_product_tail<R - 1>(rows, x, k, panel, z, ldz, width);
+    }
+}
+
 // Panels [p0, p1) of the product for all rows, kRowsPerPass rows per pass over a panel (the
 // later passes read it from the L1 cache).
 void product_panels(const float* x, size_t rows, size_t k, const uint16_t* panels, size_t n,
@@ -135,47 +148,7 @@ void product_panels(const float* x, size_t rows, size_t k, const uint16_t* panel
         for (; r + kRowsPerPass <= rows; r += kRowsPerPass) {
             panel_product<kRowsPerPass>(x + r * k, k, panel, z + r * n + j, n, width);
         }
-        const float* xr = x + r * k;
-        float* zr = z + r * n + j;
-        switch (rows - r) {
-#if defined(__AVX512F__)
-            case 11:
-                panel_product<11>(xr, k, panel, zr, n, width);
-                break;
-            case 10:
-                panel_product<10>(xr, k, panel, zr, n, width);
-                break;
-            case 9:
-                panel_product<9>(xr, k, panel, zr, n, width);
-                break;
-            case 8:
-                panel_product<8>(xr, k, panel, zr, n, width);
-                break;
-            case 7:
-                panel_product<7>(xr, k, panel, zr, n, width);
-                break;
-            case 6:
-                panel_product<6>(xr, k, panel, zr, n, width);
-                break;
-#endif
-            case 5:
-                panel_product<5>(xr, k, panel, zr, n, width);
-                break;
-            case 4:
-                panel_product<4>(xr, k, panel, zr, n, width);
-                break;
-            case 3:
-                panel_product<3>(xr, k, panel, zr, n, width);
-                break;
-            case 2:
-                panel_product<2>(xr, k, panel, zr, n, width);
-                break;
-            case 1:
-                panel_product<1>(xr, k, panel, zr, n, width);
-                break;
-            default:
-                break;
-        }
+        panel_product_tail(rows - r, x + r * k, k, panel, z + r * n + j, n, width);
     }
 }
 
