@@ -655,14 +655,14 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         backend->fill(slot.data(), n, 0.0f);
     };
     for (size_t i = 0; i < graph.edges.size(); ++i) {
-        if (graph.edges[i].owner != static_cast<int>(i)) continue;  // state, gradient: on the owner
-        if (graph.edges[i].fixed) continue;                         // never trained
-        engine::EdgeBuffers& g = buffers.edges[i];
+        // State on the owner; its dense gradient is allocated by its first write
+        // (dense_gradient), so a fused step never holds one.
+        if (graph.edges[i].owner != static_cast<int>(i)) continue;
+        if (graph.edges[i].fixed) continue;  // never trained
         const engine::EdgeSplit& block = plan.edges[i];
         const size_t n = size_t(block.local_rows) * block.local_cols;
         make(params.edges[i].state1, n, 0);
         make(params.edges[i].state2, n, 1);
-        (void)g;  // the dense gradient is allocated by its first write (dense_gradient)
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         const GraphLayer& layer = graph.layers[l];

@@ -2,10 +2,10 @@
 // activations, deltas and gradients). Private to the network: only network_impl.h includes it.
 //
 // Grown with the batch by Network::Impl::ensure_batch_capacity (activations, deltas) and
-// ensure_sparse_capacity (row-sparse gradients); the dense gradients are allocated with the
-// optimizer's state (ensure_optimizer_state), the bias gradients with the parameters
-// (allocate_parameters). Written by forward, backward and zero_gradients; nothing in them
-// outlives a batch except their size.
+// ensure_sparse_capacity (row-sparse gradients); a dense gradient is allocated by its first
+// write (Network::Impl::dense_gradient; never where the step is fused), the bias gradients with the
+// parameters (allocate_parameters). Written by forward, backward and zero_gradients; nothing in
+// them outlives a batch except their size.
 #pragma once
 
 #include <cstddef>
