@@ -527,7 +527,6 @@ void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, Matr
 void Network::Impl::materialize_gradient(int wi) {
     engine::EdgeBuffers& g = buffers.edges[wi];
     if (g.deferred_rows == 0) return;
-    const engine::EdgeSplit& block = plan.edges[wi];
     deferred_gradient_gemm(wi, 1.0f, 0.0f, dense_gradient(wi));
     g.deferred_rows = 0;
 }
