@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <set>
 
@@ -217,8 +218,9 @@ void Network::Impl::allocate_parameters() {
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         if (graph.edges[i].owner != static_cast<int>(i)) continue;  // uses its owner's matrix
         const engine::EdgeSplit& block = plan.edges[i];
-        params.edges[i].w =
-            DeviceArray<float>(*backend, size_t(block.local_rows) * block.local_cols, "weights");
+        params.edges[i].w = DeviceArray<float>(*backend, block.elements(), "weights");
+        if (block.ld != block.local_cols)
+            backend->fill(params.edges[i].w.data(), block.elements(), 0.0f);
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         if (graph.layers[l].is_input()) continue;
@@ -234,6 +236,12 @@ Band band_of(uint32_t n, int ranks, int rank) {
     const auto lo = uint32_t(uint64_t(n) * uint64_t(rank) / uint64_t(ranks));
     const auto hi = uint32_t(uint64_t(n) * uint64_t(rank + 1) / uint64_t(ranks));
     return {lo, hi - lo};
+}
+
+uint32_t padded_ld(uint32_t cols) {
+    const char* v = std::getenv("SPARSENET_PADDED_LD");  // read by every plan (tests set it)
+    if ((v != nullptr && std::string(v) == "0") || cols % kPadFloats == 0) return cols;
+    return uint32_t((uint64_t(cols) + kPadFloats - 1) / kPadFloats * kPadFloats);
 }
 
 const char* to_string(Split split) {
@@ -330,8 +338,7 @@ void Network::Impl::all_reduce_gradients() {
         engine::EdgeBuffers& g = buffers.edges[i];
         if (graph.edges[i].owner != static_cast<int>(i) || !g.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[i];
-        plan.comm->all_reduce(g.grad.data(), size_t(block.local_rows) * block.local_cols,
-                              CommType::kFloat32, CommOp::kSum);
+        plan.comm->all_reduce(g.grad.data(), block.elements(), CommType::kFloat32, CommOp::kSum);
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         const GraphLayer& layer = graph.layers[l];
@@ -351,8 +358,7 @@ void Network::Impl::zero_gradients() {
             continue;
         }
         const engine::EdgeSplit& block = plan.edges[w.owner];
-        backend->fill(dense_gradient(w.owner).data, size_t(block.local_rows) * block.local_cols,
-                      0.0f);
+        backend->fill(dense_gradient(w.owner).data, block.elements(), 0.0f);
         m.grad_ready = true;
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
@@ -382,6 +388,7 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
         band.offset = b.offset;
         band.n_local = b.count;
         band.cap = uint32_t((uint64_t(n) + ranks - 1) / ranks);
+        band.ld = ranks == 1 ? engine::padded_ld(b.count) : b.count;
     }
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         engine::EdgeSplit& block = plan.edges[i];
@@ -389,6 +396,7 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
         block.local_rows = graph.edges[i].rows;
         block.local_cols = graph.edges[i].cols;
         block.row_offset = block.col_offset = 0;
+        block.ld = engine::padded_ld(block.local_cols);
     }
     if (ranks == 1) return;
     const std::string why = " under model parallelism (" + std::to_string(ranks) + " ranks)";
@@ -419,6 +427,7 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
             block.local_cols = dst_band.n_local;
             block.col_offset = dst_band.offset;
         }
+        block.ld = block.local_cols;  // collectives and file chunks move packed rows
     }
     for (const GraphLayer& layer : graph.layers) {
         if (layer.is_output() && layer.config.activation == Activation::kSoftMax &&
@@ -531,8 +540,7 @@ void Network::Impl::initialize_weights(uint64_t seed) {
         if (w.owner != static_cast<int>(wi)) continue;  // initialised by its owner's WeightInit
         if (w.fixed) {  // zeros until the fit (no draws: an item-item matrix may be huge)
             const engine::EdgeSplit& block = plan.edges[wi];
-            backend->fill(params.edges[wi].w.data(), size_t(block.local_rows) * block.local_cols,
-                          0.0f);
+            backend->fill(params.edges[wi].w.data(), block.elements(), 0.0f);
             params.fits_pending = true;
             continue;
         }
@@ -583,7 +591,8 @@ void Network::Impl::initialize_weights(uint64_t seed) {
             }
             position = first + block.local_cols;
         }
-        params.edges[wi].w.upload(host.data(), host.size());
+        upload_rows(params.edges[wi].w, block.ld, 0, block.local_rows, block.local_cols,
+                    host.data());
     }
     initialize_biases();
 }
@@ -601,9 +610,16 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
     if (batch <= buffers.batch_capacity) return;
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         if (graph.layers[l].is_input()) continue;
-        const uint32_t cap = plan.layers[l].cap;
-        buffers.layers[l].act = DeviceArray<float>(*backend, batch * cap, "activations");
-        buffers.layers[l].delta = DeviceArray<float>(*backend, batch * cap, "deltas");
+        // cap columns per row for the collectives, ld for the padded rows (one of the two
+        // exceeds n_local at most). Zeros in the padding: flat sums over a buffer (the guard)
+        // read it.
+        const size_t n = batch * std::max(plan.layers[l].cap, plan.layers[l].ld);
+        buffers.layers[l].act = DeviceArray<float>(*backend, n, "activations");
+        buffers.layers[l].delta = DeviceArray<float>(*backend, n, "deltas");
+        if (plan.layers[l].ld != plan.layers[l].n_local) {
+            backend->fill(buffers.layers[l].act.data(), n, 0.0f);
+            backend->fill(buffers.layers[l].delta.data(), n, 0.0f);
+        }
     }
     if (plan.split()) {
         // Collectives move the smaller side of each matrix only: the scratch is sized by those
@@ -659,8 +675,7 @@ void Network::Impl::ensure_optimizer_state(OptimizerKind kind) {
         // (dense_gradient), so a fused step never holds one.
         if (graph.edges[i].owner != static_cast<int>(i)) continue;
         if (graph.edges[i].fixed) continue;  // never trained
-        const engine::EdgeSplit& block = plan.edges[i];
-        const size_t n = size_t(block.local_rows) * block.local_cols;
+        const size_t n = plan.edges[i].elements();
         make(params.edges[i].state1, n, 0);
         make(params.edges[i].state2, n, 1);
     }
@@ -703,7 +718,7 @@ std::vector<float> Network::Impl::weight_gradient(int wi) {
     std::vector<float> dense(size_t(block.local_rows) * block.local_cols, 0.0f);
     if (!g.grad_ready) return dense;
     if (block.dense_grad) {
-        g.grad.download(dense.data(), dense.size());
+        download_rows(g.grad, block.ld, 0, block.local_rows, block.local_cols, dense.data());
         return dense;
     }
     uint32_t n = 0;
@@ -720,6 +735,30 @@ std::vector<float> Network::Impl::weight_gradient(int wi) {
                   dense.begin() + size_t(rows[i]) * cols);
     }
     return dense;
+}
+
+void Network::Impl::upload_rows(DeviceArray<float>& buffer, size_t ld, size_t first, size_t count,
+                                size_t cols, const float* packed) const {
+    if (count == 0 || cols == 0) return;
+    if (ld == cols) {
+        backend->upload(buffer.data() + first * ld, packed, count * cols * sizeof(float));
+        return;
+    }
+    std::vector<float> rows(count * ld, 0.0f);
+    for (size_t r = 0; r < count; ++r) std::copy_n(packed + r * cols, cols, rows.data() + r * ld);
+    backend->upload(buffer.data() + first * ld, rows.data(), rows.size() * sizeof(float));
+}
+
+void Network::Impl::download_rows(const DeviceArray<float>& buffer, size_t ld, size_t first,
+                                  size_t count, size_t cols, float* packed) const {
+    if (count == 0 || cols == 0) return;
+    if (ld == cols) {
+        backend->download(packed, buffer.data() + first * ld, count * cols * sizeof(float));
+        return;
+    }
+    std::vector<float> rows(count * ld);
+    backend->download(rows.data(), buffer.data() + first * ld, rows.size() * sizeof(float));
+    for (size_t r = 0; r < count; ++r) std::copy_n(rows.data() + r * ld, cols, packed + r * cols);
 }
 
 // ---- blocks of a split network ----
@@ -778,11 +817,12 @@ void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
         if (plan.job_rank != 0) return;
         const size_t chunk = std::max<size_t>(1, file_chunk_floats / w.cols);
         std::vector<float> host(std::min<size_t>(chunk, w.rows) * w.cols);
-        file_chunk_peak = std::max(file_chunk_peak, host.size());
+        // download_rows adds a padded copy of the chunk where ld > cols.
+        const size_t padded = mine_block.ld == w.cols ? 0 : host.size() / w.cols * mine_block.ld;
+        file_chunk_peak = std::max(file_chunk_peak, host.size() + padded);
         for (size_t first = 0; first < w.rows; first += chunk) {
             const size_t count = std::min<size_t>(chunk, w.rows - first);
-            backend->download(host.data(), values.data() + first * w.cols,
-                              count * w.cols * sizeof(float));
+            download_rows(values, mine_block.ld, first, count, w.cols, host.data());
             on_rows(first, count, host.data());
         }
         return;
@@ -930,13 +970,14 @@ void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::M
     if (mine.local_cols == 0) return;
     const size_t chunk = std::max<size_t>(1, file_chunk_floats / mine.local_cols);
     std::vector<float> host(std::min<size_t>(chunk, mine.local_rows) * mine.local_cols);
-    file_chunk_peak = std::max(file_chunk_peak, host.size());
+    // upload_rows adds a padded copy of the chunk where ld > cols.
+    const size_t padded = mine.ld == mine.local_cols ? 0 : host.size() / mine.local_cols * mine.ld;
+    file_chunk_peak = std::max(file_chunk_peak, host.size() + padded);
     for (size_t first = 0; first < mine.local_rows; first += chunk) {
         const size_t count = std::min<size_t>(chunk, mine.local_rows - first);
         file.read_block(size_t(wi), slot, mine.row_offset + first, count, mine.col_offset,
                         mine.local_cols, host.data());
-        backend->upload(block.data() + first * mine.local_cols, host.data(),
-                        count * mine.local_cols * sizeof(float));
+        upload_rows(block, mine.ld, first, count, mine.local_cols, host.data());
     }
 }
 
@@ -1194,12 +1235,16 @@ std::vector<float> Network::get_parameter(const std::string& name) const {
     impl_->catch_up_all();
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
-    const DeviceArray<float>& src =
-        is_bias ? impl_->params.layers[i].bias : impl_->params.edges[i].w;
-    std::vector<float> values(src.size());
-    src.download(values.data(), values.size());
-    return is_bias ? impl_->assemble_bias(i, std::move(values))
-                   : impl_->assemble_weight(i, std::move(values));
+    if (is_bias) {
+        std::vector<float> values(impl_->params.layers[i].bias.size());
+        impl_->params.layers[i].bias.download(values.data(), values.size());
+        return impl_->assemble_bias(i, std::move(values));
+    }
+    const engine::EdgeSplit& block = impl_->plan.edges[i];
+    std::vector<float> values(size_t(block.local_rows) * block.local_cols);
+    impl_->download_rows(impl_->params.edges[i].w, block.ld, 0, block.local_rows, block.local_cols,
+                         values.data());
+    return impl_->assemble_weight(i, std::move(values));
 }
 
 void Network::set_parameter(const std::string& name, const std::vector<float>& values) {
@@ -1213,13 +1258,14 @@ void Network::set_parameter(const std::string& name, const std::vector<float>& v
         throw Error(ErrorCategory::kData, "parameter '" + name + "' has " + std::to_string(whole) +
                                               " values; given " + std::to_string(values.size()));
     }
-    if (!impl_->plan.split()) {
-        dst.upload(values.data(), values.size());
+    if (is_bias) {
+        const std::vector<float> band = impl_->bias_block(i, values);
+        dst.upload(band.data(), band.size());
         return;
     }
-    const std::vector<float> block =
-        is_bias ? impl_->bias_block(i, values) : impl_->weight_block(i, values);
-    dst.upload(block.data(), block.size());
+    const engine::EdgeSplit& block = impl_->plan.edges[i];
+    const std::vector<float> mine = impl_->weight_block(i, values);
+    impl_->upload_rows(dst, block.ld, 0, block.local_rows, block.local_cols, mine.data());
 }
 
 }  // namespace sparsenet

@@ -223,9 +223,24 @@ struct Network::Impl {
     // uses it transposed).
     ConstMatrixView matrix_of(const engine::GraphEdge& w) const {
         const engine::EdgeSplit& block = plan.edges[w.owner];
-        return {params.edges[w.owner].w.data(), block.local_rows, block.local_cols,
-                block.local_cols};
+        return {params.edges[w.owner].w.data(), block.local_rows, block.local_cols, block.ld};
     }
+    // Layer l's activation or delta buffer: [batch, n_local], the plan's row stride.
+    MatrixView layer_rows(DeviceArray<float>& buffer, int l, size_t batch) const {
+        return {buffer.data(), batch, plan.layers[l].n_local, plan.layers[l].ld};
+    }
+    // Owner edge wi's weights, a state slot or its gradient: [local_rows, local_cols], row
+    // stride plan.edges[wi].ld.
+    MatrixView matrix_rows(DeviceArray<float>& buffer, int wi) const {
+        const engine::EdgeSplit& block = plan.edges[wi];
+        return {buffer.data(), block.local_rows, block.local_cols, block.ld};
+    }
+    // Rows [first, first + count) of a backend matrix with row stride ld from / to packed host
+    // rows [count, cols] (one transfer; padding columns written as zeros).
+    void upload_rows(DeviceArray<float>& buffer, size_t ld, size_t first, size_t count, size_t cols,
+                     const float* packed) const;
+    void download_rows(const DeviceArray<float>& buffer, size_t ld, size_t first, size_t count,
+                       size_t cols, float* packed) const;
     // The layer index of a bias name, or (weights, any edge's name) the owner edge's index.
     int find_parameter(const std::string& name, bool* is_bias) const;
     std::string weight_name(const engine::GraphEdge& w) const;  // "weight:<source>-><destination>"

@@ -100,9 +100,11 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         const engine::EdgeSplit& part = net.plan.edges[i];
         const double rows =
             part.split == engine::Split::kByInput ? net.plan.layers[w.source].cap : double(w.rows);
+        // Unsplit matrices are stored with padded rows (engine::padded_ld).
         const double cols = part.split == engine::Split::kByOutput
                                 ? net.plan.layers[w.destination].cap
-                                : double(w.cols);
+                            : ranks == 1 ? double(engine::padded_ld(w.cols))
+                                         : double(w.cols);
         m.weights += rows * cols * f;
         largest_matrix = std::max(largest_matrix, double(w.rows) * w.cols);
         if (w.fixed) continue;  // never trained: no state, no gradient
@@ -139,7 +141,8 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         m.biases += cap * f;
         m.optimizer_state += slots * cap * f;
         m.other_gradients += cap * f;
-        m.activations += 2.0 * B * cap * f;  // activations and deltas
+        // Activations and deltas, padded rows on one rank.
+        m.activations += 2.0 * B * std::max<double>(cap, net.plan.layers[l].ld) * f;
     }
     if (ranks > 1) {  // ensure_batch_capacity's collective scratch
         const engine::Band moving = net.moving_side();

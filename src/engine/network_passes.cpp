@@ -17,10 +17,6 @@ namespace {
 constexpr uint64_t kDropoutStream = 1;
 constexpr uint64_t kDenoiseStream = 2;
 
-MatrixView rows_of(DeviceArray<float>& buffer, size_t batch, size_t n) {
-    return {buffer.data(), batch, n, n};
-}
-
 }  // namespace
 
 formulas::LossParams Network::Impl::loss_params(const GraphLayer& output,
@@ -100,7 +96,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             bool defer_output_activation) const {
     const size_t batch = rows.batch;
     auto view = [&](int l) {
-        return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].n_local};
+        return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].ld};
     };
     if (plan.split() && &be != backend.get()) {
         throw Error(ErrorCategory::kInternal, "a split network runs on its own backend only");
@@ -150,7 +146,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                 }
             }
         }
-        if (first) be.fill(z.data, batch * plan.layers[l].n_local, 0.0f);  // every source left out
+        if (first) be.fill(z.data, batch * z.ld, 0.0f);  // every source left out
         // Skip: the skipped layers' stored activations join z before the activation (DSSTNE).
         for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
         if (plan.split() && layer.activation.kind == Activation::kSoftMax) {
@@ -251,16 +247,15 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         const GraphLayer& layer = graph.layers[l];
         if (!layer.is_output()) continue;
-        const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerBuffers& buf = buffers.layers[l];
-        MatrixView delta = rows_of(buf.delta, batch, n_local);
+        MatrixView delta = layer_rows(buf.delta, l, batch);
         if (buffers.output_activation_pending) {
             backend->output_epilogue(loss_params(layer, *data.layer_data[l]), layer.activation,
-                                     params.layers[l].bias.data(), rows_of(buf.act, batch, n_local),
+                                     params.layers[l].bias.data(), layer_rows(buf.act, l, batch),
                                      data.layer_data[l]->view(rows), scale, delta, loss_sum);
         } else {
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                                  rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
+                                  layer_rows(buf.act, l, batch), data.layer_data[l]->view(rows),
                                   scale, delta, loss_sum);
         }
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
@@ -273,9 +268,9 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
         engine::LayerBuffers& buf = buffers.layers[l];
-        MatrixView dz = rows_of(buf.delta, batch, plan.layers[l].n_local);
+        MatrixView dz = layer_rows(buf.delta, l, batch);
         if (!layer.is_output()) {  // dL/dA -> dL/dZ
-            const ConstMatrixView act = rows_of(buf.act, batch, plan.layers[l].n_local);
+            const ConstMatrixView act = layer_rows(buf.act, l, batch);
             // The penalty is a function of the stored (post-dropout) activations, as in DSSTNE.
             if (penalized(layer)) {
                 const SparsenessPenalty& sp = layer.config.sparseness_penalty;
@@ -305,7 +300,6 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             const engine::EdgeSplit& m_block = plan.edges[w.owner];
             const GraphLayer& source = graph.layers[w.source];
             engine::LayerBuffers& source_buf = buffers.layers[w.source];
-            const uint32_t source_n_local = plan.layers[w.source].n_local;
             const SparseRowGrad sparse_grad =
                 buffers.edges[wi].sparse_grad(plan.edges[wi].local_cols);
             // A shared matrix sums the gradient of every use: the first use of the batch
@@ -324,12 +318,12 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                                              input_noise(w.source, training, mask_seed), dz_all,
                                              1.0f, sparse_grad);
                 } else {
-                    backend->gemm(true, false, 1.0f, rows_of(source_buf.act, batch, source_n_local),
+                    backend->gemm(true, false, 1.0f, layer_rows(source_buf.act, w.source, batch),
                                   dz_all, grad_beta, grad());
                     if (source.reaches_output) {
                         backend->gemm(false, true, 1.0f, dz_all, matrix_of(w),
                                       has_delta[w.source] ? 1.0f : 0.0f,
-                                      rows_of(source_buf.delta, batch, source_n_local));
+                                      layer_rows(source_buf.delta, w.source, batch));
                         has_delta[w.source] = true;
                     }
                 }
@@ -347,7 +341,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                     const MatrixView part{plan.full_partial.data(), batch, source.n, source.n};
                     backend->gemm(false, true, 1.0f, dz, matrix_of(w), 0.0f, part);
                     reduce_scatter_columns(w.source, part, has_delta[w.source] ? 1.0f : 0.0f,
-                                           rows_of(source_buf.delta, batch, source_n_local));
+                                           layer_rows(source_buf.delta, w.source, batch));
                     has_delta[w.source] = true;
                 }
                 continue;
@@ -367,17 +361,17 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 // weights of before the step.
                 m.deferred_rows = batch;
             } else if (w.transposed) {
-                backend->gemm(true, false, 1.0f, dz, rows_of(source_buf.act, batch, source_n_local),
+                backend->gemm(true, false, 1.0f, dz, layer_rows(source_buf.act, w.source, batch),
                               grad_beta, grad());
             } else {
-                backend->gemm(true, false, 1.0f, rows_of(source_buf.act, batch, source_n_local), dz,
+                backend->gemm(true, false, 1.0f, layer_rows(source_buf.act, w.source, batch), dz,
                               grad_beta, grad());
             }
             m.grad_ready = true;
             if (source.reaches_output) {
                 backend->gemm(false, !w.transposed, 1.0f, dz, matrix_of(w),
                               has_delta[w.source] ? 1.0f : 0.0f,
-                              rows_of(source_buf.delta, batch, source_n_local));
+                              layer_rows(source_buf.delta, w.source, batch));
                 has_delta[w.source] = true;
             }
         }
@@ -385,7 +379,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         // bands: a skipped layer is as wide as this one).
         for (int s : layer.skips) {
             backend->add_matrix(1.0f, dz, has_delta[s] ? 1.0f : 0.0f,
-                                rows_of(buffers.layers[s].delta, batch, plan.layers[s].n_local));
+                                layer_rows(buffers.layers[s].delta, s, batch));
             has_delta[s] = true;
         }
     }
@@ -396,15 +390,14 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
     const size_t batch = rows.batch;
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         const GraphLayer& layer = graph.layers[l];
-        const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerBuffers& buf = buffers.layers[l];
         if (layer.is_output()) {
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
-                                  rows_of(buf.act, batch, n_local), data.layer_data[l]->view(rows),
-                                  1.0f, rows_of(buf.delta, batch, n_local), loss_sum);
+                                  layer_rows(buf.act, l, batch), data.layer_data[l]->view(rows),
+                                  1.0f, layer_rows(buf.delta, l, batch), loss_sum);
         } else if (penalized(layer)) {
             const SparsenessPenalty& sp = layer.config.sparseness_penalty;
-            backend->sparseness_penalty(sp.p, sp.beta, rows_of(buf.act, batch, n_local), 0.0f,
+            backend->sparseness_penalty(sp.p, sp.beta, layer_rows(buf.act, l, batch), 0.0f,
                                         MatrixView{}, loss_sum);
         }
     }
@@ -435,7 +428,7 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         if (w.owner != static_cast<int>(wi) || !g.grad_ready) continue;
         const engine::EdgeSplit& block = plan.edges[wi];
         engine::EdgeParams& matrix = params.edges[wi];
-        MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);
+        MatrixView wv = matrix_rows(matrix.w, int(wi));
         if (g.deferred_rows > 0) {
             if (fused_update(static_cast<int>(wi), step)) continue;
             materialize_gradient(static_cast<int>(wi));
@@ -472,8 +465,8 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         if (layer.is_input() || !layer.reaches_output) continue;
         const uint32_t n_local = plan.layers[l].n_local;
         engine::LayerParams& bias = params.layers[l];
-        backend->optimizer_step(bias_step, rows_of(bias.bias, 1, n_local),
-                                rows_of(buffers.layers[l].bias_grad, 1, n_local),
+        backend->optimizer_step(bias_step, MatrixView{bias.bias.data(), 1, n_local, n_local},
+                                MatrixView{buffers.layers[l].bias_grad.data(), 1, n_local, n_local},
                                 bias.bias_state1.data(), bias.bias_state2.data());
     }
 }
@@ -511,10 +504,8 @@ bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
 void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c) {
     const GraphEdge& w = graph.edges[wi];
     const size_t batch = buffers.edges[wi].deferred_rows;
-    const MatrixView a =
-        rows_of(buffers.layers[w.source].act, batch, plan.layers[w.source].n_local);
-    const MatrixView dz =
-        rows_of(buffers.layers[w.destination].delta, batch, plan.layers[w.destination].n_local);
+    const MatrixView a = layer_rows(buffers.layers[w.source].act, w.source, batch);
+    const MatrixView dz = layer_rows(buffers.layers[w.destination].delta, w.destination, batch);
     // The same operands and order as backward's GEMM: z = a . M: dM = a^T . dz; transposed,
     // z = a . M^T: dM = dz^T . a.
     if (w.transposed) {
@@ -552,16 +543,19 @@ bool Network::Impl::update_fusable(int wi, const formulas::OptimizerStep& step) 
 MatrixView Network::Impl::dense_gradient(int wi) {
     engine::EdgeBuffers& g = buffers.edges[wi];
     const engine::EdgeSplit& block = plan.edges[wi];
-    const size_t n = size_t(block.local_rows) * block.local_cols;
-    if (g.grad.size() != n) g.grad = DeviceArray<float>(*backend, n, "weight gradients");
-    return rows_of(g.grad, block.local_rows, block.local_cols);
+    const size_t n = block.elements();
+    if (g.grad.size() != n) {
+        g.grad = DeviceArray<float>(*backend, n, "weight gradients");
+        // Zeros in the padding, which no write reaches (the guard's search reads every value).
+        if (block.ld != block.local_cols) backend->fill(g.grad.data(), n, 0.0f);
+    }
+    return matrix_rows(g.grad, wi);
 }
 
 bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
     if (!update_fusable(wi, step)) return false;
-    const engine::EdgeSplit& block = plan.edges[wi];
     engine::EdgeParams& matrix = params.edges[wi];
-    const MatrixView wv = rows_of(matrix.w, block.local_rows, block.local_cols);
+    const MatrixView wv = matrix_rows(matrix.w, wi);
     const float lr = step.learning_rate;
     if (step.kind == OptimizerKind::kSgd) {
         // w -= lr (g + l2 w)  as  w := (1 - lr l2) w - lr g: C = W in the GEMM.
@@ -569,7 +563,7 @@ bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
     } else {
         // v := mu v - lr (g + l2 w); w += v: the l2 term first (one pass, only with L2), then
         // C = v in the GEMM, then one add.
-        const MatrixView v = rows_of(matrix.state1, block.local_rows, block.local_cols);
+        const MatrixView v = matrix_rows(matrix.state1, wi);
         float beta = step.mu;
         if (step.l2 != 0.0f) {
             backend->add_matrix(-lr * step.l2, wv, step.mu, v);
@@ -590,9 +584,8 @@ void Network::Impl::catch_up_batch(const engine::Bindings& data, const BatchRows
         const GraphEdge& w = graph.edges[wi];
         engine::EdgeParams& matrix = params.edges[wi];
         const CsrBatchView x = data.layer_data[w.source]->view(rows);
-        backend->catch_up_rows(
-            catch_up.step, rows_of(matrix.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols),
-            &x, matrix.state1.data(), {matrix.row_clock.data(), now.now});
+        backend->catch_up_rows(catch_up.step, matrix_rows(matrix.w, int(wi)), &x,
+                               matrix.state1.data(), {matrix.row_clock.data(), now.now});
     }
 }
 
@@ -601,10 +594,9 @@ void Network::Impl::catch_up_all() {
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
         if (!catch_up.clocked[wi]) continue;
         engine::EdgeParams& matrix = params.edges[wi];
-        backend->catch_up_rows(
-            catch_up.step, rows_of(matrix.w, plan.edges[wi].local_rows, plan.edges[wi].local_cols),
-            nullptr, matrix.state1.data(),
-            {matrix.row_clock.data(), uint32_t(params.optimizer_steps)});
+        backend->catch_up_rows(catch_up.step, matrix_rows(matrix.w, int(wi)), nullptr,
+                               matrix.state1.data(),
+                               {matrix.row_clock.data(), uint32_t(params.optimizer_steps)});
     }
     catch_up.pending = false;
 }
@@ -612,8 +604,7 @@ void Network::Impl::catch_up_all() {
 void Network::Impl::apply_weight_norms(int wi) {
     // A split matrix is split by output columns here (plan_split refuses WeightNorm on the other
     // split), so its columns are whole.
-    MatrixView wv =
-        rows_of(params.edges[wi].w, plan.edges[wi].local_rows, plan.edges[wi].local_cols);
+    MatrixView wv = matrix_rows(params.edges[wi].w, wi);
     // Each use clips its destination units' incoming vectors: columns of M, or rows when it
     // uses M transposed. Clipping only shrinks, so every use's bound holds afterwards.
     for (const GraphEdge& w : graph.edges) {

@@ -42,6 +42,9 @@ struct LayerBand {
     uint32_t offset = 0;
     uint32_t n_local = 0;
     uint32_t cap = 0;
+    // The row stride of the layer's activation and delta buffers (padded_ld(n_local); n_local
+    // on a split network, whose collectives move rows of n_local floats).
+    uint32_t ld = 0;
 };
 
 // Edge e's part of its matrix on this rank (ParallelPlan::edges[e]).
@@ -53,10 +56,25 @@ struct EdgeSplit {
     uint32_t local_cols = 0;
     uint32_t row_offset = 0;
     uint32_t col_offset = 0;
+    // Owners: the row stride of w, state1/2 and grad (padded_ld(local_cols); local_cols on a
+    // split network). Model files, parameters and gradients handed out are packed [rows, cols].
+    uint32_t ld = 0;
     // Owners: the gradient is dense ([rows, cols] in grad) unless the only use is a sparse
     // source, which keeps the row-sparse gradient (PassBuffers) instead.
     bool dense_grad = true;
+    size_t elements() const { return size_t(local_rows) * ld; }  // floats of w (and each slot)
 };
+
+// The row stride of a matrix `cols` wide: cols rounded up to a multiple of kPadFloats (64
+// bytes). cuBLAS picks its TF32 kernels by the alignment of the leading dimensions: with
+// ld = 27,278 (dsstne-bench's output layer, 8-byte rows) the H100 ran `align1` kernels at 68-87
+// TFLOP/s, a third of the step (benchmarks/results/gpu/2026-11-25-h100-c-profile-dsstne-bench.txt).
+// OpenBLAS gains nothing measurable from it on the CPU (27,280 against 27,278:
+// benchmarks/results/2026-11-26-vm-dsstne-bench-op-times.txt), and costs at most 15 floats
+// per row; both backends pad, so the CPU tests run the padded layout the GPU runs.
+// SPARSENET_PADDED_LD=0 keeps ld == cols (to compare; read when a network is planned).
+constexpr uint32_t kPadFloats = 16;
+uint32_t padded_ld(uint32_t cols);
 
 struct ParallelPlan {
     // The ranks that split every layer (a local communicator with one rank).

@@ -55,9 +55,11 @@ void merge_split_top_k(const Network::Impl& net, const GraphLayer& layer, size_t
 
 std::vector<LayerView> layer_views(const Network& network) {
     std::vector<LayerView> views;
-    for (const GraphLayer& layer : network.impl().graph.layers) {
-        views.push_back({layer.config.name, layer.config.dataset, layer.n, layer.is_input(),
-                         layer.is_output(), layer.config.normalize_l2});
+    const Network::Impl& net = network.impl();
+    for (size_t l = 0; l < net.graph.layers.size(); ++l) {
+        const GraphLayer& layer = net.graph.layers[l];
+        views.push_back({layer.config.name, layer.config.dataset, layer.n, net.plan.layers[l].ld,
+                         layer.is_input(), layer.is_output(), layer.config.normalize_l2});
     }
     return views;
 }
@@ -93,6 +95,7 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
     e.k = edge.rows;
     e.n = edge.cols;
     e.stored = net.params.edges[edge.owner].w.data();
+    e.ld = net.plan.edges[edge.owner].ld;
     e.transposed = edge.transposed;
     e.bias = net.params.layers[size_t(output)].bias.data();
     e.activation = layer.activation;
@@ -137,8 +140,8 @@ std::vector<float> Scoring::scores(int l, size_t count) const {
     std::vector<float> out(count * layer.n);
     if (out.empty()) return out;
     if (!net_.plan.split()) {
-        net_.backend->download(out.data(), net_.buffers.layers[size_t(l)].act.data(),
-                               out.size() * sizeof(float));
+        net_.download_rows(net_.buffers.layers[size_t(l)].act, net_.plan.layers[size_t(l)].ld, 0,
+                           count, layer.n, out.data());
         return out;
     }
     // Every rank's band of the rows ([count, band] blocks of count * cap floats), gathered into
@@ -166,9 +169,9 @@ void Scoring::top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k
         top_scores_ = DeviceArray<float>(*net_.backend, count * k, "top-K scores");
         top_indices_ = DeviceArray<uint32_t>(*net_.backend, count * k, "top-K indices");
     }
-    const uint32_t n_local = net_.plan.layers[size_t(l)].n_local;
+    const LayerBand& band = net_.plan.layers[size_t(l)];
     net_.backend->top_k(
-        ConstMatrixView(net_.buffers.layers[size_t(l)].act.data(), count, n_local, n_local),
+        ConstMatrixView(net_.buffers.layers[size_t(l)].act.data(), count, band.n_local, band.ld),
         exclude, k, top_scores_.data(), top_indices_.data());
     if (net_.plan.split()) {
         merge_split_top_k(net_, layer, count, k, top_scores_, top_indices_, out_scores,

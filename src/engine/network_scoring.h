@@ -31,6 +31,7 @@ struct LayerView {
     std::string name;
     std::string dataset;  // Input and Output layers
     uint32_t n = 0;
+    uint32_t ld = 0;  // non-input layers: the row stride forward_into's act[l] has
     bool input = false;
     bool output = false;
     float normalize_l2 = 0.0f;  // Input layers: rows scaled to this L2 norm (0: as they are)
@@ -38,9 +39,9 @@ struct LayerView {
 std::vector<LayerView> layer_views(const Network& network);
 
 // The inference forward pass into activations the caller owns (act[l]: [rows.batch, n of layer
-// l] for every non-input layer) on backend `be`, the network only read: several threads may run
-// it at once, each with its own buffers and backend, while nothing modifies the network (the
-// Recommender does). skip_layer: a layer no other reads, left uncomputed.
+// l], row stride LayerView::ld, for every non-input layer) on backend `be`, the network only read:
+// several threads may run it at once, each with its own buffers and backend, while nothing modifies
+// the network (the Recommender does). skip_layer: a layer no other reads, left uncomputed.
 void forward_into(const Network& network, Backend& be, const std::vector<float*>& act,
                   const Bindings& data, const BatchRows& rows, int skip_layer = -1);
 
@@ -52,10 +53,11 @@ struct DenseOutputEdge {
     int source = -1;  // the layer whose activations the edge multiplies
     uint32_t k = 0;   // source units
     uint32_t n = 0;   // output units
-    // The matrix the edge multiplies by: element (q, j) of [k, n] is stored[q * n + j], or
-    // stored[j * k + q] when the edge uses its owner's matrix transposed (then stored is
-    // [n, k]). Backend memory of the network, valid while it lives.
+    // The matrix the edge multiplies by: element (q, j) of [k, n] is stored[q * ld + j], or
+    // stored[j * ld + q] when the edge uses its owner's matrix transposed (then stored is
+    // [n, k], row stride ld). Backend memory of the network, valid while it lives.
     const float* stored = nullptr;
+    uint32_t ld = 0;
     bool transposed = false;
     const float* bias = nullptr;  // [n], backend memory
     formulas::ActivationParams activation;

@@ -160,7 +160,9 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
             if (fw.source != source.config.name) continue;
             const std::vector<float> b = ease_matrix(x, fw.lambda, fw.scale);
             // The whole matrix: fixed edges are never split.
-            net_.params.edges[wi].w.upload(b.data(), b.size());
+            const EdgeSplit& block = net_.plan.edges[wi];
+            net_.upload_rows(net_.params.edges[wi].w, block.ld, 0, block.local_rows,
+                             block.local_cols, b.data());
         }
     }
     net_.params.fits_pending = false;
@@ -207,7 +209,8 @@ void Training::record_health(float* f, size_t rows) const {
         } else {
             be.fill(f, 1, 0.0f);
         }
-        const size_t acts = std::min(buf.act.size(), rows * n);
+        // Whole padded rows: the padding holds zeros.
+        const size_t acts = std::min(buf.act.size(), rows * net_.plan.layers[l].ld);
         if (acts > 0) {
             be.row_sum_squares({buf.act.data(), 1, acts, acts}, f + 1);
         } else {
@@ -243,9 +246,12 @@ std::string Training::locate_nonfinite(size_t batch) const {
                 const DeviceArray<float>& a =
                     pass == 0 ? net.params.edges[owner].w : net.buffers.edges[owner].grad;
                 if (pass == 1 && !net.plan.edges[owner].dense_grad) continue;  // row-sparse
+                // Padded rows: zeros in the padding, which the count leaves out.
                 if (const size_t bad = count_nonfinite(a, a.size()); bad > 0) {
+                    const EdgeSplit& block = net.plan.edges[owner];
                     code = at;
-                    detail = of(bad, a.size()) + " of " + net.weight_name(w);
+                    detail = of(bad, size_t(block.local_rows) * block.local_cols) + " of " +
+                             net.weight_name(w);
                     break;
                 }
             }
@@ -255,10 +261,11 @@ std::string Training::locate_nonfinite(size_t batch) const {
                 if (const size_t bad = count_nonfinite(bias, n_local); bad > 0) {
                     code = at + 1;
                     detail = of(bad, n_local);
-                } else if (const size_t n = std::min(buf.act.size(), batch * n_local);
-                           count_nonfinite(buf.act, n) > 0) {
+                } else if (const size_t n = std::min(
+                               buf.act.size(), batch * net.plan.layers[net.graph.order[k]].ld);
+                           count_nonfinite(buf.act, n) > 0) {  // padded rows: zeros in the padding
                     code = at + 2;
-                    detail = of(count_nonfinite(buf.act, n), n);
+                    detail = of(count_nonfinite(buf.act, n), batch * n_local);
                 }
             } else if (layer.reaches_output && n_local > 0) {
                 // Some value exceeds sqrt(FLT_MAX / n) whenever the guard's float sum of

@@ -223,8 +223,9 @@ OutputScreen::OutputScreen(const Network& network, int output, int threads)
     // The matrix this edge multiplies by: element (q, j) of [k, n], stored [k, n], or [n, k]
     // when the edge uses its owner's matrix transposed. The CPU backend's memory is host memory.
     const float* stored = edge.stored;
+    const size_t ld = edge.ld;
     auto at = [&](size_t q, size_t j) {
-        return transposed_ ? stored[j * k_ + q] : stored[q * n_ + j];
+        return transposed_ ? stored[j * ld + q] : stored[q * ld + j];
     };
     half_.assign(fp16_panel_size(k_, n_), 0);
     std::vector<double> err2(n_, 0.0), full2(n_, 0.0), half2(n_, 0.0);
@@ -252,12 +253,12 @@ OutputScreen::OutputScreen(const Network& network, int output, int threads)
         const double s = std::sqrt(err2[j]) + gamma * (std::sqrt(full2[j]) + std::sqrt(half2[j]));
         spread_[j] = float(s * (1.0 + std::ldexp(1.0, -20)));
     }
-    if (transposed_) {
+    if (transposed_ && ld == k_) {
         item_rows_ = edge.stored;
-    } else {
+    } else {  // [n, k] packed: item j's row at j * k
         rows_.resize(n_ * k_);
         for (size_t q = 0; q < k_; ++q)
-            for (size_t j = 0; j < n_; ++j) rows_[j * k_ + q] = stored[q * n_ + j];
+            for (size_t j = 0; j < n_; ++j) rows_[j * k_ + q] = at(q, j);
         item_rows_ = rows_.data();
     }
     bias_.assign(edge.bias, edge.bias + n_);

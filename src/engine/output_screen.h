@@ -97,8 +97,8 @@ class OutputScreen {
     int threads_ = 1;
     bool transposed_ = false;  // the full path multiplies by stored [n, k] rows (gemm trans_b)
     formulas::ActivationParams activation_;
-    std::vector<uint16_t> half_;        // [k, n] in panels (fp16_panel_offset)
-    std::vector<float> rows_;           // [n, k] when !transposed_
+    std::vector<uint16_t> half_;  // [k, n] in panels (fp16_panel_offset)
+    std::vector<float> rows_;     // [n, k] unless the network's own matrix is (transposed, packed)
     const float* item_rows_ = nullptr;  // [n, k]: rows_, or the network's own matrix
     std::vector<float> bias_;           // [n]
     std::vector<float> spread_;         // per item: the bound on |approx - exact| per unit ||h||

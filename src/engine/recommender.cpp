@@ -346,7 +346,7 @@ struct Recommender::Impl {
         if (rows > c.rows) {
             for (size_t l = 0; l < layers.size(); ++l) {
                 if (layers[l].input) continue;
-                c.act[l] = DeviceArray<float>(*c.backend, rows * layers[l].n, "activations");
+                c.act[l] = DeviceArray<float>(*c.backend, rows * layers[l].ld, "activations");
                 c.act_ptrs[l] = c.act[l].data();
             }
             c.rows = rows;
@@ -417,9 +417,9 @@ struct Recommender::Impl {
     void full_top_k(Context& c, const engine::DeviceDataset& excluded, const BatchRows& rows,
                     uint32_t k, float* scores, uint32_t* top) const {
         const CsrBatchView ex = excluded.view(rows);
-        c.backend->top_k(
-            ConstMatrixView(c.act[output_layer].data(), rows.batch, output_n, output_n), &ex, k,
-            c.top_scores.data(), c.top_ids.data());
+        c.backend->top_k(ConstMatrixView(c.act[output_layer].data(), rows.batch, output_n,
+                                         layers[output_layer].ld),
+                         &ex, k, c.top_scores.data(), c.top_ids.data());
         c.top_scores.download(scores, rows.batch * k);
         c.top_ids.download(top, rows.batch * k);
     }

@@ -1,5 +1,7 @@
 // Whole training runs of two small networks on the CPU and on the device under test, compared
 // epoch by epoch (losses, parameters, scores and top-K: tolerances in backend/parity_harness.h).
+#include <cstdlib>
+
 #include "backend/parity_harness.h"
 #include "sparsenet/config.h"
 #include "sparsenet/network.h"
@@ -130,6 +132,47 @@ TEST_F(CudaParity, TrainingSoftmaxNesterovLazyMatchesTheCpu) {
     opt.l2 = 1e-4f;
     opt.sparse_update = SparseUpdate::kLazy;
     compare_training(parity_device(), kSoftmaxNet, opt);
+}
+
+// Padded rows (engine::padded_ld) on the device: the same training with every row stride
+// packed (SPARSENET_PADDED_LD=0). cuBLAS picks other kernels for aligned leading dimensions, so
+// the sums are not in the same order: the CPU-vs-device tolerances above (on the CPU the two
+// layouts agree bit for bit: tests/engine/padded_ld_test.cpp).
+TEST_F(CudaParity, PaddedRowsTrainAsPackedRows) {
+    GenerateOptions g;
+    g.users = 300;
+    g.items = 120;
+    g.nnz = 5000;
+    g.factors = 6;
+    g.seed = 3;
+    const Dataset data = generate(g).train;
+    OptimizerOptions opt;
+    opt.kind = OptimizerKind::kMomentum;
+    opt.learning_rate = 0.05f;
+    const TrainResult padded = train_on(parity_device(), kSoftmaxNet, data, opt);
+    setenv("SPARSENET_PADDED_LD", "0", 1);
+    const TrainResult packed = train_on(parity_device(), kSoftmaxNet, data, opt);
+    unsetenv("SPARSENET_PADDED_LD");
+    ASSERT_EQ(padded.losses.size(), packed.losses.size());
+    for (size_t e = 0; e < padded.losses.size(); ++e)
+        EXPECT_TRUE(close_scalar(packed.losses[e], padded.losses[e], 2e-3)) << "epoch " << e + 1;
+    ASSERT_EQ(padded.parameters.size(), packed.parameters.size());
+    for (size_t p = 0; p < padded.parameters.size(); ++p) {
+        double mx = 0, diff = 0;
+        for (size_t i = 0; i < packed.parameters[p].size(); ++i) {
+            mx = std::max(mx, double(std::fabs(packed.parameters[p][i])));
+            diff = std::max(diff,
+                            double(std::fabs(packed.parameters[p][i] - padded.parameters[p][i])));
+        }
+        EXPECT_LE(diff, 2e-3 * mx + 1e-6) << "parameter " << p;
+    }
+    ASSERT_EQ(padded.scores.size(), packed.scores.size());
+    double top = 0, diff = 0;
+    for (size_t i = 0; i < packed.scores.size(); ++i) {
+        top = std::max(top, double(std::fabs(packed.scores[i])));
+        diff = std::max(diff, double(std::fabs(packed.scores[i] - padded.scores[i])));
+    }
+    EXPECT_LE(diff, 2e-3 * top + 1e-7);
 }
 
 }  // namespace
