@@ -24,10 +24,22 @@
 // Both mappings add a row's entries in the same order with the same expression, so their results
 // are bit-identical.
 //
+// Parts (slices only): one block per batch row and slice walks the whole row, so the longest rows
+// set the time. dsstne-bench's batches of 256 rows (mean 144 entries, the longest above 2,000)
+// took 340 us (131-668) at 24 % occupancy on an H100, against about 30 us of weight-row reads
+// at its bandwidth (benchmarks/results/gpu/2026-11-25-h100-c-profile-dsstne-bench.txt). With
+// `parts` > 1 (csr_matmul_parts: enough blocks for every SM) grid.z splits each row's entries
+// into that many contiguous ranges; each block sums its range into partial [parts, B, out] and
+// csr_matmul_combine_kernel adds beta * z and the parts in part order: deterministic, rounded
+// differently from one pass (within the same tolerance of the CPU).
+//
 // Accumulation: registers start at beta * z (or 0) and add the entries in CSR order with fused
 // multiply-adds; overwrite semantics. Deterministic (no atomics). The CPU adds four entries per
 // pass without FMA, so results differ in rounding only: within 1e-5 of the sum of |terms|.
 // A column id >= in is skipped and reported (Error(kInternal) at the next synchronisation).
+#include <algorithm>
+#include <cstdlib>
+
 #include "cuda_common.cuh"
 #include "formulas/rng.h"
 
@@ -40,18 +52,24 @@ constexpr int kColsPerThread = 4;
 constexpr size_t kColsPerBlock = size_t(kThreads) * kColsPerThread;
 constexpr int kUnroll = 8;  // entries whose weight rows a thread loads before adding them
 
+// partial: [gridDim.z, z.rows, z.cols] when gridDim.z > 1 (parts), else unused.
 __global__ void __launch_bounds__(kThreads)
     csr_matmul_kernel(CsrBatchView x, SparseNoise noise, float s, ConstMatrixView w, MatrixView z,
-                      float beta, DeviceStatus* status) {
+                      float beta, float* partial, DeviceStatus* status) {
     __shared__ uint32_t s_col[kThreads];
     __shared__ float s_coef[kThreads];
     const size_t b = blockIdx.x;
     const size_t n = z.cols;
     const size_t c0 = size_t(blockIdx.y) * kColsPerBlock + threadIdx.x;
     const uint64_t ex = example_of(x.batch, b);
-    const uint64_t begin = x.offsets[ex], end = x.offsets[ex + 1];
+    const uint64_t row_begin = x.offsets[ex], len = x.offsets[ex + 1] - row_begin;
+    // This block's part of the row's entries (the whole row with one part).
+    const uint64_t begin = row_begin + len * blockIdx.z / gridDim.z;
+    const uint64_t end = row_begin + len * (blockIdx.z + 1) / gridDim.z;
     const bool noisy = noise.p > 0.0f;
-    float* zr = z.data + b * z.ld;
+    const bool parts = gridDim.z > 1;
+    if (parts) beta = 0.0f;  // the combining pass applies it
+    float* zr = parts ? partial + (size_t(blockIdx.z) * z.rows + b) * n : z.data + b * z.ld;
 
     float acc[kColsPerThread];
 #pragma unroll
@@ -186,6 +204,20 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// z = beta * z + the parts in order, element by element (grid-striding over [rows, n]).
+__global__ void csr_matmul_combine_kernel(const float* partial, int parts, MatrixView z,
+                                          float beta) {
+    const size_t n = z.cols, total = z.rows * n;
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += size_t(gridDim.x) * blockDim.x) {
+        const size_t b = i / n, c = i % n;
+        float* zp = z.data + b * z.ld + c;
+        float acc = beta == 0.0f ? 0.0f : beta == 1.0f ? *zp : beta * *zp;
+        for (int k = 0; k < parts; ++k) acc += partial[(size_t(k) * z.rows + b) * n + c];
+        *zp = acc;
+    }
+}
+
 template <int G, int K>
 void launch_groups(const Context& ctx, const CsrBatchView& x, SparseNoise noise, float s,
                    ConstMatrixView w, MatrixView z, float beta) {
@@ -198,6 +230,20 @@ void launch_groups(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
 
 }  // namespace
 
+int csr_matmul_parts(size_t rows, size_t slices, int sm_count, const char* fixed) {
+    if (fixed != nullptr && *fixed != '\0') {
+        char* end = nullptr;
+        const long p = std::strtol(fixed, &end, 10);
+        if (*end == '\0' && p >= 1 && p <= kMaxCsrMatmulParts) return int(p);
+    }
+    // At least kBlocksPerSm blocks per SM (the H100's 132 SMs: 2,112 blocks), in powers of two.
+    constexpr size_t kBlocksPerSm = 16;
+    const size_t blocks = rows * slices, want = kBlocksPerSm * size_t(sm_count > 0 ? sm_count : 1);
+    int parts = 1;
+    while (parts < kMaxCsrMatmulParts && blocks * size_t(parts) < want) parts *= 2;
+    return parts;
+}
+
 // The mapping for an output width (tested on the CPU: the choice, not the kernel).
 CsrMatmulMapping csr_matmul_mapping(size_t n) {
     if (n > 128) return {0, 0};  // slices of 512 columns
@@ -209,7 +255,7 @@ CsrMatmulMapping csr_matmul_mapping(size_t n) {
 }
 
 void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
-                       ConstMatrixView w, MatrixView z, float beta) {
+                       ConstMatrixView w, MatrixView z, float beta, ScratchBuffer& partial) {
     const size_t rows = z.rows, n = z.cols;
     if (rows == 0 || n == 0) return;
     const size_t slices = (n + kColsPerBlock - 1) / kColsPerBlock;
@@ -240,9 +286,18 @@ void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise no
         default:
             break;  // n > 128: slices
     }
-    const dim3 grid{unsigned(rows), unsigned(slices)};
-    csr_matmul_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, noise, s, w, z, beta, ctx.status);
+    const int parts =
+        csr_matmul_parts(rows, slices, ctx.sm_count, std::getenv("SPARSENET_CSR_MATMUL_PARTS"));
+    float* sums =
+        parts > 1 ? partial.get_as<float>(ctx, size_t(parts) * rows * n, "csr_matmul partial sums")
+                  : nullptr;
+    const dim3 grid{unsigned(rows), unsigned(slices), unsigned(parts)};
+    csr_matmul_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, noise, s, w, z, beta, sums, ctx.status);
     check_launch(ctx, "csr_matmul_kernel");
+    if (parts == 1) return;
+    const size_t blocks = std::min<size_t>((rows * n + 255) / 256, size_t(ctx.sm_count) * 8);
+    csr_matmul_combine_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(sums, parts, z, beta);
+    check_launch(ctx, "csr_matmul_combine_kernel");
 }
 
 }  // namespace sparsenet::cuda

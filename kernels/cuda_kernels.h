@@ -201,8 +201,15 @@ struct CsrMatmulMapping {
     int cols_per_lane = 0;
 };
 CsrMatmulMapping csr_matmul_mapping(size_t n);
+// The parts each batch row's entries are split into (the slice mapping; the groups mapping: 1):
+// the least power of two, up to kMaxCsrMatmulParts, that gives 16 blocks per SM for `rows` x
+// `slices` blocks; `fixed` (SPARSENET_CSR_MATMUL_PARTS, read at each launch: 1 is the one-pass
+// kernel) overrides it when it is an integer in [1, kMaxCsrMatmulParts].
+constexpr int kMaxCsrMatmulParts = 16;
+int csr_matmul_parts(size_t rows, size_t slices, int sm_count, const char* fixed);
+// partial: scratch of the parts' sums ([parts, rows, out] floats, grown as needed).
 void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
-                       ConstMatrixView w, MatrixView z, float beta);
+                       ConstMatrixView w, MatrixView z, float beta, ScratchBuffer& partial);
 
 // kernels/cuda_csr_weight_grad.cu
 void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoise noise,

@@ -2,6 +2,8 @@
 // against a dense double reference.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <limits>
 
@@ -262,6 +264,27 @@ TEST_F(CudaParity, CsrMatmulOverGrid) {
                             }
     // A wide input (long power-law rows: > 128 entries staged per block) and a wide output.
     run_matmul(cpu_, dev(), {64, 5000, 1100, RowShape::kPowerLaw, true, true, 0.2f, 0.0f, 3, 99});
+}
+
+// The slice mapping with its rows split into parts (kernels/cuda_csr_matmul.cu) and in one pass
+// (SPARSENET_CSR_MATMUL_PARTS=1), and with parts that leave some empty (3, 16): each against the
+// CPU, so the two paths agree within the tolerance of one.
+TEST_F(CudaParity, CsrMatmulPartsAndOnePassMatchTheCpu) {
+    for (const char* parts : {"1", "3", "16", ""}) {
+        SCOPED_TRACE(std::string("SPARSENET_CSR_MATMUL_PARTS=") + parts);
+        setenv("SPARSENET_CSR_MATMUL_PARTS", parts, 1);
+        uint64_t seed = 500;
+        for (size_t batch : {1, 5, 256})
+            for (size_t out : {130, 600})
+                for (float beta : {0.0f, 1.0f, 0.5f}) {
+                    run_matmul(cpu_, dev(),
+                               {batch, 3000, out, RowShape::kPowerLaw, true, batch == 5, 0.2f, beta,
+                                0, ++seed});
+                    if (HasFatalFailure()) break;
+                }
+        unsetenv("SPARSENET_CSR_MATMUL_PARTS");
+        if (HasFatalFailure()) return;
+    }
 }
 
 }  // namespace

@@ -77,6 +77,37 @@ TEST(CsrMatmulMapping, NarrowOutputsUseGroupsThatFitTheWidth) {
     EXPECT_EQ(cuda::csr_matmul_mapping(128).cols_per_lane, 4);
 }
 
+// csr_matmul's parts (kernels/cuda_csr_matmul.cu): the least power of two that gives 16 blocks
+// per SM, at most kMaxCsrMatmulParts; SPARSENET_CSR_MATMUL_PARTS fixes it when it is an integer in
+// range (1: the one-pass kernel), else the rule decides.
+TEST(CsrMatmulParts, EnoughBlocksForEverySm) {
+    // dsstne-bench on an H100: 256 rows x 2 slices of 512 columns, 132 SMs: 2,112 blocks wanted.
+    EXPECT_EQ(cuda::csr_matmul_parts(256, 2, 132, nullptr), 8);
+    EXPECT_EQ(cuda::csr_matmul_parts(1, 1, 132, nullptr), cuda::kMaxCsrMatmulParts);
+    EXPECT_EQ(cuda::csr_matmul_parts(4096, 2, 132, nullptr), 1);
+    for (size_t rows : {1, 7, 64, 256, 300, 1000, 5000})
+        for (size_t slices : {1, 2, 3})
+            for (int sms : {1, 108, 132}) {
+                const int p = cuda::csr_matmul_parts(rows, slices, sms, nullptr);
+                ASSERT_GE(p, 1);
+                ASSERT_LE(p, cuda::kMaxCsrMatmulParts);
+                EXPECT_EQ(p & (p - 1), 0);
+                const size_t want = 16 * size_t(sms);
+                if (p < cuda::kMaxCsrMatmulParts) {
+                    EXPECT_GE(rows * slices * p, want);
+                }
+                if (p > 1) {
+                    EXPECT_LT(rows * slices * (p / 2), want);
+                }
+            }
+    EXPECT_EQ(cuda::csr_matmul_parts(256, 2, 132, "1"), 1);
+    EXPECT_EQ(cuda::csr_matmul_parts(256, 2, 132, "3"), 3);
+    EXPECT_EQ(cuda::csr_matmul_parts(256, 2, 132, "0"), 8);
+    EXPECT_EQ(cuda::csr_matmul_parts(256, 2, 132, "17"), 8);
+    EXPECT_EQ(cuda::csr_matmul_parts(256, 2, 132, "2x"), 8);
+    EXPECT_EQ(cuda::csr_matmul_parts(256, 2, 132, ""), 8);
+}
+
 // csr_weight_grad's plan (kernels/cuda_csr_weight_grad.cu): for a 10M-item input the work of a
 // call follows the batch's entries (the gradient capacity the engine sizes from them), not the
 // input width; the dense flags over [in] remain only where in <= capacity.

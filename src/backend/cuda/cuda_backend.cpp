@@ -419,6 +419,7 @@ void CudaBackend::release_all() noexcept {
                                        &reduce_scratch_.gradient,
                                        &row_loss_scratch_,
                                        &row_map_scratch_,
+                                       &csr_matmul_partial_,
                                        &top_k_scratch_.exclude_bits,
                                        &top_k_scratch_.keys,
                                        &top_k_scratch_.sorted,
@@ -604,7 +605,7 @@ void CudaBackend::synchronize() {
 void CudaBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
                                   MatrixView z, float beta) {
     activate();
-    cuda::launch_csr_matmul(ctx_, x, noise, w, z, beta);
+    cuda::launch_csr_matmul(ctx_, x, noise, w, z, beta, csr_matmul_partial_);
 }
 
 void CudaBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,

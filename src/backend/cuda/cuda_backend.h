@@ -132,6 +132,7 @@ class CudaBackend final : public Backend {
     cuda::ReduceScratch reduce_scratch_;
     cuda::ScratchBuffer row_loss_scratch_;
     cuda::ScratchBuffer row_map_scratch_;
+    cuda::ScratchBuffer csr_matmul_partial_;  // csr_matmul's parts ([parts, rows, out] floats)
     cuda::TopKScratch top_k_scratch_;
     cuda::ScratchBuffer bf16_a_, bf16_b_;      // gemm's BF16 operand copies (Precision::kBf16)
     std::unordered_map<void*, size_t> sizes_;  // allocate()'s buffers (ctx_.held_bytes)
