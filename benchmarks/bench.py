@@ -18,11 +18,13 @@ sgemm_gflops: after each repetition the machine's sgemm rate at the output layer
 shapes (forward, input delta, weight gradient: build/benchmarks/sparsenet_bench_sgemm, the same
 OpenBLAS and thread count), so the epoch's model-FLOP rate can be read as a fraction of it
 (sgemm_fraction) under the same load. --baseline-build DIR adds DIR's sparsenet as the system
-"sparsenet-base", run alternately with the new one (an A/B on a shared machine).
+"sparsenet-base", run alternately with the new one (an A/B on a shared machine). --variant-env
+NAME=VALUE (repeatable) adds this build's sparsenet with that variable set as the system
+"sparsenet NAME=VALUE" (a switch of the step turned off: SPARSENET_PADDED_LD=0, ...).
 
 usage: benchmarks/bench.py [--build build] [--python PY] [--workload dsstne-bench|mult-dae]
        [--users 8192] [--repeats 3] [--threads 2] [--batch N[,N...]] [--no-peers] [--tag T]
-       [--baseline-build DIR] [--sgemm-repeats 3]
+       [--baseline-build DIR] [--variant-env NAME=VALUE ...] [--sgemm-repeats 3]
 """
 import argparse
 import datetime
@@ -94,6 +96,8 @@ def main():
     p.add_argument("--tag", default="", help="suffix of the results file name")
     p.add_argument("--baseline-build", default=None,
                    help="another build whose sparsenet runs alternately as 'sparsenet-base'")
+    p.add_argument("--variant-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="also run this build with NAME=VALUE in the environment")
     p.add_argument("--sgemm-repeats", type=int, default=3,
                    help="timed calls per shape of each sgemm measurement (0: skip it)")
     a = p.parse_args()
@@ -110,11 +114,12 @@ def main():
     ds = info["files"][0]["datasets"][0]
     examples, mean_nnz = ds["examples"], ds["nonzeros"] / ds["examples"]
 
-    def ours(batch, sparsenet=sparsenet):
+    def ours(batch, sparsenet=sparsenet, env=None):
         metrics = os.path.join(a.work, "metrics.jsonl")
         run([sparsenet, "train", "-c", config, "-i", data, "-n", os.path.join(a.work, "m.nc"),
              "-b", str(batch), "-e", str(a.epochs), "--threads", str(a.threads),
-             "--metrics-out", metrics, "-q"] + extra_flags)
+             "--metrics-out", metrics, "-q"] + extra_flags,
+            env=dict(os.environ, **env) if env else None)
         lines = [json.loads(l) for l in open(metrics)]
         return [l["seconds"] for l in lines], [l["loss"] for l in lines]
 
@@ -134,6 +139,10 @@ def main():
         base_bin = os.path.join(a.baseline_build, "sparsenet")
         systems["sparsenet-base"] = lambda batch: ours(batch, base_bin)
         versions["sparsenet-base"] = run([base_bin, "--version"]).strip()
+    for assignment in a.variant_env:
+        name, _, value = assignment.partition("=")
+        systems[f"sparsenet {name}={value}"] = (
+            lambda batch, env={name: value}: ours(batch, env=env))
     sgemm = next((p for p in (os.path.join(a.build, "benchmarks", "sparsenet_bench_sgemm"),
                               os.path.join(ROOT, "build", "benchmarks", "sparsenet_bench_sgemm"))
                   if os.path.exists(p)), None)
