@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "formulas/activation.h"
 #include "formulas/loss.h"
@@ -192,6 +193,10 @@ void launch_exp_rows(const Context& ctx, const float* shift, MatrixView m, float
 void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m);
 void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out, ReduceScratch& s);
 void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m);
+// Backend::sum_squares: every part's chunks in one launch, then one block per part adds them in
+// order (parts in groups of kSumSquaresParts per launch pair).
+void launch_sum_squares(const Context& ctx, const std::vector<ConstMatrixView>& parts, float* out,
+                        ReduceScratch& s);
 
 // kernels/cuda_csr_matmul.cu
 // The thread mapping for output width n: lanes = 0 for the 512-column slices (n > 128), else

@@ -28,7 +28,9 @@
 // divide_rows and clip_rows are element-wise (elementwise_shape). The penalty's loss is summed over
 // the columns by one block in a fixed order. Tolerance: 1e-5 relative (row_ops_test.cpp,
 // regularizer_test.cpp: CudaParity.*).
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cuda_common.cuh"
 #include "formulas/common.h"
@@ -248,6 +250,49 @@ __global__ void __launch_bounds__(kRowThreads)
     if (threadIdx.x == 0) out[blockIdx.x] = float(acc);
 }
 
+// Backend::sum_squares: up to kSumSquaresParts parts per launch, passed by value. Part i's chunks
+// of formulas::kSumSquaresChunk elements are blocks first_chunk[i] .. first_chunk[i + 1] - 1.
+// The guard's figures of a dsstne-bench step took 16 launches of row_sum_squares (89 us of an
+// H100 step, benchmarks/results/gpu/2026-11-25-h100-c-profile-dsstne-bench.txt); this is two.
+constexpr int kSumSquaresParts = 48;
+struct SumSquaresParts {
+    ConstMatrixView part[kSumSquaresParts];
+    uint32_t first_chunk[kSumSquaresParts + 1];
+    int count;
+};
+
+__global__ void __launch_bounds__(kRowThreads)
+    sum_squares_chunks_kernel(SumSquaresParts p, double* partial) {
+    __shared__ double smem[kRowThreads / 32];
+    const uint32_t chunk = blockIdx.x;
+    int i = 0;
+    while (i + 1 < p.count && p.first_chunk[i + 1] <= chunk) ++i;
+    const ConstMatrixView m = p.part[i];
+    const uint64_t n = m.cols, total = uint64_t(m.rows) * n;
+    const uint64_t begin = uint64_t(chunk - p.first_chunk[i]) * formulas::kSumSquaresChunk;
+    const uint64_t end =
+        begin + formulas::kSumSquaresChunk < total ? begin + formulas::kSumSquaresChunk : total;
+    double sum = 0.0;
+    for (uint64_t e = begin + threadIdx.x; e < end; e += kRowThreads) {
+        const double v = double(m.data[(e / n) * m.ld + e % n]);
+        sum += v * v;
+    }
+    sum = block_sum<kRowThreads>(sum, smem);
+    if (threadIdx.x == 0) partial[chunk] = sum;
+}
+
+// One block per part: its chunks' sums in order (block_sum's fixed tree), stored as float.
+__global__ void __launch_bounds__(kRowThreads)
+    sum_squares_finalize_kernel(SumSquaresParts p, const double* partial, float* out) {
+    __shared__ double smem[kRowThreads / 32];
+    const int i = blockIdx.x;
+    double acc = 0.0;
+    for (uint32_t c = p.first_chunk[i] + threadIdx.x; c < p.first_chunk[i + 1]; c += kRowThreads)
+        acc += partial[c];
+    acc = block_sum<kRowThreads>(acc, smem);
+    if (threadIdx.x == 0) out[i] = float(acc);
+}
+
 __global__ void divide_rows_kernel(const float* divisor, MatrixView m) {
     const size_t c = SN_THIS_COLUMN();
     if (c >= m.cols) return;
@@ -313,6 +358,35 @@ void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out, R
     row_segments_finalize_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(partial,
                                                                                    segments, out);
     check_launch(ctx, "row_segments_finalize_kernel");
+}
+
+void launch_sum_squares(const Context& ctx, const std::vector<ConstMatrixView>& parts, float* out,
+                        ReduceScratch& s) {
+    for (size_t first = 0; first < parts.size(); first += kSumSquaresParts) {
+        SumSquaresParts p{};
+        p.count = int(std::min<size_t>(kSumSquaresParts, parts.size() - first));
+        uint64_t chunks = 0;
+        for (int i = 0; i < p.count; ++i) {
+            p.part[i] = parts[first + i];
+            p.first_chunk[i] = uint32_t(chunks);
+            const uint64_t total = uint64_t(p.part[i].rows) * p.part[i].cols;
+            chunks += (total + formulas::kSumSquaresChunk - 1) / formulas::kSumSquaresChunk;
+            if (chunks > 0x7fffffffu)
+                throw Error(ErrorCategory::kInternal,
+                            "sum_squares: too many elements for the grid");
+        }
+        p.first_chunk[p.count] = uint32_t(chunks);
+        double* partial =
+            chunks > 0 ? s.partial.get_as<double>(ctx, chunks, "sum_squares chunk sums") : nullptr;
+        if (chunks > 0) {
+            sum_squares_chunks_kernel<<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(p, partial);
+            check_launch(ctx, "sum_squares_chunks_kernel");
+        }
+        // Parts with no chunk (empty) get 0 from the finalize's empty range.
+        sum_squares_finalize_kernel<<<unsigned(p.count), kRowThreads, 0, ctx.stream>>>(p, partial,
+                                                                                       out + first);
+        check_launch(ctx, "sum_squares_finalize_kernel");
+    }
 }
 
 void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m) {

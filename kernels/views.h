@@ -123,6 +123,7 @@ enum class Op {
     kOutputEpilogue,
     kBiasActivationDropout,
     kActivationBackwardColumnSum,
+    kSumSquares,
     kCatchUpRows,  // the last: backend_ops.cpp's op-time table and op_checks_test count to it
 };
 const char* to_string(Op op);

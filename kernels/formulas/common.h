@@ -13,6 +13,10 @@
 
 namespace sparsenet::formulas {
 
+// Backend::sum_squares sums each part in chunks of this many elements (row-major order), then the
+// chunks' double sums in order, on the CPU (one thread a chunk) and on CUDA (one block a chunk).
+constexpr uint64_t kSumSquaresChunk = 8192;
+
 SPARSENET_HD float sn_exp(float x) {
     return expf(x);
 }

@@ -70,6 +70,8 @@ const char* to_string(Op op) {
             return "bias_activation_dropout";
         case Op::kActivationBackwardColumnSum:
             return "activation_backward_column_sum";
+        case Op::kSumSquares:
+            return "sum_squares";
         case Op::kCatchUpRows:
             return "catch_up_rows";
     }

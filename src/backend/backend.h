@@ -186,6 +186,13 @@ class Backend {
     // row).
     void row_sum_squares(ConstMatrixView m, float* out);
 
+    // out[i] = the sum of the squares of every element of parts[i] (rows x cols, padding not
+    // read), accumulated in double, stored as float (0 for an empty part): the numerical guard's
+    // figures of every layer (bias gradients, activations, biases) in one call, one launch on a
+    // GPU instead of one or three per part. Each part's elements are summed in chunks of 8,192
+    // (row-major order), the chunks' sums in order: the same bits on every run and thread count.
+    void sum_squares(const std::vector<ConstMatrixView>& parts, float* out);
+
     // DeltaNorm with the squared row norms given: every row r with sq_norm[r] > max_norm^2
     // (compared in double) is scaled by float(max_norm / sqrt(sq_norm[r])) (in double); other
     // rows (NaN sq_norm included) are not written. With sq_norm from row_sum_squares of the same
@@ -283,6 +290,7 @@ class Backend {
     virtual void exp_rows_impl(const float* shift, MatrixView m, float* row_sum) = 0;
     virtual void divide_rows_impl(const float* divisor, MatrixView m) = 0;
     virtual void row_sum_squares_impl(ConstMatrixView m, float* out) = 0;
+    virtual void sum_squares_impl(const std::vector<ConstMatrixView>& parts, float* out) = 0;
     virtual void clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) = 0;
     virtual void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) = 0;
     virtual void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) = 0;

@@ -282,6 +282,13 @@ void Backend::row_sum_squares(ConstMatrixView m, float* out) {
     row_sum_squares_impl(m, out);
 }
 
+void Backend::sum_squares(const std::vector<ConstMatrixView>& parts, float* out) {
+    for (const ConstMatrixView& m : parts) check_ld(m, "sum_squares", "ld of a part < its columns");
+    check(parts.empty() || out != nullptr, "sum_squares", "no output for the parts");
+    const OpTimer timer(Op::kSumSquares, 0.0);
+    if (!parts.empty()) sum_squares_impl(parts, out);
+}
+
 void Backend::clip_rows(float max_norm, const float* sq_norm, MatrixView m) {
     check_ld(m, "clip_rows", "ld of m < its columns");
     const OpTimer timer(Op::kClipRows, 0.0);

@@ -194,31 +194,20 @@ bool Training::local_gradients_nonfinite() {
 }
 
 void Training::record_health(float* f, size_t rows) const {
-    Backend& be = *net_.backend;
+    // Per checked layer: its bias gradient (0 where no gradient reaches it), the activations of
+    // the batch's rows and its bias; empty parts give 0. One op for all.
+    std::vector<ConstMatrixView> parts;
     for (int l : checked_layer_indices(net_)) {
         const GraphLayer& layer = net_.graph.layers[l];
         const LayerBuffers& buf = net_.buffers.layers[l];
-        const size_t n = net_.plan.layers[l].n_local;
-        if (n == 0) {
-            be.fill(f, 3, 0.0f);
-            f += 3;
-            continue;
-        }
-        if (layer.reaches_output) {
-            be.row_sum_squares({buf.bias_grad.data(), 1, n, n}, f);
-        } else {
-            be.fill(f, 1, 0.0f);
-        }
-        // Whole padded rows: the padding holds zeros.
-        const size_t acts = std::min(buf.act.size(), rows * net_.plan.layers[l].ld);
-        if (acts > 0) {
-            be.row_sum_squares({buf.act.data(), 1, acts, acts}, f + 1);
-        } else {
-            be.fill(f + 1, 1, 0.0f);
-        }
-        be.row_sum_squares({net_.params.layers[l].bias.data(), 1, n, n}, f + 2);
-        f += 3;
+        const LayerBand& band = net_.plan.layers[l];
+        const size_t n = band.n_local;
+        parts.emplace_back(buf.bias_grad.data(), layer.reaches_output ? 1 : 0, n, n);
+        const size_t act_rows = std::min(rows, band.ld == 0 ? 0 : buf.act.size() / band.ld);
+        parts.emplace_back(buf.act.data(), act_rows, n, band.ld);
+        parts.emplace_back(net_.params.layers[l].bias.data(), 1, n, n);
     }
+    net_.backend->sum_squares(parts, f);
 }
 
 std::string Training::locate_nonfinite(size_t batch) const {

@@ -182,6 +182,12 @@ std::vector<BadCall> bad_calls() {
          [](Backend& b) { b.row_sum_squares(ConstMatrixView(mat(2, 4, 3)), g_unused); }},
         {"clip_rows: ld of m < its columns",
          [](Backend& b) { b.clip_rows(1, g_unused, mat(2, 4, 3)); }},
+        {"sum_squares: ld of a part < its columns",
+         [](Backend& b) {
+             b.sum_squares({cmat(2, 4), ConstMatrixView(mat(2, 4, 3))}, g_unused);
+         }},
+        {"sum_squares: no output for the parts",
+         [](Backend& b) { b.sum_squares({cmat(2, 4)}, nullptr); }},
         {"add_matrix: shapes of x and y differ",
          [](Backend& b) { b.add_matrix(1, cmat(2, 4), 0, mat(4, 2)); }},
         {"scatter_rows: gradient width != dense width",
@@ -337,6 +343,9 @@ class RecordingBackend : public Backend {
     }
     void clip_rows_impl(float, const float*, MatrixView) override {
         reached.push_back("clip_rows");
+    }
+    void sum_squares_impl(const std::vector<ConstMatrixView>&, float*) override {
+        reached.push_back("sum_squares");
     }
     void add_matrix_impl(float, ConstMatrixView, float, MatrixView) override {
         reached.push_back("add_matrix");

@@ -234,6 +234,10 @@ void CpuBackend::row_sum_squares_impl(ConstMatrixView m, float* out) {
     cpu::row_sum_squares(cmat(m), out, threads_);
 }
 
+void CpuBackend::sum_squares_impl(const std::vector<ConstMatrixView>& parts, float* out) {
+    for (size_t i = 0; i < parts.size(); ++i) out[i] = cpu::sum_squares(cmat(parts[i]), threads_);
+}
+
 void CpuBackend::clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) {
     cpu::clip_rows(max_norm, sq_norm, mat(m), threads_);
 }

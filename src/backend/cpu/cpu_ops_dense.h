@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "formulas/common.h"
 #include "formulas/precision.h"
 
 namespace sparsenet::cpu {
@@ -602,6 +603,32 @@ void row_sum_squares(CMatT<T> m, T* out, int threads) {
         for (size_t j = 0; j < n; ++j) norm2 += double(mr[j]) * double(mr[j]);
         out[r] = T(norm2);
     }
+}
+
+// The sum of the squares of every element of m (Backend::sum_squares): chunks of
+// formulas::kSumSquaresChunk elements in row-major order, each summed in double in order, then
+// the chunks' sums in order.
+template <class T>
+T sum_squares(CMatT<T> m, int threads) {
+    const size_t n = m.cols, total = m.rows * n;
+    if (total == 0) return T(0);
+    constexpr size_t kChunk = size_t(formulas::kSumSquaresChunk);
+    const size_t chunks = (total + kChunk - 1) / kChunk;
+    std::vector<double> partial(chunks);
+    const bool par = parallel_worth(total, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t c = 0; c < chunks; ++c) {
+        const size_t end = std::min(total, (c + 1) * kChunk);
+        double sum = 0.0;
+        for (size_t e = c * kChunk; e < end; ++e) {
+            const double v = double(m.row(e / n)[e % n]);
+            sum += v * v;
+        }
+        partial[c] = sum;
+    }
+    double sum = 0.0;
+    for (double p : partial) sum += p;
+    return T(sum);
 }
 
 // DeltaNorm with the squared row norms given: normalize_rows' factor from sq_norm[r]; rows

@@ -749,6 +749,11 @@ void CudaBackend::divide_rows_impl(const float* divisor, MatrixView m) {
     cuda::launch_divide_rows(ctx_, divisor, m);
 }
 
+void CudaBackend::sum_squares_impl(const std::vector<ConstMatrixView>& parts, float* out) {
+    activate();
+    cuda::launch_sum_squares(ctx_, parts, out, reduce_scratch_);
+}
+
 void CudaBackend::row_sum_squares_impl(ConstMatrixView m, float* out) {
     activate();
     cuda::launch_row_sum_squares(ctx_, m, out, reduce_scratch_);

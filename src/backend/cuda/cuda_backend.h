@@ -91,6 +91,7 @@ class CudaBackend final : public Backend {
     void exp_rows_impl(const float* shift, MatrixView m, float* row_sum) override;
     void divide_rows_impl(const float* divisor, MatrixView m) override;
     void row_sum_squares_impl(ConstMatrixView m, float* out) override;
+    void sum_squares_impl(const std::vector<ConstMatrixView>& parts, float* out) override;
     void clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) override;
     void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
     void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) override;
