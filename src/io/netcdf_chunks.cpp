@@ -130,7 +130,10 @@ struct Plan {
 
 // A chunk as read from the file: its stored bytes and filter mask, or missing (fill value).
 struct Stored {
-    std::vector<unsigned char> bytes;
+    // Not a std::vector: zeroing the bytes HDF5 then overwrites took 8 % of a whole read of
+    // ML-20M-shaped data (perf, 2 threads).
+    std::unique_ptr<unsigned char[]> bytes;
+    size_t size = 0;
     uint32_t mask = 0;
     bool missing = false;
 };
@@ -156,8 +159,8 @@ bool decode(const Plan& plan, uint64_t index, const Stored& stored,
     };
     const bool deflate = active(plan.pipeline.deflate);
     const bool shuffle = active(plan.pipeline.shuffle);
-    const unsigned char* data = stored.bytes.data();
-    size_t size = stored.bytes.size();
+    const unsigned char* data = stored.bytes.get();
+    size_t size = stored.size;
     if (deflate) {
         unsigned char* target = whole && !shuffle ? dst : nullptr;
         if (target == nullptr) {
@@ -201,9 +204,10 @@ bool read_stored(hid_t dset, const Plan& plan, uint64_t index, Stored& stored) {
     // A size from a damaged index is not allocated: deflate's output for a chunk is never
     // longer than compressBound (an unfiltered chunk is exactly the chunk's size).
     if (size > compressBound(static_cast<uLong>(plan.chunk * plan.element))) return false;
-    stored.bytes.resize(size);
+    stored.bytes.reset(new unsigned char[size]);
+    stored.size = size;
     uint32_t filters = 0;
-    if (H5Dread_chunk(dset, H5P_DEFAULT, &offset, &filters, stored.bytes.data()) < 0) return false;
+    if (H5Dread_chunk(dset, H5P_DEFAULT, &offset, &filters, stored.bytes.get()) < 0) return false;
     stored.mask = filters;
     return true;
 }
