@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 namespace sparsenet::io {
@@ -291,13 +292,16 @@ bool ChunkedFile::read(const std::string& name, ChunkElement element, uint64_t l
     std::atomic<bool> failed{false};
     std::vector<std::vector<unsigned char>> scratch(2 * static_cast<size_t>(threads));
     if (threads == 1) {
-        Stored stored;
-        for (uint64_t c = first; c <= last; ++c) {
-            stored = Stored();
-            if (!read_stored(dset.get(), plan, c, stored) ||
-                !decode(plan, c, stored, scratch[0], scratch[1])) {
-                return false;
+        try {  // out of memory for a chunk: netCDF's path is left to report it
+            for (uint64_t c = first; c <= last; ++c) {
+                Stored stored;
+                if (!read_stored(dset.get(), plan, c, stored) ||
+                    !decode(plan, c, stored, scratch[0], scratch[1])) {
+                    return false;
+                }
             }
+        } catch (const std::bad_alloc&) {
+            return false;
         }
         ++g_reads;
         return true;
