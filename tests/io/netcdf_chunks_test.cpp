@@ -36,6 +36,7 @@ struct Storage {
     bool shuffle = true;
     int deflate = 1;  // level; 0: no deflate
     bool fletcher32 = false;
+    bool unlimited = false;  // both dimensions unlimited: a chunk may be longer than its variable
     nc_type offset_type = NC_UINT64;
     nc_type index_type = NC_UINT;
     nc_type value_type = NC_FLOAT;  // NC_NAT: no sparseData (boolean)
@@ -68,7 +69,7 @@ int define(int nc, const char* name, nc_type type, int dim, size_t length, const
         EXPECT_EQ(nc_def_var_chunking(nc, id, NC_CONTIGUOUS, nullptr), NC_NOERR);
         return id;
     }
-    const size_t chunk = std::min(s.chunk, length);
+    const size_t chunk = s.unlimited ? s.chunk : std::min(s.chunk, length);
     EXPECT_EQ(nc_def_var_chunking(nc, id, NC_CHUNKED, &chunk), NC_NOERR);
     if (s.shuffle || s.deflate > 0) {
         EXPECT_EQ(nc_def_var_deflate(nc, id, s.shuffle, s.deflate > 0, s.deflate), NC_NOERR);
@@ -93,8 +94,9 @@ void write_arrays(const std::string& path, const Arrays& a, const Storage& s) {
     nc_ok(nc_put_att_int(nc, NC_GLOBAL, "dimensions0", NC_INT, 1, &one));
     nc_ok(nc_put_att_int(nc, NC_GLOBAL, "width0", NC_INT, 1, &width));
     int rows_dim, data_dim;
-    nc_ok(nc_def_dim(nc, "examplesDim0", a.starts.size(), &rows_dim));
-    nc_ok(nc_def_dim(nc, "sparseDataDim0", a.indices.size(), &data_dim));
+    nc_ok(nc_def_dim(nc, "examplesDim0", s.unlimited ? NC_UNLIMITED : a.starts.size(), &rows_dim));
+    nc_ok(
+        nc_def_dim(nc, "sparseDataDim0", s.unlimited ? NC_UNLIMITED : a.indices.size(), &data_dim));
     const size_t rows = a.starts.size(), nnz = a.indices.size();
     const int start = define(nc, "sparseStart0", s.offset_type, rows_dim, rows, s);
     const int end = define(nc, "sparseEnd0", s.offset_type, rows_dim, rows, s);
@@ -102,13 +104,14 @@ void write_arrays(const std::string& path, const Arrays& a, const Storage& s) {
     int values = -1;
     if (s.value_type != NC_NAT) values = define(nc, "sparseData0", s.value_type, data_dim, nnz, s);
     nc_ok(nc_enddef(nc));
+    const size_t zero_at = 0;
     if (rows > 0) {
-        nc_ok(nc_put_var_longlong(nc, start, a.starts.data()));
-        nc_ok(nc_put_var_longlong(nc, end, a.ends.data()));
+        nc_ok(nc_put_vara_longlong(nc, start, &zero_at, &rows, a.starts.data()));
+        nc_ok(nc_put_vara_longlong(nc, end, &zero_at, &rows, a.ends.data()));
     }
     if (nnz > 0) {
-        nc_ok(nc_put_var_longlong(nc, index, a.indices.data()));
-        if (values >= 0) nc_ok(nc_put_var_double(nc, values, a.values.data()));
+        nc_ok(nc_put_vara_longlong(nc, index, &zero_at, &nnz, a.indices.data()));
+        if (values >= 0) nc_ok(nc_put_vara_double(nc, values, &zero_at, &nnz, a.values.data()));
     }
     nc_ok(nc_close(nc));
 }
@@ -192,6 +195,10 @@ TEST(NetcdfChunks, ChunkingsFiltersAndTypes) {
     cases.push_back({"chunked, no filter", s, true});
     s.contiguous = true;
     cases.push_back({"contiguous (netCDF reads it)", s, false});
+    s = Storage();
+    s.unlimited = true;
+    s.chunk = 4096;  // longer than sparseStart0; sparseIndex0 ends inside its last chunk
+    cases.push_back({"unlimited dimensions, chunk 4096", s, true});
     s = Storage();
     s.chunk = 1000;
     s.fletcher32 = true;
