@@ -50,7 +50,7 @@ install(EXPORT sparsenetStaticTargets NAMESPACE sparsenet:: DESTINATION ${SPARSE
 # What the static library needs found again (the shared one needs nothing): exactly what this
 # build linked.
 set(SPARSENET_STATIC_DEPENDENCIES
-  "find_dependency(OpenMP COMPONENTS CXX)\n  find_dependency(netCDF CONFIG)\n  find_dependency(jsoncpp CONFIG)\n  find_dependency(MPI COMPONENTS CXX)")
+  "find_dependency(OpenMP COMPONENTS CXX)\n  find_dependency(netCDF CONFIG)\n  find_dependency(jsoncpp CONFIG)\n  find_dependency(MPI COMPONENTS CXX)\n  find_dependency(ZLIB)")
 if(SPARSENET_HAVE_CUDA)
   string(APPEND SPARSENET_STATIC_DEPENDENCIES "\n  find_dependency(CUDAToolkit)")
 endif()
@@ -101,8 +101,12 @@ foreach(_dir IN LISTS _sparsenet_mpi_dirs)
   string(APPEND SPARSENET_PC_MPI " -L${_dir}")
 endforeach()
 string(APPEND SPARSENET_PC_MPI "${_sparsenet_mpi_libs}")
+# HDF5 (src/io/netcdf_chunks.cpp): Debian keeps it in a folder of its own (hdf5/serial).
+get_filename_component(SPARSENET_HDF5_DIR "${SPARSENET_HDF5_LIBRARY}" DIRECTORY)
+get_filename_component(SPARSENET_HDF5_NAME "${SPARSENET_HDF5_LIBRARY}" NAME_WE)
+string(REGEX REPLACE "^lib" "" SPARSENET_HDF5_NAME "${SPARSENET_HDF5_NAME}")
 set(SPARSENET_PC_DEPENDENCIES
-  "${OpenMP_CXX_FLAGS} -lnetcdf -ljsoncpp${SPARSENET_PC_MPI} -L${SPARSENET_OPENBLAS_DIR} -lopenblas -lpthread -lm")
+  "${OpenMP_CXX_FLAGS} -lnetcdf -L${SPARSENET_HDF5_DIR} -l${SPARSENET_HDF5_NAME} -lz -ljsoncpp${SPARSENET_PC_MPI} -L${SPARSENET_OPENBLAS_DIR} -lopenblas -lpthread -lm")
 if(SPARSENET_HAVE_CUDA)  # the CUDA backend in libsparsenet.a: the (shared) runtime; it dlopens cuBLAS
   string(APPEND SPARSENET_PC_DEPENDENCIES " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl")
 endif()

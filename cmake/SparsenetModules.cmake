@@ -40,7 +40,7 @@ target_include_directories(sparsenet_kernel_headers INTERFACE
 
 sparsenet_module(common)
 sparsenet_module(config PRIVATE JsonCpp::JsonCpp)
-sparsenet_module(io PRIVATE sparsenet_common netCDF::netcdf)
+sparsenet_module(io PRIVATE sparsenet_common netCDF::netcdf sparsenet_hdf5)
 sparsenet_module(data PRIVATE sparsenet_common)
 sparsenet_module(backend PUBLIC sparsenet_common sparsenet_kernel_headers
   PRIVATE $<BUILD_INTERFACE:sparsenet_openblas>)

@@ -1,5 +1,6 @@
 // Reading and writing DSSTNE-layout netCDF dataset files (see docs/data-format.md).
 #include <netcdf.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "common/resources.h"
 #include "io/dataset_read.h"
 #include "io/names_variable.h"
+#include "io/netcdf_chunks.h"
 #include "io/netcdf_header_check.h"
 #include "io/netcdf_util.h"
 #include "sparsenet/dataset.h"
@@ -363,6 +365,7 @@ class Reader {
     void inspect_sparse(size_t n, Layout& layout) const;
     void inspect_dense(size_t n, Layout& layout) const;
     void read_sparse(const Layout& layout, Band band, uint64_t chunk, Dataset& d) const;
+    void preload_whole(const Layout& layout, Dataset& d, SparseBuffers& buf) const;
     void read_rows(const Layout& layout, Band band, uint64_t first_row, uint64_t count,
                    const uint64_t* starts, const uint64_t* ends, SparseBuffers& buf,
                    Dataset& d) const;
@@ -647,7 +650,113 @@ struct Reader::SparseBuffers {
     std::vector<uint32_t> stored_indices;
     std::vector<float> stored_values;
     bool all_loaded = false;
+    // A whole read of a compressed netCDF-4 file (preload_whole): sparseStart/sparseEnd of every
+    // row, and, with entries_in_place, every entry already in d.indices/d.values, the next
+    // chunk's from `cursor` on.
+    std::vector<uint64_t> all_starts, all_ends;
+    bool entries_in_place = false;
+    uint64_t cursor = 0;
 };
+
+namespace {
+
+// Elements [start, start + count) of an integer variable through `chunks` as non-negative
+// 64-bit values; false (read it through netCDF) for another type or a negative value, which
+// netCDF's path then reports where it always has.
+bool read_unsigned_chunks(const io::ChunkedFile& chunks, const Reader::Var& v, uint64_t start,
+                          uint64_t count, uint64_t* out, int threads) {
+    using io::ChunkElement;
+    if (v.type == NC_UINT64 || v.type == NC_INT64) {
+        const bool is_signed = v.type == NC_INT64;
+        if (!chunks.read(v.name, is_signed ? ChunkElement::kInt64 : ChunkElement::kUInt64, v.length,
+                         start, count, out, threads)) {
+            return false;
+        }
+        return !is_signed || std::none_of(out, out + count,
+                                          [](uint64_t x) { return static_cast<int64_t>(x) < 0; });
+    }
+    if (v.type != NC_UINT && v.type != NC_INT) return false;
+    std::vector<uint32_t> narrow(count);
+    const bool is_signed = v.type == NC_INT;
+    if (!chunks.read(v.name, is_signed ? ChunkElement::kInt32 : ChunkElement::kUInt32, v.length,
+                     start, count, narrow.data(), threads)) {
+        return false;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        if (is_signed && static_cast<int32_t>(narrow[i]) < 0) return false;
+        out[i] = narrow[i];
+    }
+    return true;
+}
+
+// sparseIndex entries as read_indices gives them (other integer types clamped to 2^32-1).
+bool read_indices_chunks(const io::ChunkedFile& chunks, const Reader::Var& v, uint64_t start,
+                         uint64_t count, uint32_t* out, int threads) {
+    if (v.type == NC_UINT) {
+        return chunks.read(v.name, io::ChunkElement::kUInt32, v.length, start, count, out, threads);
+    }
+    std::vector<uint64_t> wide(count);
+    if (!read_unsigned_chunks(chunks, v, start, count, wide.data(), threads)) return false;
+    for (uint64_t i = 0; i < count; ++i) {
+        out[i] = static_cast<uint32_t>(
+            std::min<uint64_t>(wide[i], std::numeric_limits<uint32_t>::max()));
+    }
+    return true;
+}
+
+}  // namespace
+
+// A whole read of a sparse dataset from a netCDF-4 file: sparseStart/sparseEnd, then (when
+// every row is valid and the rows lie back to back in the file, as write_datasets and DSSTNE
+// store them) sparseIndex/sparseData, each read in one pass whose chunks are inflated in
+// parallel (io::ChunkedFile). Reading 20 M nonzeros through netCDF is bound by HDF5's inflate on
+// one thread (docs/benchmarks.md, "Loading"). Whatever this does not read is read as before, and
+// the loop of read_sparse checks every row either way, with the same messages.
+void Reader::preload_whole(const Layout& layout, Dataset& d, SparseBuffers& buf) const {
+    const int threads = omp_get_max_threads();
+    if (d.rows == 0 || threads < 2 || !io::parallel_inflate_enabled()) return;
+    int format = 0;
+    if (nc_inq_format(file_.id(), &format) != NC_NOERR ||
+        (format != NC_FORMAT_NETCDF4 && format != NC_FORMAT_NETCDF4_CLASSIC)) {
+        return;
+    }
+    const io::ChunkedFile chunks(path_);
+    if (!chunks.usable()) return;
+    std::vector<uint64_t> starts(d.rows), ends(d.rows);
+    if (!read_unsigned_chunks(chunks, layout.start, 0, d.rows, starts.data(), threads) ||
+        !read_unsigned_chunks(chunks, layout.end, 0, d.rows, ends.data(), threads)) {
+        return;
+    }
+    const uint64_t stored = layout.index.length;
+    bool fits = true;
+    bool any = false;
+    uint64_t first = 0;
+    uint64_t next = 0;
+    for (uint64_t i = 0; i < d.rows && fits; ++i) {
+        fits = ends[i] >= starts[i] && ends[i] <= stored;
+        if (!fits || ends[i] == starts[i]) continue;  // an empty row's start does not matter
+        if (!any) first = next = starts[i];
+        any = true;
+        fits = starts[i] == next;
+        next = ends[i];
+    }
+    buf.all_starts = std::move(starts);
+    buf.all_ends = std::move(ends);
+    if (!fits) return;
+    const uint64_t total = next - first;
+    d.indices.resize(total);
+    if (!layout.boolean) d.values.resize(total);
+    if (read_indices_chunks(chunks, layout.index, first, total, d.indices.data(), threads) &&
+        (layout.boolean ||
+         (layout.values.type == NC_FLOAT &&
+          chunks.read(layout.values.name, io::ChunkElement::kFloat32, layout.values.length, first,
+                      total, d.values.data(), threads)))) {
+        buf.entries_in_place = true;
+        return;
+    }
+    d.indices.clear();
+    d.values.clear();
+}
 
 // Rows are read in blocks of `chunk` (sparseStart/sparseEnd), each block in chunks of
 // consecutive rows holding at most `chunk` entries together (a longer row alone).
@@ -666,14 +775,19 @@ void Reader::read_sparse(const Layout& layout, Band band, uint64_t chunk, Datase
     if (!layout.boolean) d.values.reserve(expected);
 
     SparseBuffers buf;
+    if (whole) preload_whole(layout, d, buf);
     for (uint64_t block = 0; block < d.rows; block += chunk) {
         const uint64_t count = std::min(chunk, d.rows - block);
-        buf.starts.resize(count);
-        buf.ends.resize(count);
-        read_unsigned(layout.label, layout.start, block, count, buf.starts.data());
-        read_unsigned(layout.label, layout.end, block, count, buf.ends.data());
-        const uint64_t* starts = buf.starts.data();
-        const uint64_t* ends = buf.ends.data();
+        const uint64_t* starts = buf.all_starts.data() + block;
+        const uint64_t* ends = buf.all_ends.data() + block;
+        if (buf.all_starts.empty()) {
+            buf.starts.resize(count);
+            buf.ends.resize(count);
+            read_unsigned(layout.label, layout.start, block, count, buf.starts.data());
+            read_unsigned(layout.label, layout.end, block, count, buf.ends.data());
+            starts = buf.starts.data();
+            ends = buf.ends.data();
+        }
         for (uint64_t i = 0; i < count; ++i) {
             if (ends[i] < starts[i]) {
                 data_error(layout.label, "row " + std::to_string(block + i) + ": sparseEnd " +
@@ -712,16 +826,17 @@ void Reader::read_rows(const Layout& layout, Band band, uint64_t first_row, uint
     buf.local[0] = 0;
     for (uint64_t i = 0; i < count; ++i) buf.local[i + 1] = buf.local[i] + (ends[i] - starts[i]);
     const uint64_t entries = buf.local[count];
-    const uint64_t base = d.indices.size();
+    const uint64_t base = buf.entries_in_place ? buf.cursor : d.indices.size();
     uint32_t* indices;
     float* values = nullptr;
     if (whole) {
-        d.indices.resize(base + entries);
-        indices = d.indices.data() + base;
-        if (has_values) {
-            d.values.resize(base + entries);
-            values = d.values.data() + base;
+        if (!buf.entries_in_place) {
+            d.indices.resize(base + entries);
+            if (has_values) d.values.resize(base + entries);
         }
+        buf.cursor = base + entries;
+        indices = d.indices.data() + base;
+        if (has_values) values = d.values.data() + base;
     } else {
         buf.indices.resize(entries);
         indices = buf.indices.data();
@@ -730,7 +845,7 @@ void Reader::read_rows(const Layout& layout, Band band, uint64_t first_row, uint
             values = buf.values.data();
         }
     }
-    fetch_rows(layout, whole, count, starts, ends, buf, indices, values);
+    if (!buf.entries_in_place) fetch_rows(layout, whole, count, starts, ends, buf, indices, values);
     sort_and_check_rows(*this, layout.label, d.cols, first_row, count, buf.local.data(), indices,
                         values);
     if (whole) {
