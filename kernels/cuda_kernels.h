@@ -184,6 +184,12 @@ void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, Matr
 // kernels/cuda_reduce.cu
 void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float beta, float* out,
                        ReduceScratch& s);
+// activation_backward then column_sum(d, 1, 0) in one pass over d (element-wise activations; the
+// backend keeps the two ops for SoftMax, which backward refuses anyway).
+void launch_activation_backward_column_sum(const Context& ctx,
+                                           const formulas::ActivationParams& act, ConstMatrixView a,
+                                           const DropoutMask* mask, MatrixView d,
+                                           float* column_sums, ReduceScratch& s);
 void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMatrixView a,
                                float scale, MatrixView delta, double* loss_sum, ReduceScratch& s);
 void launch_normalize_rows(const Context& ctx, float max_norm, MatrixView m);

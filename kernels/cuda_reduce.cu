@@ -33,8 +33,11 @@
 #include <vector>
 
 #include "cuda_common.cuh"
+#include "formulas/activation.h"
 #include "formulas/common.h"
+#include "formulas/dropout.h"
 #include "formulas/regularizer.h"
+#include "formulas/rng.h"
 
 namespace sparsenet::cuda {
 
@@ -62,6 +65,36 @@ __global__ void column_partial_kernel(ConstMatrixView m, size_t chunk_rows, doub
         acc += Square ? v * v : v;
     }
     partial[size_t(blockIdx.y) * m.cols + c] = acc;
+}
+
+// activation_backward_column_sum: column_partial_kernel's mapping and chunks, each element of d
+// first turned into dL/dZ as activation_backward's kernels do (same formulas), written back, then
+// added: the column sums are column_sum's of the new d, bit for bit, in one pass over d.
+template <bool Masked>
+__global__ void backward_column_partial_kernel(formulas::ActivationParams act, ConstMatrixView a,
+                                               DropoutMask mask, MatrixView d, size_t chunk_rows,
+                                               double* partial) {
+    const size_t c = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (c >= d.cols) return;
+    const size_t r0 = size_t(blockIdx.y) * chunk_rows;
+    const size_t r1 = r0 + chunk_rows < d.rows ? r0 + chunk_rows : d.rows;
+    const formulas::DropoutParams& dp = mask.params;
+    const uint64_t col = uint64_t(mask.col_offset) + c;
+    double acc = 0.0;
+    for (size_t r = r0; r < r1; ++r) {
+        float* p = d.data + r * d.ld + c;
+        float v;
+        if (Masked) {
+            const bool keep = formulas::keep_unit(dp.seed, example_of(mask.rows, r), col, dp.p);
+            const float x = formulas::dropout_input(dp, a.data[r * a.ld + c]);
+            v = keep ? *p * dp.scale * formulas::derivative_from_output(act, x) : 0.0f;
+        } else {
+            v = *p * formulas::derivative_from_output(act, a.data[r * a.ld + c]);
+        }
+        *p = v;
+        acc += double(v);
+    }
+    partial[size_t(blockIdx.y) * d.cols + c] = acc;
 }
 
 template <class Epilogue>
@@ -402,6 +435,32 @@ void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float
     double* partial = nullptr;
     const size_t chunks = column_partials<false>(ctx, m, s, &partial);
     column_finalize(ctx, partial, chunks, m.cols, ColumnSumEpilogue{alpha, beta, out});
+}
+
+void launch_activation_backward_column_sum(const Context& ctx,
+                                           const formulas::ActivationParams& act, ConstMatrixView a,
+                                           const DropoutMask* mask, MatrixView d,
+                                           float* column_sums, ReduceScratch& s) {
+    const size_t rows = d.rows, cols = d.cols;
+    if (cols == 0) return;
+    const size_t chunk = chunk_rows_for(rows);
+    const size_t chunks = (rows + chunk - 1) / chunk;
+    double* partial = s.partial.get_as<double>(ctx, std::max<size_t>(chunks, 1) * cols,
+                                               "column reduction partial sums");
+    if (chunks > 0) {
+        unsigned bx = 32;
+        while (bx < cols && bx < 256) bx <<= 1;
+        const dim3 grid{unsigned((cols + bx - 1) / bx), unsigned(chunks)};
+        if (mask != nullptr && mask->params.p > 0.0f) {
+            backward_column_partial_kernel<true>
+                <<<grid, bx, 0, ctx.stream>>>(act, a, *mask, d, chunk, partial);
+        } else {
+            backward_column_partial_kernel<false>
+                <<<grid, bx, 0, ctx.stream>>>(act, a, DropoutMask{}, d, chunk, partial);
+        }
+        check_launch(ctx, "backward_column_partial_kernel");
+    }
+    column_finalize(ctx, partial, chunks, cols, ColumnSumEpilogue{1.0f, 0.0f, column_sums});
 }
 
 void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMatrixView a,

@@ -702,6 +702,14 @@ void CudaBackend::output_delta_impl(const formulas::LossParams& loss,
                               row_loss_scratch_);
 }
 
+void CudaBackend::activation_backward_column_sum_impl(const formulas::ActivationParams& act,
+                                                      ConstMatrixView a, const DropoutMask* mask,
+                                                      MatrixView d, float* column_sums) {
+    activate();
+    cuda::launch_activation_backward_column_sum(ctx_, act, a, mask, d, column_sums,
+                                                reduce_scratch_);
+}
+
 void CudaBackend::bias_activation_dropout_impl(const formulas::ActivationParams& act,
                                                const float* bias, const DropoutMask& mask,
                                                MatrixView z) {

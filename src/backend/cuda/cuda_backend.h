@@ -74,6 +74,9 @@ class CudaBackend final : public Backend {
                                   const DropoutMask* mask, MatrixView d) override;
     void column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) override;
     void dropout_impl(const DropoutMask& mask, MatrixView m) override;
+    void activation_backward_column_sum_impl(const formulas::ActivationParams& act,
+                                             ConstMatrixView a, const DropoutMask* mask,
+                                             MatrixView d, float* column_sums) override;
     void bias_activation_dropout_impl(const formulas::ActivationParams& act, const float* bias,
                                       const DropoutMask& mask, MatrixView z) override;
     void output_epilogue_impl(const formulas::LossParams& loss,
