@@ -124,6 +124,7 @@ enum class Op {
     kBiasActivationDropout,
     kActivationBackwardColumnSum,
     kSumSquares,
+    kSparseStep,
     kCatchUpRows,  // the last: backend_ops.cpp's op-time table and op_checks_test count to it
 };
 const char* to_string(Op op);

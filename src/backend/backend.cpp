@@ -72,6 +72,8 @@ const char* to_string(Op op) {
             return "activation_backward_column_sum";
         case Op::kSumSquares:
             return "sum_squares";
+        case Op::kSparseStep:
+            return "sparse_step";
         case Op::kCatchUpRows:
             return "catch_up_rows";
     }

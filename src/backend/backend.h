@@ -229,6 +229,17 @@ class Backend {
                              const SparseRowGrad& grad, float* state1, float* state2,
                              SparseUpdate mode, RowClock clock = {});
 
+    // csr_weight_grad(x, noise, dz, alpha, grad) then optimizer_step_rows(step, w, grad, state1,
+    // state2, mode, clock): the same weights, state and clocks bit for bit, for the updates that
+    // visit the touched rows only (mode kLazy, formulas::zero_gradient_is_noop(step), or a row
+    // clock; the every-row exact update is refused). A backend may fuse them, summing each
+    // touched row's gradient and applying it at once (the CPU does): grad.rows and *grad.count
+    // are written, grad.values is scratch (not the gradient) afterwards. A sparse input's step
+    // without the compact gradient written and read back (Network::Impl::update).
+    void sparse_step(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
+                     const formulas::OptimizerStep& step, MatrixView w, const SparseRowGrad& grad,
+                     float* state1, float* state2, SparseUpdate mode, RowClock clock = {});
+
     // The closed-form catch-up of the exact sparse update (formulas::catch_up_exact(step) must
     // hold): every row r of w (and state1, laid out like w) named by x (the column ids its batch
     // stores, each once however often; x == nullptr: every row of w) with clock.last[r] <
@@ -299,6 +310,11 @@ class Backend {
     virtual void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                           const SparseRowGrad& grad, float* state1, float* state2,
                                           SparseUpdate mode, RowClock clock) = 0;
+    // The composition by default; the CPU backend fuses it.
+    virtual void sparse_step_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                                  float alpha, const formulas::OptimizerStep& step, MatrixView w,
+                                  const SparseRowGrad& grad, float* state1, float* state2,
+                                  SparseUpdate mode, RowClock clock);
     virtual void catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                     const CsrBatchView* x, float* state1, RowClock clock) = 0;
     virtual void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,

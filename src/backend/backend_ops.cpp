@@ -335,6 +335,38 @@ void Backend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixVie
     optimizer_step_rows_impl(step, w, grad, state1, state2, mode, clock);
 }
 
+void Backend::sparse_step(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
+                          const formulas::OptimizerStep& step, MatrixView w,
+                          const SparseRowGrad& grad, float* state1, float* state2,
+                          SparseUpdate mode, RowClock clock) {
+    const char* op = "sparse_step";
+    check(dz.rows == x.batch.batch, op, "rows of dz != batch size");
+    check(grad.cols == dz.cols, op, "gradient width != columns of dz");
+    check(grad.cols == w.cols, op, "gradient width != weight width");
+    check(x.cols <= w.rows, op, "rows of w < input width");
+    check_ld(dz, op, "ld of dz < its columns");
+    check_ld(w, op, "ld of w < its columns");
+    check_state(step, state1, state2, op);
+    if (clock.last != nullptr) {
+        check(mode == SparseUpdate::kExact && formulas::catch_up_exact(step, true), op,
+              "a row clock needs an exact Momentum or Nesterov step");
+        check(clock.now > 0, op, "a row clock's step must be positive");
+    } else {
+        check(mode == SparseUpdate::kLazy || formulas::zero_gradient_is_noop(step), op,
+              "the every-row exact update is not a touched-rows step");
+    }
+    const OpTimer timer(Op::kSparseStep, 0.0);
+    sparse_step_impl(x, noise, dz, alpha, step, w, grad, state1, state2, mode, clock);
+}
+
+void Backend::sparse_step_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                               float alpha, const formulas::OptimizerStep& step, MatrixView w,
+                               const SparseRowGrad& grad, float* state1, float* state2,
+                               SparseUpdate mode, RowClock clock) {
+    csr_weight_grad_impl(x, noise, dz, alpha, grad);
+    optimizer_step_rows_impl(step, w, grad, state1, state2, mode, clock);
+}
+
 void Backend::catch_up_rows(const formulas::OptimizerStep& step, MatrixView w,
                             const CsrBatchView* x, float* state1, RowClock clock) {
     check(formulas::catch_up_exact(step, true), "catch_up_rows",

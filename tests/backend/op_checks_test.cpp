@@ -216,6 +216,32 @@ std::vector<BadCall> bad_calls() {
              b.optimizer_step_rows(adam(), mat(2, 4), row_grad(4), state, state,
                                    SparseUpdate::kExact, RowClock{clock, 1});
          }},
+        {"sparse_step: rows of dz != batch size",
+         [state](Backend& b) mutable {
+             b.sparse_step(csr(2, 3), {}, cmat(3, 4), 1.0f, adam(), mat(3, 4), row_grad(4), state,
+                           state, SparseUpdate::kLazy);
+         }},
+        {"sparse_step: gradient width != weight width",
+         [state](Backend& b) mutable {
+             b.sparse_step(csr(2, 3), {}, cmat(2, 4), 1.0f, adam(), mat(3, 5), row_grad(4), state,
+                           state, SparseUpdate::kLazy);
+         }},
+        {"sparse_step: rows of w < input width",
+         [state](Backend& b) mutable {
+             b.sparse_step(csr(2, 3), {}, cmat(2, 4), 1.0f, adam(), mat(2, 4), row_grad(4), state,
+                           state, SparseUpdate::kLazy);
+         }},
+        {"sparse_step: the every-row exact update is not a touched-rows step",
+         [state](Backend& b) mutable {
+             b.sparse_step(csr(2, 3), {}, cmat(2, 4), 1.0f, adam(), mat(3, 4), row_grad(4), state,
+                           state, SparseUpdate::kExact);
+         }},
+        {"sparse_step: a row clock needs an exact Momentum or Nesterov step",
+         [state](Backend& b) mutable {
+             uint32_t clock[3] = {0, 0, 0};
+             b.sparse_step(csr(2, 3), {}, cmat(2, 4), 1.0f, adam(), mat(3, 4), row_grad(4), state,
+                           state, SparseUpdate::kExact, RowClock{clock, 1});
+         }},
         {"catch_up_rows: only Momentum and Nesterov without L1 have a closed-form catch-up",
          [state](Backend& b) mutable {
              uint32_t clock[2] = {0, 0};

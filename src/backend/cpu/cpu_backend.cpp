@@ -137,6 +137,16 @@ void CpuBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, 
     });
 }
 
+void CpuBackend::sparse_step_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                                  float alpha, const formulas::OptimizerStep& step, MatrixView w,
+                                  const SparseRowGrad& grad, float* state1, float* state2,
+                                  SparseUpdate, RowClock clock) {
+    with_scratch(Op::kSparseStep, [&] {
+        cpu::sparse_step(csr(x), noise, cmat(dz), alpha, step, mat(w), row_grad(grad), state1,
+                         state2, clock, weight_grad_scratch_, threads_);
+    });
+}
+
 void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                            ConstMatrixView b, float beta, MatrixView c) {
     with_scratch(Op::kGemm, [&] {

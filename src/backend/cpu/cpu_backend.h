@@ -69,6 +69,10 @@ class CpuBackend final : public Backend {
     void divide_rows_impl(const float* divisor, MatrixView m) override;
     void row_sum_squares_impl(ConstMatrixView m, float* out) override;
     void sum_squares_impl(const std::vector<ConstMatrixView>& parts, float* out) override;
+    void sparse_step_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
+                          const formulas::OptimizerStep& step, MatrixView w,
+                          const SparseRowGrad& grad, float* state1, float* state2,
+                          SparseUpdate mode, RowClock clock) override;
     void clip_rows_impl(float max_norm, const float* sq_norm, MatrixView m) override;
     void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
     void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) override;

@@ -123,6 +123,7 @@ struct WeightGradScratch {
     std::vector<uint8_t> kept;         // [nnz] noise mask of the batch entries, in CSR order
     std::vector<uint32_t> sorted_row;  // [nnz] kept entries sorted by (column, batch row)
     std::vector<T> sorted_coef;
+    std::vector<T> step_rows;  // sparse_step: one gradient row per thread
 };
 
 template <class T>

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 
@@ -68,10 +69,13 @@ void csr_matmul(const CsrT<T>& x, SparseNoise noise, CMatT<T> w, MatT<T> z, T be
 // (b, entry of column rows[i]) of v * s * dz[b, :], summed in increasing b. A counting sort
 // builds the transposed index in the scratch (reused across calls); the rows are then summed
 // in parallel, each by one thread in a fixed order, so the result is independent of threads.
+//
+// csr_weight_index: the two passes that order the batch's kept entries by column (grad.rows,
+// *grad.count and the scratch's starts, sorted_row, sorted_coef); returns the touched columns.
 template <class T>
-void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
-                     const RowGradT<T>& grad, WeightGradScratch<T>& s, int threads) {
-    const size_t rows = dz.rows, n = dz.cols, in = x.cols;
+size_t csr_weight_index(const CsrT<T>& x, SparseNoise noise, size_t rows, T alpha,
+                        const RowGradT<T>& grad, WeightGradScratch<T>& s) {
+    const size_t in = x.cols;
     const bool noisy = noise.p > 0.0f;
     const T scale = noise_scale<T>(noise);
 
@@ -147,11 +151,35 @@ void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
     }
     reset_counts(touched);
     *grad.count = uint32_t(touched);
-    if (touched == 0 || n == 0) return;
+    return touched;
+}
 
-    // Sum the dz rows of each touched column.
+// Row i of the compact gradient (touched column i of csr_weight_index), columns [c0, c0 + nc):
+// the dz rows of its entries in increasing b, four at a time.
+template <class T>
+inline void sum_column_entries(const WeightGradScratch<T>& s, CMatT<T> dz, size_t i, size_t c0,
+                               size_t nc, T* __restrict out) {
     const uint32_t* srow = s.sorted_row.data();
     const T* scoef = s.sorted_coef.data();
+    for (size_t j = 0; j < nc; ++j) out[j] = T(0);
+    uint64_t e = s.starts[i];
+    const uint64_t end = s.starts[i + 1];
+    for (; e + 4 <= end; e += 4) {
+        axpy4(out, dz.row(srow[e]) + c0, dz.row(srow[e + 1]) + c0, dz.row(srow[e + 2]) + c0,
+              dz.row(srow[e + 3]) + c0, scoef[e], scoef[e + 1], scoef[e + 2], scoef[e + 3], nc);
+    }
+    for (; e < end; ++e) axpy1(out, dz.row(srow[e]) + c0, scoef[e], nc);
+}
+
+template <class T>
+void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
+                     const RowGradT<T>& grad, WeightGradScratch<T>& s, int threads) {
+    const size_t n = dz.cols;
+    const size_t touched = csr_weight_index(x, noise, dz.rows, alpha, grad, s);
+    if (touched == 0 || n == 0) return;
+    const uint64_t nnz = s.starts[touched];  // kept entries
+
+    // Sum the dz rows of each touched column.
     const size_t width = column_block_width(touched, n, threads);
     const size_t blocks = (n + width - 1) / width;
     const size_t tasks = touched * blocks;
@@ -161,16 +189,56 @@ void csr_weight_grad(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
     for (size_t task = 0; task < tasks; ++task) {
         const size_t i = task / blocks;
         const size_t c0 = (task % blocks) * width, nc = std::min(width, n - c0);
-        T* __restrict out = grad.values + i * n + c0;
-        for (size_t j = 0; j < nc; ++j) out[j] = T(0);
-        uint64_t e = starts[i];
-        const uint64_t end = starts[i + 1];
-        for (; e + 4 <= end; e += 4) {
-            axpy4(out, dz.row(srow[e]) + c0, dz.row(srow[e + 1]) + c0, dz.row(srow[e + 2]) + c0,
-                  dz.row(srow[e + 3]) + c0, scoef[e], scoef[e + 1], scoef[e + 2], scoef[e + 3], nc);
-        }
-        for (; e < end; ++e) axpy1(out, dz.row(srow[e]) + c0, scoef[e], nc);
+        sum_column_entries(s, dz, i, c0, nc, grad.values + i * n + c0);
     }
+}
+
+// ---- sparse_step ----
+
+// csr_weight_grad then optimizer_step_rows (touched rows only: lazy, a zero-gradient no-op, or a
+// row clock), fused: each touched row's gradient is summed into a per-thread row (the same
+// expressions, so the same bits as grad.values) and applied at once; grad.values is not written.
+template <class T>
+void sparse_step(const CsrT<T>& x, SparseNoise noise, CMatT<T> dz, T alpha,
+                 const formulas::OptimizerStep& step, MatT<T> w, const RowGradT<T>& grad, T* state1,
+                 T* state2, RowClock clock, WeightGradScratch<T>& s, int threads) {
+    const size_t n = dz.cols;
+    const size_t touched = csr_weight_index(x, noise, dz.rows, alpha, grad, s);
+    if (touched == 0 || n == 0) return;
+    for (size_t i = 0; i < touched; ++i)
+        check(grad.rows[i] < w.rows, "sparse_step", "gradient row id out of range");
+    if (clock.last != nullptr) {
+        for (size_t i = 0; i < touched; ++i)
+            check(clock.last[grad.rows[i]] < clock.now, "sparse_step",
+                  "a row clock is ahead of the step");
+    }
+    const bool par = touched > 1 && parallel_worth(size_t(s.starts[touched]) * n, threads);
+    grow(s.step_rows, size_t(std::max(threads, 1)) * n);  // before the region: it may throw
+    T* rows_of_threads = s.step_rows.data();
+    dispatch_optimizer(step.kind, [&](auto k_const) {
+        constexpr OptimizerKind K = decltype(k_const)::value;
+#pragma omp parallel num_threads(threads) if (par)
+        {
+            T* row = rows_of_threads + size_t(omp_get_thread_num()) * n;
+#pragma omp for schedule(dynamic, 16)
+            for (size_t i = 0; i < touched; ++i) {
+                sum_column_entries(s, dz, i, 0, n, row);
+                const uint32_t r = grad.rows[i];
+                const size_t off = size_t(r) * w.ld;
+                if (clock.last != nullptr) {
+                    const uint32_t skipped = clock.now - 1 - clock.last[r];
+                    if (skipped > 0) {
+                        const formulas::CatchUp c = formulas::catch_up_coefficients(step, skipped);
+                        for (size_t j = 0; j < n; ++j)
+                            formulas::catch_up_element(c, w.data[off + j], state1[off + j]);
+                    }
+                    clock.last[r] = clock.now;
+                }
+                optimizer_row<K>(step, w.data + off, row, state1 ? state1 + off : nullptr,
+                                 state2 ? state2 + off : nullptr, n);
+            }
+        }
+    });
 }
 
 // ---- scatter_rows ----
