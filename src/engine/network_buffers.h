@@ -34,6 +34,13 @@ struct EdgeBuffers {
     // defer_dense_grads); 0: none pending. Its operands (the source's activations and the
     // destination's delta) stay in the layers' buffers until the next forward.
     size_t deferred_rows = 0;
+    // Owners with a row-sparse gradient: backward left csr_weight_grad to update(), which runs
+    // it with the step inside (Backend::sparse_step) where the step visits the touched rows only,
+    // else writes it first (Network::Impl::materialize_gradient). Its operands: the batch's
+    // input rows and noise here, the destination's delta in the layer's buffers.
+    bool sparse_deferred = false;
+    CsrBatchView deferred_x;
+    SparseNoise deferred_noise;
     DeviceArray<float> grad;  // dense gradient [local_rows, local_cols] (owners with dense_grad)
     // kByOutput: the source activations of the current batch gathered from every rank,
     // [batch, rows] (forward fills it; backward's weight gradient reads it).
@@ -63,8 +70,10 @@ struct PassBuffers {
     // weight gradient of a matrix with one use, no split and a dense source is not written by
     // backward but computed by update() inside the optimizer step (SGD: the GEMM's C is the
     // weights; Momentum: the velocity), or written on demand (materialize_gradients) by every
-    // other reader of the gradient.
+    // other reader of the gradient. The row-sparse gradient of a sparse input with one use is
+    // deferred likewise (defer_sparse_grads, EdgeBuffers::sparse_deferred).
     bool defer_dense_grads = false;
+    bool defer_sparse_grads = false;
     // Set around a training step (Training::compute_batch_gradients): forward leaves the output
     // layers' z + bias and activation to backward, which runs them with the delta and the loss
     // in one pass per row (Backend::output_epilogue); output_activation_pending says forward

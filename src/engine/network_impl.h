@@ -161,11 +161,18 @@ struct Network::Impl {
     // Whether owner edge wi's dense weight gradient may be left to update() (see
     // PassBuffers::defer_dense_grads): one use, no split, a dense source, one process's batch.
     bool gradient_deferrable(int wi) const;
+    // Whether owner edge wi's row-sparse gradient may be left to update() (see
+    // PassBuffers::defer_sparse_grads): a sparse input with one use, no split, one process's
+    // batch.
+    bool sparse_gradient_deferrable(int wi) const;
+    // SPARSENET_FUSED_SPARSE_STEP=0 turns the sparse inputs' fused steps off (to compare).
+    static bool fused_sparse_steps_enabled();
     // c := alpha * (owner edge wi's weight gradient of the last backward) + beta * c, from the
     // operands backward left (EdgeBuffers::deferred_rows).
     void deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c);
     // Writes every weight gradient backward left to update() into its gradient buffer (the
-    // materialised path: the other optimizers, L1, WeightNorm, the guard's search, reads).
+    // materialised path: the other optimizers, L1, WeightNorm, the guard's search, reads; a
+    // row-sparse one when its step would visit every row).
     void materialize_gradients();
     void materialize_gradient(int wi);
     // The optimizer step of owner edge wi inside its weight-gradient GEMM when that means the

@@ -243,6 +243,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
     for (engine::EdgeBuffers& e : buffers.edges) {
         e.grad_ready = false;
         e.deferred_rows = 0;
+        e.sparse_deferred = false;
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         const GraphLayer& layer = graph.layers[l];
@@ -347,10 +348,19 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 continue;
             }
             if (source.is_input()) {
-                backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
-                                         input_noise(w.source, training, mask_seed), dz, 1.0f,
-                                         sparse_grad);
-                if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad());
+                if (buffers.defer_sparse_grads && sparse_gradient_deferrable(wi)) {
+                    // update() runs csr_weight_grad with the step (sparse_step): the compact
+                    // gradient is not written and read back.
+                    m.sparse_deferred = true;
+                    m.deferred_x = data.layer_data[w.source]->view(rows);
+                    m.deferred_noise = input_noise(w.source, training, mask_seed);
+                    m.deferred_rows = batch;
+                } else {
+                    backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
+                                             input_noise(w.source, training, mask_seed), dz, 1.0f,
+                                             sparse_grad);
+                    if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad());
+                }
                 m.grad_ready = true;
                 continue;
             }
@@ -429,7 +439,7 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         const engine::EdgeSplit& block = plan.edges[wi];
         engine::EdgeParams& matrix = params.edges[wi];
         MatrixView wv = matrix_rows(matrix.w, int(wi));
-        if (g.deferred_rows > 0) {
+        if (g.deferred_rows > 0 && !g.sparse_deferred) {
             if (fused_update(static_cast<int>(wi), step)) continue;
             materialize_gradient(static_cast<int>(wi));
         }
@@ -448,9 +458,25 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
                 catch_up.step = step;
                 clock = {matrix.row_clock.data(), uint32_t(t)};
             }
-            backend->optimizer_step_rows(step, wv, g.sparse_grad(block.local_cols),
-                                         matrix.state1.data(), matrix.state2.data(),
-                                         optimizer.sparse_update, clock);
+            const bool touched_only = clock.last != nullptr ||
+                                      optimizer.sparse_update == SparseUpdate::kLazy ||
+                                      formulas::zero_gradient_is_noop(step);
+            if (g.sparse_deferred && touched_only) {
+                const GraphEdge& edge = graph.edges[wi];
+                backend->sparse_step(g.deferred_x, g.deferred_noise,
+                                     layer_rows(buffers.layers[edge.destination].delta,
+                                                edge.destination, g.deferred_rows),
+                                     1.0f, step, wv, g.sparse_grad(block.local_cols),
+                                     matrix.state1.data(), matrix.state2.data(),
+                                     optimizer.sparse_update, clock);
+                g.sparse_deferred = false;
+                g.deferred_rows = 0;
+            } else {
+                materialize_gradient(static_cast<int>(wi));
+                backend->optimizer_step_rows(step, wv, g.sparse_grad(block.local_cols),
+                                             matrix.state1.data(), matrix.state2.data(),
+                                             optimizer.sparse_update, clock);
+            }
         } else {
             backend->optimizer_step(step, wv, dense_gradient(static_cast<int>(wi)),
                                     matrix.state1.data(), matrix.state2.data());
@@ -481,6 +507,22 @@ bool Network::Impl::gradient_deferrable(int wi) const {
         if (graph.edges[e].owner == wi && e != size_t(wi)) return false;
     }
     return true;
+}
+
+bool Network::Impl::sparse_gradient_deferrable(int wi) const {
+    const GraphEdge& w = graph.edges[wi];
+    if (w.owner != wi || w.fixed || plan.data_parallel || !w.sparse_source) return false;
+    const engine::EdgeSplit& block = plan.edges[wi];
+    if (block.split != engine::Split::kNone || block.dense_grad) return false;
+    for (size_t e = 0; e < graph.edges.size(); ++e) {  // a shared matrix sums several uses
+        if (graph.edges[e].owner == wi && e != size_t(wi)) return false;
+    }
+    return true;
+}
+
+bool Network::Impl::fused_sparse_steps_enabled() {
+    const char* v = std::getenv("SPARSENET_FUSED_SPARSE_STEP");
+    return v == nullptr || std::string(v) != "0";
 }
 
 bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
@@ -518,6 +560,16 @@ void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, Matr
 void Network::Impl::materialize_gradient(int wi) {
     engine::EdgeBuffers& g = buffers.edges[wi];
     if (g.deferred_rows == 0) return;
+    if (g.sparse_deferred) {
+        const GraphEdge& w = graph.edges[wi];
+        backend->csr_weight_grad(
+            g.deferred_x, g.deferred_noise,
+            layer_rows(buffers.layers[w.destination].delta, w.destination, g.deferred_rows), 1.0f,
+            buffers.edges[wi].sparse_grad(plan.edges[wi].local_cols));
+        g.sparse_deferred = false;
+        g.deferred_rows = 0;
+        return;
+    }
     deferred_gradient_gemm(wi, 1.0f, 0.0f, dense_gradient(wi));
     g.deferred_rows = 0;
 }

@@ -86,8 +86,10 @@ void Training::compute_batch_gradients(const Bindings& data, const BatchRows& ba
         net_.forward(data, batch, true, mask_seed);
         // The dense weight gradients go into update()'s GEMMs.
         net_.buffers.defer_dense_grads = Network::Impl::fused_updates_enabled();
+        net_.buffers.defer_sparse_grads = Network::Impl::fused_sparse_steps_enabled();
         net_.backward(data, batch, true, mask_seed, loss_sum);
         net_.buffers.defer_dense_grads = false;
+        net_.buffers.defer_sparse_grads = false;
         net_.buffers.fuse_output_epilogue = false;
         return;
     }

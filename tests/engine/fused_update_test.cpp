@@ -182,5 +182,39 @@ TEST(FusedOutputEpilogue, TrainingIsIdenticalToSeparatePasses) {
     }
 }
 
+// The sparse input's gradient and step in one op (Backend::sparse_step, deferred to update())
+// against csr_weight_grad in backward then optimizer_step_rows (SPARSENET_FUSED_SPARSE_STEP=0):
+// the same bits, for the touched-rows steps it fuses (SGD exact, Momentum and Nesterov on row
+// clocks, lazy AdaGrad and Adam) and for those it leaves materialised (exact SGD with L2 and
+// exact Adam walk every row; exact Momentum with L1 has no catch-up). Every parameter.
+TEST(FusedSparseStep, TrainingIsIdenticalToTheTwoOps) {
+    struct Case {
+        OptimizerOptions o;
+        SparseUpdate mode;
+    };
+    std::vector<Case> cases = {
+        {optimizer(OptimizerKind::kSgd, 0.5f), SparseUpdate::kExact},
+        {optimizer(OptimizerKind::kSgd, 0.5f, 0.01f), SparseUpdate::kExact},
+        {optimizer(OptimizerKind::kMomentum, 0.1f), SparseUpdate::kExact},
+        {optimizer(OptimizerKind::kNesterov, 0.1f, 0.01f), SparseUpdate::kExact},
+        {optimizer(OptimizerKind::kAdaGrad, 0.05f), SparseUpdate::kLazy},
+        {optimizer(OptimizerKind::kAdam, 0.005f), SparseUpdate::kLazy},
+        {optimizer(OptimizerKind::kAdam, 0.005f), SparseUpdate::kExact},
+        {optimizer(OptimizerKind::kMomentum, 0.1f, 0.0f, 1e-4f), SparseUpdate::kExact}};
+    for (Case& c : cases) {
+        c.o.sparse_update = c.mode;
+        SCOPED_TRACE(std::string(to_string(c.o.kind)) +
+                     (c.mode == SparseUpdate::kLazy ? " lazy" : " exact") + " l1 " +
+                     std::to_string(c.o.l1));
+        const TrainedRun fused = train(c.o, true);
+        TrainedRun plain;
+        {
+            const ScopedEnv off("SPARSENET_FUSED_SPARSE_STEP", "0");
+            plain = train(c.o, true);
+        }
+        EXPECT_EQ(max_difference(fused, plain), 0.0);
+    }
+}
+
 }  // namespace
 }  // namespace sparsenet
