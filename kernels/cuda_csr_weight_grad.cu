@@ -61,6 +61,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "cuda_common.cuh"
+#include "cuda_row_update.cuh"
 #include "formulas/rng.h"
 
 namespace sparsenet::cuda {
@@ -235,7 +236,8 @@ __global__ void __launch_bounds__(kEntryThreads)
 
 __global__ void __launch_bounds__(kSumThreads)
     tile_sum_kernel(const uint32_t* seg_start, const uint32_t* pair_row, const float* pair_coef,
-                    size_t pairs, ConstMatrixView dz, SparseRowGrad grad, bool first_tile) {
+                    size_t pairs, ConstMatrixView dz, SparseRowGrad grad, bool first_tile,
+                    RowUpdate u, DeviceStatus* status) {
     __shared__ uint32_t s_row[kMaxTileRows];
     __shared__ float s_coef[kMaxTileRows];
     const size_t count = *grad.count;  // already clamped to the capacity
@@ -250,6 +252,16 @@ __global__ void __launch_bounds__(kSumThreads)
         }
         if (len > kMaxTileRows) len = kMaxTileRows;  // cannot happen: a tile has <= 1024 rows
         if (len == 0 && !first_tile) continue;       // nothing to add (uniform in the block)
+        // sparse_step (one tile): weight row grad.rows[i] is updated with the sums.
+        const uint32_t row = u.active ? grad.rows[i] : 0u;
+        if (u.active && row >= u.w.rows) {  // uniform in the block
+            if (threadIdx.x == 0)
+                report(status, kStatusRowOutOfRange, Op::kSparseStep, row, u.w.rows);
+            continue;
+        }
+        const uint32_t skipped = u.active ? row_skipped(u, row) : 0u;
+        const formulas::CatchUp cu =
+            skipped > 0 ? formulas::catch_up_coefficients(u.step, skipped) : formulas::CatchUp{};
         size_t padded = 1;
         while (padded < len) padded <<= 1;
         for (size_t j = threadIdx.x; j < padded; j += kSumThreads) {
@@ -282,9 +294,14 @@ __global__ void __launch_bounds__(kSumThreads)
             float acc = first_tile ? 0.0f : out[c];
             for (size_t j = 0; j < len; ++j)
                 acc += s_coef[j] * dz.data[size_t(s_row[j]) * dz.ld + c];
-            out[c] = acc;
+            if (u.active) {
+                row_update_element(u, row, c, acc, skipped, cu);
+            } else {
+                out[c] = acc;
+            }
         }
-        __syncthreads();  // shared memory is reused by the next column
+        __syncthreads();  // shared memory is reused by the next column; the clock was read
+        if (u.active) row_update_done(u, row);
     }
 }
 
@@ -373,7 +390,7 @@ __global__ void finish_sorted_kernel(const uint32_t* unique_total, const uint32_
 
 __global__ void __launch_bounds__(kSumThreads)
     segment_sum_kernel(const uint32_t* seg_start, const uint64_t* pairs, ConstMatrixView dz,
-                       SparseRowGrad grad) {
+                       SparseRowGrad grad, RowUpdate u, DeviceStatus* status) {
     __shared__ uint32_t s_row[kSumThreads];
     __shared__ float s_coef[kSumThreads];
     const size_t count = *grad.count;
@@ -381,6 +398,16 @@ __global__ void __launch_bounds__(kSumThreads)
     for (size_t i = blockIdx.x; i < count; i += gridDim.x) {
         const size_t start = seg_start[i], stop = seg_start[i + 1];
         float* out = grad.values + i * n;
+        // sparse_step: weight row grad.rows[i] is updated with the sums.
+        const uint32_t row = u.active ? grad.rows[i] : 0u;
+        if (u.active && row >= u.w.rows) {  // uniform in the block
+            if (threadIdx.x == 0)
+                report(status, kStatusRowOutOfRange, Op::kSparseStep, row, u.w.rows);
+            continue;
+        }
+        const uint32_t skipped = u.active ? row_skipped(u, row) : 0u;
+        const formulas::CatchUp cu =
+            skipped > 0 ? formulas::catch_up_coefficients(u.step, skipped) : formulas::CatchUp{};
         // Each thread keeps its columns' sums in registers across the staged chunks: at most
         // kColsPerThread per pass over the columns, more passes for wider layers.
         for (size_t c0 = 0; c0 < n; c0 += size_t(kSumThreads) * kColsPerThread) {
@@ -409,15 +436,24 @@ __global__ void __launch_bounds__(kSumThreads)
 #pragma unroll
             for (int k = 0; k < kColsPerThread; ++k) {
                 const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
-                if (c < n) out[c] = acc[k];
+                if (c >= n) continue;
+                if (u.active) {
+                    row_update_element(u, row, c, acc[k], skipped, cu);
+                } else {
+                    out[c] = acc[k];
+                }
             }
+        }
+        if (u.active) {
+            __syncthreads();  // every thread read the clock
+            row_update_done(u, row);
         }
     }
 }
 
 void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
                    float alpha, const SparseRowGrad& grad, WeightGradScratch& s,
-                   const WeightGradPlan& plan) {
+                   const WeightGradPlan& plan, const RowUpdate& update) {
     const size_t rows = dz.rows, n = dz.cols, slots = plan.pairs;
     const float ns = noise.p > 0.0f ? 1.0f / (1.0f - noise.p) : 1.0f;
     const unsigned cap_blocks = unsigned(ctx.sm_count) * 32;
@@ -475,7 +511,7 @@ void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
     // S5.
     if (n == 0) return;
     segment_sum_kernel<<<grid_for(slots, 1, size_t(ctx.sm_count) * 8), kSumThreads, 0,
-                         ctx.stream>>>(seg_start, pairs_sorted, dz, grad);
+                         ctx.stream>>>(seg_start, pairs_sorted, dz, grad, update, ctx.status);
     check_launch(ctx, "segment_sum_kernel");
 }
 
@@ -498,9 +534,14 @@ WeightGradPlan weight_grad_plan(size_t rows, size_t in, size_t capacity) {
     return p;
 }
 
+bool sparse_step_fusable(size_t rows, size_t in, size_t capacity) {
+    const WeightGradPlan plan = weight_grad_plan(rows, in, capacity);
+    return plan.sorted || rows <= plan.tile_rows;  // one sum per touched row: no later tile adds
+}
+
 void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                             ConstMatrixView dz, float alpha, const SparseRowGrad& grad,
-                            WeightGradScratch& s) {
+                            WeightGradScratch& s, const RowUpdate& update) {
     const size_t rows = dz.rows, n = dz.cols, in = x.cols;
     check_cuda(cudaMemsetAsync(grad.count, 0, sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
                "clearing the csr_weight_grad row count");
@@ -514,7 +555,7 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
                         "csr_weight_grad: gradient capacity exceeds the device sort's range");
         }
         if (plan.pairs == 0) return;  // capacity 0 < in: nothing can be kept (count stays 0)
-        launch_sorted(ctx, x, noise, dz, alpha, grad, s, plan);
+        launch_sorted(ctx, x, noise, dz, alpha, grad, s, plan, update);
         return;
     }
     const bool noisy = noise.p > 0.0f;
@@ -552,6 +593,9 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
     check_cuda(cudaMemsetAsync(seg_count, 0, slots * sizeof(uint32_t), ctx.stream),
                "cudaMemsetAsync", "clearing the csr_weight_grad counts");
     const unsigned sum_blocks = grid_for(slots, 1, size_t(ctx.sm_count) * 8);
+    if (update.active && rows > tile_rows) {
+        throw Error(ErrorCategory::kInternal, "sparse_step: fused over several tiles of rows");
+    }
     for (size_t b0 = 0; b0 < rows; b0 += tile_rows) {
         const unsigned tb = unsigned(std::min(tile_rows, rows - b0));
         tile_count_kernel<<<tb, kEntryThreads, 0, ctx.stream>>>(x, noise, col_map, seg_count, b0);
@@ -561,8 +605,8 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
             x, noise, ns, alpha, col_map, seg_count, seg_start, slots, pair_row, pair_coef, pairs,
             b0, ctx.status);
         check_launch(ctx, "tile_fill_kernel");
-        tile_sum_kernel<<<sum_blocks, kSumThreads, 0, ctx.stream>>>(seg_start, pair_row, pair_coef,
-                                                                    pairs, dz, grad, b0 == 0);
+        tile_sum_kernel<<<sum_blocks, kSumThreads, 0, ctx.stream>>>(
+            seg_start, pair_row, pair_coef, pairs, dz, grad, b0 == 0, update, ctx.status);
         check_launch(ctx, "tile_sum_kernel");
     }
 }

@@ -223,9 +223,24 @@ void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise no
                        ConstMatrixView w, MatrixView z, float beta, ScratchBuffer& partial);
 
 // kernels/cuda_csr_weight_grad.cu
+// update.active (sparse_step, only where sparse_step_fusable): each touched row's sums update
+// weight row grad.rows[i] as optimizer_step_rows would (kernels/cuda_row_update.cuh), instead of
+// being written to grad.values; inactive: csr_weight_grad.
+struct RowUpdate {
+    bool active = false;
+    formulas::OptimizerStep step;
+    int slots = 0;  // formulas::optimizer_state_slots(step.kind)
+    MatrixView w;
+    float* s1 = nullptr;
+    float* s2 = nullptr;
+    RowClock clock;
+};
 void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                             ConstMatrixView dz, float alpha, const SparseRowGrad& grad,
-                            WeightGradScratch& s);
+                            WeightGradScratch& s, const RowUpdate& update);
+// Whether one pass sums each touched row whole (the sorted path, or the batch in one tile of
+// rows): then sparse_step is fused; else the backend runs the two ops.
+bool sparse_step_fusable(size_t rows, size_t in, size_t capacity);
 
 // kernels/cuda_output_delta.cu
 void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,

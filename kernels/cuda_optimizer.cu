@@ -23,22 +23,12 @@
 // the device sqrt/division are the only differences). Row ids >= rows and *count > capacity are
 // reported (Error(kInternal) at the next synchronisation).
 #include "cuda_common.cuh"
+#include "cuda_row_update.cuh"
 #include "formulas/optimizer.h"
 
 namespace sparsenet::cuda {
 
 namespace {
-
-__device__ __forceinline__ void update_element(const formulas::OptimizerStep& step, int slots,
-                                               float* w, float g, float* s1, float* s2) {
-    float wv = *w;
-    float u1 = slots >= 1 ? *s1 : 0.0f;
-    float u2 = slots >= 2 ? *s2 : 0.0f;
-    formulas::optimizer_update(step, wv, g, u1, u2);
-    *w = wv;
-    if (slots >= 1) *s1 = u1;
-    if (slots >= 2) *s2 = u2;
-}
 
 __global__ void optimizer_dense_kernel(formulas::OptimizerStep step, int slots, MatrixView w,
                                        ConstMatrixView g, float* s1, float* s2) {

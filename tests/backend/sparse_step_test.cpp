@@ -4,7 +4,8 @@
 // catch up), for SGD, Momentum and Nesterov (lazy and exact with a row clock), AdaGrad and Adam
 // (lazy), with and without L2 and input noise, valued and boolean inputs, permuted batches,
 // padded weights, 1 and 2 threads. On a device: fused against the device's two ops bit for bit,
-// and against the CPU within a tolerance.
+// and against the CPU within a tolerance, on csr_weight_grad's tile path, its sorted path (a
+// 20,000-wide input) and over two tiles of rows (where the device runs the two ops).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,6 +29,9 @@ struct StepCase {
     bool valued = false, permuted = false;
     size_t batch = 9, out = 37, pad = 3;
     uint32_t in = 61;
+    // The gradient's capacity: the input width (CUDA: csr_weight_grad's tile path), or the
+    // batches' largest entry count, below a wide input's width (its sorted path).
+    bool capacity_by_entries = false;
     uint64_t seed = 1;
     std::string name() const {
         return std::string(to_string(kind)) + (clocked ? " clocked" : "") +
@@ -67,12 +71,26 @@ StepResult run_steps(Backend& be, const StepCase& c, bool fused) {
     DeviceArray<uint32_t> clock(be, c.in, "row clock");
     const std::vector<uint32_t> zeros(c.in, 0u);
     clock.upload(zeros.data(), zeros.size());
-    RowGrad grad(be, c.in, c.out);
+    // Each step its own rows (power-law row lengths: touched sets vary from step to step).
+    std::vector<Dataset> data;
+    std::vector<TestBatch> batches;
+    size_t most = 0;
     for (uint32_t t = 1; t <= 3; ++t) {
-        // Each step its own rows (a quarter of the dataset's rows are empty: touched sets vary).
-        const Dataset d = testing::random_dataset(c.batch + 6, c.in, testing::RowShape::kPowerLaw,
-                                                  c.valued, c.seed * 10 + t);
-        const TestBatch batch = testing::make_batch(d.rows, c.batch, c.permuted, c.seed + 5 * t);
+        data.push_back(testing::random_dataset(c.batch + 6, c.in, testing::RowShape::kPowerLaw,
+                                               c.valued, c.seed * 10 + t));
+        batches.push_back(
+            testing::make_batch(data.back().rows, c.batch, c.permuted, c.seed + 5 * t));
+        size_t nnz = 0;
+        for (size_t b = 0; b < c.batch; ++b) {
+            const uint64_t ex = batches.back().example(b);
+            nnz += data.back().offsets[ex + 1] - data.back().offsets[ex];
+        }
+        most = std::max(most, nnz);
+    }
+    RowGrad grad(be, c.capacity_by_entries ? std::min<size_t>(c.in, most) : c.in, c.out);
+    for (uint32_t t = 1; t <= 3; ++t) {
+        const Dataset& d = data[t - 1];
+        const TestBatch& batch = batches[t - 1];
         const Dense<float> dz = testing::random_dense<float>(c.batch, c.out, 2, c.seed + 7 * t);
         DevCsr x(be, d, batch);
         DevMat dzd(be, dz);
@@ -127,6 +145,22 @@ std::vector<StepCase> grid() {
     return cases;
 }
 
+// The grid, plus a wide input per optimizer (a capacity below the input's width: CUDA's sorted
+// path) and a batch of 1,100 rows (two tiles of rows on CUDA, where it runs the two ops).
+std::vector<StepCase> all_cases() {
+    std::vector<StepCase> cases = grid();
+    for (size_t k = 0; k < 5; ++k) {
+        StepCase c = cases[k * 4 + 2];
+        c.in = 20000;
+        c.capacity_by_entries = true;
+        cases.push_back(c);
+    }
+    StepCase tiles = cases[5];
+    tiles.batch = 1100;
+    cases.push_back(tiles);
+    return cases;
+}
+
 ::testing::AssertionResult same_bits(const StepResult& a, const StepResult& b) {
     auto same = [](const Dense<float>& x, const Dense<float>& y) {
         return std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) == 0;
@@ -141,7 +175,7 @@ std::vector<StepCase> grid() {
 TEST(SparseStep, EqualsCsrWeightGradThenOptimizerStepRowsBitForBit) {
     for (int threads : {1, 2}) {
         CpuBackend cpu(threads);
-        for (const StepCase& c : grid()) {
+        for (const StepCase& c : all_cases()) {
             const StepResult fused = run_steps(cpu, c, true), two = run_steps(cpu, c, false);
             EXPECT_TRUE(same_bits(fused, two)) << c.name() << ", " << threads << " threads";
             // Something moved: the test compares updated weights, not two untouched copies.
@@ -168,7 +202,7 @@ TEST(SparseStep, ResultsDoNotDependOnTheThreadCount) {
 // ---- on the device (skipped without a GPU) ----
 
 TEST_F(CudaParity, SparseStepEqualsItsTwoOpsAndTheCpu) {
-    for (const StepCase& c : grid()) {
+    for (const StepCase& c : all_cases()) {
         const StepResult fused = run_steps(dev(), c, true), two = run_steps(dev(), c, false);
         EXPECT_TRUE(same_bits(fused, two)) << c.name() << ": device fused vs device two ops";
         const StepResult cpu = run_steps(cpu_, c, true);

@@ -611,7 +611,32 @@ void CudaBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, Cons
 void CudaBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
                                        float alpha, const SparseRowGrad& grad) {
     activate();
-    cuda::launch_csr_weight_grad(ctx_, x, noise, dz, alpha, grad, weight_grad_scratch_);
+    cuda::launch_csr_weight_grad(ctx_, x, noise, dz, alpha, grad, weight_grad_scratch_,
+                                 cuda::RowUpdate{});
+}
+
+void CudaBackend::sparse_step_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,
+                                   float alpha, const formulas::OptimizerStep& step, MatrixView w,
+                                   const SparseRowGrad& grad, float* state1, float* state2,
+                                   SparseUpdate mode, RowClock clock) {
+    // SPARSENET_CUDA_FUSED_SPARSE_STEP=0: the two kernels' path on the device (the parity test
+    // compares the two).
+    const char* off = std::getenv("SPARSENET_CUDA_FUSED_SPARSE_STEP");
+    if ((off != nullptr && std::string(off) == "0") || w.cols == 0 ||
+        !cuda::sparse_step_fusable(dz.rows, x.cols, grad.capacity)) {
+        Backend::sparse_step_impl(x, noise, dz, alpha, step, w, grad, state1, state2, mode, clock);
+        return;
+    }
+    activate();
+    cuda::RowUpdate u;
+    u.active = true;
+    u.step = step;
+    u.slots = formulas::optimizer_state_slots(step.kind);
+    u.w = w;
+    u.s1 = state1;
+    u.s2 = state2;
+    u.clock = clock;
+    cuda::launch_csr_weight_grad(ctx_, x, noise, dz, alpha, grad, weight_grad_scratch_, u);
 }
 
 void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,

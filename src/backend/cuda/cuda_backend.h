@@ -74,6 +74,10 @@ class CudaBackend final : public Backend {
                                   const DropoutMask* mask, MatrixView d) override;
     void column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) override;
     void dropout_impl(const DropoutMask& mask, MatrixView m) override;
+    void sparse_step_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
+                          const formulas::OptimizerStep& step, MatrixView w,
+                          const SparseRowGrad& grad, float* state1, float* state2,
+                          SparseUpdate mode, RowClock clock) override;
     void activation_backward_column_sum_impl(const formulas::ActivationParams& act,
                                              ConstMatrixView a, const DropoutMask* mask,
                                              MatrixView d, float* column_sums) override;
