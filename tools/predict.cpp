@@ -282,7 +282,8 @@ int predict_main(int argc, char** argv) {
                  "DSSTNE: with -r, never recommend the items listed for a sample here (same text "
                  "format, file or folder; any value, a timestamp included, means excluded)");
         args.add({"-k"}, &options.k, "K", "recommendations per row (default 100)");
-        int batch_flag = -1;  // -1: not given (predict_batch decides)
+        constexpr int kNotGiven = std::numeric_limits<int>::min();  // predict_batch decides
+        int batch_flag = kNotGiven;
         args.add({"-b", "--batch"}, &batch_flag, "N",
                  "rows per batch (default 1024; 4096 on a GPU whose free memory holds four times "
                  "the batch's layers)");
@@ -344,7 +345,7 @@ int predict_main(int argc, char** argv) {
                         "stores them as float32");
         }
         if (options.k == 0) throw Error(ErrorCategory::kUsage, "option -k: must be at least 1");
-        if (batch_flag == 0 || batch_flag < -1) {
+        if (batch_flag <= 0 && batch_flag != kNotGiven) {
             throw Error(ErrorCategory::kUsage, "option -b: must be positive");
         }
         const bool text = !text_path.empty();
