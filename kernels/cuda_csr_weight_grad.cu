@@ -253,15 +253,8 @@ __global__ void __launch_bounds__(kSumThreads)
         if (len > kMaxTileRows) len = kMaxTileRows;  // cannot happen: a tile has <= 1024 rows
         if (len == 0 && !first_tile) continue;       // nothing to add (uniform in the block)
         // sparse_step (one tile): weight row grad.rows[i] is updated with the sums.
-        const uint32_t row = u.active ? grad.rows[i] : 0u;
-        if (u.active && row >= u.w.rows) {  // uniform in the block
-            if (threadIdx.x == 0)
-                report(status, kStatusRowOutOfRange, Op::kSparseStep, row, u.w.rows);
-            continue;
-        }
-        const uint32_t skipped = u.active ? row_skipped(u, row) : 0u;
-        const formulas::CatchUp cu =
-            skipped > 0 ? formulas::catch_up_coefficients(u.step, skipped) : formulas::CatchUp{};
+        const TouchedRow tr = touched_row(u, grad, i, status);
+        if (!tr.ok) continue;  // uniform in the block
         size_t padded = 1;
         while (padded < len) padded <<= 1;
         for (size_t j = threadIdx.x; j < padded; j += kSumThreads) {
@@ -295,13 +288,13 @@ __global__ void __launch_bounds__(kSumThreads)
             for (size_t j = 0; j < len; ++j)
                 acc += s_coef[j] * dz.data[size_t(s_row[j]) * dz.ld + c];
             if (u.active) {
-                row_update_element(u, row, c, acc, skipped, cu);
+                row_update_element(u, tr.row, c, acc, tr.skipped, tr.cu);
             } else {
                 out[c] = acc;
             }
         }
         __syncthreads();  // shared memory is reused by the next column; the clock was read
-        if (u.active) row_update_done(u, row);
+        if (u.active) row_update_done(u, tr.row);
     }
 }
 
@@ -399,15 +392,8 @@ __global__ void __launch_bounds__(kSumThreads)
         const size_t start = seg_start[i], stop = seg_start[i + 1];
         float* out = grad.values + i * n;
         // sparse_step: weight row grad.rows[i] is updated with the sums.
-        const uint32_t row = u.active ? grad.rows[i] : 0u;
-        if (u.active && row >= u.w.rows) {  // uniform in the block
-            if (threadIdx.x == 0)
-                report(status, kStatusRowOutOfRange, Op::kSparseStep, row, u.w.rows);
-            continue;
-        }
-        const uint32_t skipped = u.active ? row_skipped(u, row) : 0u;
-        const formulas::CatchUp cu =
-            skipped > 0 ? formulas::catch_up_coefficients(u.step, skipped) : formulas::CatchUp{};
+        const TouchedRow tr = touched_row(u, grad, i, status);
+        if (!tr.ok) continue;  // uniform in the block
         // Each thread keeps its columns' sums in registers across the staged chunks: at most
         // kColsPerThread per pass over the columns, more passes for wider layers.
         for (size_t c0 = 0; c0 < n; c0 += size_t(kSumThreads) * kColsPerThread) {
@@ -438,7 +424,7 @@ __global__ void __launch_bounds__(kSumThreads)
                 const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
                 if (c >= n) continue;
                 if (u.active) {
-                    row_update_element(u, row, c, acc[k], skipped, cu);
+                    row_update_element(u, tr.row, c, acc[k], tr.skipped, tr.cu);
                 } else {
                     out[c] = acc[k];
                 }
@@ -446,7 +432,7 @@ __global__ void __launch_bounds__(kSumThreads)
         }
         if (u.active) {
             __syncthreads();  // every thread read the clock
-            row_update_done(u, row);
+            row_update_done(u, tr.row);
         }
     }
 }

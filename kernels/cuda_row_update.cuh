@@ -44,6 +44,31 @@ __device__ __forceinline__ void row_update_element(const RowUpdate& u, uint32_t 
                    u.slots >= 2 ? u.s2 + off : nullptr);
 }
 
+// The weight row that touched column i's sums update (grad.rows[i]), its skipped steps and their
+// catch-up, read by every thread of the block; ok == false (reported): a row id out of range.
+// Inactive: row 0, nothing to catch up.
+struct TouchedRow {
+    uint32_t row = 0;
+    uint32_t skipped = 0;
+    formulas::CatchUp cu;
+    bool ok = true;
+};
+__device__ __forceinline__ TouchedRow touched_row(const RowUpdate& u, const SparseRowGrad& grad,
+                                                  size_t i, DeviceStatus* status) {
+    TouchedRow t;
+    if (!u.active) return t;
+    t.row = grad.rows[i];
+    if (t.row >= u.w.rows) {
+        if (threadIdx.x == 0)
+            report(status, kStatusRowOutOfRange, Op::kSparseStep, t.row, u.w.rows);
+        t.ok = false;
+        return t;
+    }
+    t.skipped = row_skipped(u, t.row);
+    if (t.skipped > 0) t.cu = formulas::catch_up_coefficients(u.step, t.skipped);
+    return t;
+}
+
 // After a __syncthreads that follows every thread's row_skipped: the row is at clock.now.
 __device__ __forceinline__ void row_update_done(const RowUpdate& u, uint32_t row) {
     if (u.clock.last != nullptr && threadIdx.x == 0) u.clock.last[row] = u.clock.now;

@@ -282,9 +282,7 @@ int predict_main(int argc, char** argv) {
                  "DSSTNE: with -r, never recommend the items listed for a sample here (same text "
                  "format, file or folder; any value, a timestamp included, means excluded)");
         args.add({"-k"}, &options.k, "K", "recommendations per row (default 100)");
-        constexpr int kNotGiven = std::numeric_limits<int>::min();  // predict_batch decides
-        int batch_flag = kNotGiven;
-        args.add({"-b", "--batch"}, &batch_flag, "N",
+        args.add({"-b", "--batch"}, &options.batch, "N",
                  "rows per batch (default 1024; 4096 on a GPU whose free memory holds four times "
                  "the batch's layers)");
         args.add({"-s", "--output"}, &out_path, "FILE", "recommendations file (default stdout)");
@@ -345,9 +343,8 @@ int predict_main(int argc, char** argv) {
                         "stores them as float32");
         }
         if (options.k == 0) throw Error(ErrorCategory::kUsage, "option -k: must be at least 1");
-        if (batch_flag <= 0 && batch_flag != kNotGiven) {
-            throw Error(ErrorCategory::kUsage, "option -b: must be positive");
-        }
+        if (options.batch == 0) throw Error(ErrorCategory::kUsage, "option -b: must be positive");
+        const bool batch_given = args.given("-b");
         const bool text = !text_path.empty();
         if (text == !input_path.empty()) {
             throw Error(ErrorCategory::kUsage,
@@ -450,8 +447,7 @@ int predict_main(int argc, char** argv) {
             }
         }
         const uint32_t out_width = network.layer_size(out_layer_name);
-        options.batch =
-            batch_flag > 0 ? uint32_t(batch_flag) : predict_batch(network, threads, timings.on);
+        options.batch = batch_given ? options.batch : predict_batch(network, threads, timings.on);
 
         std::vector<std::string> sample_names, feature_names;
         const Dataset* exclude = nullptr;

@@ -65,14 +65,19 @@ TrainResult train_on(const std::string& device, const char* config_json, const D
     return r;
 }
 
-void compare_training(const std::string& device, const char* config, OptimizerOptions opt) {
+// The planted data both devices train on: 300 users x 120 items.
+Dataset parity_data() {
     GenerateOptions g;
     g.users = 300;
     g.items = 120;
     g.nnz = 5000;
     g.factors = 6;
     g.seed = 3;
-    const Dataset data = generate(g).train;
+    return generate(g).train;
+}
+
+void compare_training(const std::string& device, const char* config, OptimizerOptions opt) {
+    const Dataset data = parity_data();
     const TrainResult c = train_on("cpu", config, data, opt);
     const TrainResult d = train_on(device, config, data, opt);
     ASSERT_EQ(c.losses.size(), d.losses.size());
@@ -139,13 +144,7 @@ TEST_F(CudaParity, TrainingSoftmaxNesterovLazyMatchesTheCpu) {
 // the sums are not in the same order: the CPU-vs-device tolerances above (on the CPU the two
 // layouts agree bit for bit: tests/engine/padded_ld_test.cpp).
 TEST_F(CudaParity, PaddedRowsTrainAsPackedRows) {
-    GenerateOptions g;
-    g.users = 300;
-    g.items = 120;
-    g.nnz = 5000;
-    g.factors = 6;
-    g.seed = 3;
-    const Dataset data = generate(g).train;
+    const Dataset data = parity_data();
     OptimizerOptions opt;
     opt.kind = OptimizerKind::kMomentum;
     opt.learning_rate = 0.05f;

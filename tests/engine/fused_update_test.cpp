@@ -14,6 +14,7 @@
 #include "sparsenet/config.h"
 #include "sparsenet/network.h"
 #include "sparsenet/trainer.h"
+#include "support/test_support.h"
 
 namespace sparsenet {
 namespace {
@@ -91,15 +92,7 @@ TrainedRun train(const OptimizerOptions& optimizer, bool fused, const char* hidd
     return r;
 }
 
-OptimizerOptions optimizer(OptimizerKind kind, float lr, float l2 = 0.0f, float l1 = 0.0f) {
-    OptimizerOptions o;
-    o.kind = kind;
-    o.learning_rate = lr;
-    o.mu = 0.9f;
-    o.l2 = l2;
-    o.l1 = l1;
-    return o;
-}
+using testing::optimizer;
 
 // Largest |a - b| / (1 + |b|) over every parameter; -1 when a value is not finite.
 double max_difference(const TrainedRun& a, const TrainedRun& b) {

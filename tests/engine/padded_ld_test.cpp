@@ -98,15 +98,7 @@ TrainedRun train(const std::string& json, const OptimizerOptions& optimizer, boo
     return r;
 }
 
-OptimizerOptions optimizer(OptimizerKind kind, float lr, float l2 = 0.0f, float l1 = 0.0f) {
-    OptimizerOptions o;
-    o.kind = kind;
-    o.learning_rate = lr;
-    o.mu = 0.9f;
-    o.l2 = l2;
-    o.l1 = l1;
-    return o;
-}
+using testing::optimizer;
 
 void expect_identical(const TrainedRun& padded, const TrainedRun& packed) {
     EXPECT_EQ(padded.losses, packed.losses);

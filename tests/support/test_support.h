@@ -10,6 +10,7 @@
 
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
+#include "sparsenet/optimizer.h"
 
 namespace sparsenet {
 class Network;
@@ -31,6 +32,17 @@ class TempDir {
   private:
     std::string path_;
 };
+
+// An optimizer of `kind` at learning rate lr, mu 0.9 (Momentum, Nesterov), L2 and L1 as given.
+inline OptimizerOptions optimizer(OptimizerKind kind, float lr, float l2 = 0.0f, float l1 = 0.0f) {
+    OptimizerOptions o;
+    o.kind = kind;
+    o.learning_rate = lr;
+    o.mu = 0.9f;
+    o.l2 = l2;
+    o.l1 = l1;
+    return o;
+}
 
 // Row-length shapes the op tests sweep over.
 enum class RowShape { kEmptyRows, kOneNonzero, kPowerLaw, kUniform };
