@@ -76,13 +76,13 @@ Dataset csr_union(const Dataset& a, const Dataset& b) {
 // take more than a quarter of the device's free memory. Larger batches amortise each batch's
 // launches and its synchronous download of the top-K lists (H100, ML-20M shape: 3.7 ms of
 // scoring per 1,024 users).
-uint32_t predict_batch(const Network& network, int threads, bool report) {
+uint32_t predict_batch(const Network& network, bool report) {
     constexpr uint32_t kCpuBatch = 1024, kGpuBatch = 4096;
     if (network.device() == "cpu") return kCpuBatch;
     uint64_t units = 0;
     for (const LayerConfig& l : network.config().layers)
         if (l.kind != LayerKind::kInput) units += network.layer_size(l.name);
-    const uint64_t free_bytes = free_memory_for(network.device(), threads, nullptr, nullptr);
+    const uint64_t free_bytes = network.device_free_memory();
     uint32_t batch = kGpuBatch;
     while (batch > kCpuBatch && uint64_t(batch) * units * 8 > free_bytes / 4) batch /= 2;
     if (report) std::fprintf(stderr, "predict: batch %u rows\n", batch);
@@ -447,7 +447,7 @@ int predict_main(int argc, char** argv) {
             }
         }
         const uint32_t out_width = network.layer_size(out_layer_name);
-        options.batch = batch_given ? options.batch : predict_batch(network, threads, timings.on);
+        options.batch = batch_given ? options.batch : predict_batch(network, timings.on);
 
         std::vector<std::string> sample_names, feature_names;
         const Dataset* exclude = nullptr;

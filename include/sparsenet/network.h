@@ -78,6 +78,8 @@ class Network {
 
     const NetworkConfig& config() const;  // with every "auto" resolved
     std::string device() const;           // the backend's name, e.g. "cpu"
+    // Bytes free on that device now (the CPU: MemAvailable), through the network's own backend.
+    uint64_t device_free_memory() const;
     // The matrix products' arithmetic now (NetworkOptions::precision says how it was chosen);
     // set_precision changes it for the next training step or prediction (predict
     // --compare-fp32 scores twice so).

@@ -1168,6 +1168,10 @@ void Network::save(const std::string& path) const {
 const NetworkConfig& Network::config() const {
     return impl_->graph.config;
 }
+uint64_t Network::device_free_memory() const {
+    return impl_->backend->free_memory();
+}
+
 std::string Network::device() const {
     return impl_->backend->name();
 }

@@ -220,7 +220,7 @@ TEST_F(TrainOptionsCli, OpTimesArePrintedOnRequestOnly) {
 TEST_F(TrainOptionsCli, PrecisionFlag) {
     const std::string cli = SPARSENET_CLI_PATH;
     std::string out;
-    for (const std::string cmd :
+    for (const std::string& cmd :
          {" train -c " + config_ + " -i " + data_ + " -n " + model_,
           " predict -n " + model_ + " --input " + data_,
           " evaluate -n " + model_ + " --input " + data_ + " --heldout " + data_}) {

@@ -171,3 +171,24 @@ TEST(Training, WrongDatasetsAreRejectedBeforeTraining) {
 
 }  // namespace
 }  // namespace sparsenet
+
+namespace sparsenet {
+namespace {
+
+// Network::device_free_memory: the network's own backend's figure (the CPU's MemAvailable), the
+// same quantity free_memory_for reads through a backend of its own (predict sizes its GPU batch
+// by it without starting a second device context). MemAvailable moves between the two reads.
+TEST(Network, DeviceFreeMemoryIsTheBackendsFigure) {
+    const Fixture f(planted(50, 40, 400, 0.0).train);
+    NetworkOptions no;
+    no.device = "cpu";
+    const Network net = Network::create(f.config, f.widths(), no);
+    const uint64_t own = net.device_free_memory();
+    const uint64_t separate = free_memory_for("cpu", 1, nullptr, nullptr);
+    EXPECT_GT(own, 0u);
+    EXPECT_GT(double(own), 0.5 * double(separate));
+    EXPECT_LT(double(own), 2.0 * double(separate));
+}
+
+}  // namespace
+}  // namespace sparsenet
