@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kEntryThreads)
 __global__ void __launch_bounds__(kSumThreads)
     tile_sum_kernel(const uint32_t* seg_start, const uint32_t* pair_row, const float* pair_coef,
                     size_t pairs, ConstMatrixView dz, SparseRowGrad grad, bool first_tile,
-                    RowUpdate u, DeviceStatus* status) {
+                    RowUpdate update, DeviceStatus* status) {
     __shared__ uint32_t s_row[kMaxTileRows];
     __shared__ float s_coef[kMaxTileRows];
     const size_t count = *grad.count;  // already clamped to the capacity
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kSumThreads)
         if (len > kMaxTileRows) len = kMaxTileRows;  // cannot happen: a tile has <= 1024 rows
         if (len == 0 && !first_tile) continue;       // nothing to add (uniform in the block)
         // sparse_step (one tile): weight row grad.rows[i] is updated with the sums.
-        const TouchedRow tr = touched_row(u, grad, i, status);
+        const TouchedRow tr = touched_row(update, grad, i, status);
         if (!tr.ok) continue;  // uniform in the block
         size_t padded = 1;
         while (padded < len) padded <<= 1;
@@ -287,14 +287,14 @@ __global__ void __launch_bounds__(kSumThreads)
             float acc = first_tile ? 0.0f : out[c];
             for (size_t j = 0; j < len; ++j)
                 acc += s_coef[j] * dz.data[size_t(s_row[j]) * dz.ld + c];
-            if (u.active) {
-                row_update_element(u, tr.row, c, acc, tr.skipped, tr.cu);
+            if (update.active) {
+                row_update_element(update, tr.row, c, acc, tr.skipped, tr.cu);
             } else {
                 out[c] = acc;
             }
         }
         __syncthreads();  // shared memory is reused by the next column; the clock was read
-        if (u.active) row_update_done(u, tr.row);
+        if (update.active) row_update_done(update, tr.row);
     }
 }
 
@@ -383,7 +383,7 @@ __global__ void finish_sorted_kernel(const uint32_t* unique_total, const uint32_
 
 __global__ void __launch_bounds__(kSumThreads)
     segment_sum_kernel(const uint32_t* seg_start, const uint64_t* pairs, ConstMatrixView dz,
-                       SparseRowGrad grad, RowUpdate u, DeviceStatus* status) {
+                       SparseRowGrad grad, RowUpdate update, DeviceStatus* status) {
     __shared__ uint32_t s_row[kSumThreads];
     __shared__ float s_coef[kSumThreads];
     const size_t count = *grad.count;
@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(kSumThreads)
         const size_t start = seg_start[i], stop = seg_start[i + 1];
         float* out = grad.values + i * n;
         // sparse_step: weight row grad.rows[i] is updated with the sums.
-        const TouchedRow tr = touched_row(u, grad, i, status);
+        const TouchedRow tr = touched_row(update, grad, i, status);
         if (!tr.ok) continue;  // uniform in the block
         // Each thread keeps its columns' sums in registers across the staged chunks: at most
         // kColsPerThread per pass over the columns, more passes for wider layers.
@@ -423,16 +423,16 @@ __global__ void __launch_bounds__(kSumThreads)
             for (int k = 0; k < kColsPerThread; ++k) {
                 const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
                 if (c >= n) continue;
-                if (u.active) {
-                    row_update_element(u, tr.row, c, acc[k], tr.skipped, tr.cu);
+                if (update.active) {
+                    row_update_element(update, tr.row, c, acc[k], tr.skipped, tr.cu);
                 } else {
                     out[c] = acc[k];
                 }
             }
         }
-        if (u.active) {
+        if (update.active) {
             __syncthreads();  // every thread read the clock
-            row_update_done(u, tr.row);
+            row_update_done(update, tr.row);
         }
     }
 }
