@@ -20,6 +20,7 @@
 #include "sparsenet/dataset.h"
 #include "sparsenet/network.h"
 #include "sparsenet/trainer.h"
+#include "support/netcdf_test_util.h"
 #include "support/test_support.h"
 
 namespace sparsenet {
@@ -28,9 +29,7 @@ namespace {
 using testing::contains;
 using testing::expect_error;
 
-void nc_ok(int status) {
-    ASSERT_EQ(status, NC_NOERR) << nc_strerror(status);
-}
+using testing::nc_ok;
 
 // A DSSTNE-layout file with two boolean sparse datasets of 3 rows and width 10, written with the
 // netCDF library directly (the writer refuses repeated columns): "in" is valid, "out" stores

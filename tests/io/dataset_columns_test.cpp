@@ -22,6 +22,7 @@
 #include "io/dataset_read.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
+#include "support/netcdf_test_util.h"
 #include "support/test_support.h"
 
 namespace sparsenet {
@@ -38,9 +39,7 @@ constexpr uint64_t kChunks[] = {1, 3, 17, 0};
 constexpr uint32_t kPieces[] = {1, 2, 3, 7};
 constexpr uint32_t kAll = std::numeric_limits<uint32_t>::max();
 
-void nc_ok(int status) {
-    ASSERT_EQ(status, NC_NOERR) << nc_strerror(status);
-}
+using testing::nc_ok;
 
 Dataset read_band(const std::string& path, const std::string& name, uint32_t first, uint32_t last,
                   uint64_t chunk) {

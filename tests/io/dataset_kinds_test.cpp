@@ -11,6 +11,7 @@
 
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
+#include "support/netcdf_test_util.h"
 #include "support/test_support.h"
 
 namespace sparsenet {
@@ -22,9 +23,7 @@ using testing::expect_same_dataset;
 using testing::RowShape;
 using testing::TempDir;
 
-void nc_ok(int status) {
-    ASSERT_EQ(status, NC_NOERR) << nc_strerror(status);
-}
+using testing::nc_ok;
 
 // Builds a CSR dataset from rows of (column, value) pairs; boolean when `with_values` is false.
 Dataset csr(const std::string& name, uint32_t cols,

@@ -13,6 +13,7 @@
 #include "io/netcdf_chunks.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
+#include "support/netcdf_test_util.h"
 #include "support/test_support.h"
 
 namespace sparsenet {
@@ -24,9 +25,7 @@ using testing::expect_same_dataset;
 using testing::RowShape;
 using testing::TempDir;
 
-void nc_ok(int status) {
-    ASSERT_EQ(status, NC_NOERR) << nc_strerror(status);
-}
+using testing::nc_ok;
 
 // How a test file stores its sparse dataset.
 struct Storage {

@@ -10,6 +10,7 @@
 
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
+#include "support/netcdf_test_util.h"
 #include "support/test_support.h"
 
 namespace sparsenet {
@@ -21,9 +22,7 @@ using testing::expect_same_dataset;
 using testing::RowShape;
 using testing::TempDir;
 
-void nc_ok(int status) {
-    ASSERT_EQ(status, NC_NOERR) << nc_strerror(status);
-}
+using testing::nc_ok;
 
 // A dataset written with raw netCDF calls, in DSSTNE's style (NetCDFhelper.cpp).
 struct RawDataset {
