@@ -28,27 +28,15 @@
 #endif
 
 #include "engine/network_scoring.h"
+#include "formulas/precision.h"
 #include "sparsenet/error.h"
 #include "sparsenet/network.h"
 
-#if !defined(__FLT16_MAX__)
-#error "fp16 screening needs the compiler's _Float16 (GCC >= 12, Clang >= 15 on x86-64)"
-#endif
-
 namespace sparsenet::engine {
 
-uint16_t to_fp16(float value) {
-    const _Float16 h = static_cast<_Float16>(value);
-    uint16_t bits;
-    std::memcpy(&bits, &h, sizeof bits);
-    return bits;
-}
+uint16_t to_fp16(float value) { return formulas::fp16_bits(value); }
 
-float from_fp16(uint16_t value) {
-    _Float16 h;
-    std::memcpy(&h, &value, sizeof h);
-    return static_cast<float>(h);
-}
+float from_fp16(uint16_t value) { return formulas::fp16_to_float(value); }
 
 namespace {
 

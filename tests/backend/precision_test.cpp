@@ -1,6 +1,6 @@
 // Mixed precision (--precision bf16): the BF16 rounding shared by the CPU and CUDA
-// (kernels/formulas/precision.h), the CPU's bf16 gemm against a double-precision reference of the
-// rounded operands, and the bf16 gemm on the device against the CPU's (parity_harness.h).
+// (kernels/formulas/precision.h), the fp16 conversions of the CPU's fp16 screen (the same file),
+// the CPU's bf16 gemm against a double-precision reference of the rounded operands, and the bf16 gemm on the device against the CPU's (parity_harness.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,11 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
@@ -106,6 +111,144 @@ TEST(Bf16Rounding, MatchesTheDefinitionOnRandomBitPatterns) {
         ++checked;
     }
     EXPECT_GT(checked, 190000);
+}
+
+// The value of an fp16 pattern by its definition (sign, 5-bit exponent biased 15, 10 bits).
+double fp16_value(uint16_t h) {
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double v = e == 0 ? std::ldexp(double(m), -24) : std::ldexp(1024.0 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+// fp16 (the CPU's fp16 screen, src/engine/output_screen.h): by its definition, the two fp16
+// values around x, the nearer by exact double distance, a tie to the even one; beyond 65504 by
+// half an ulp (65520) or more, infinity.
+uint16_t reference_fp16(float x) {
+    const double a = std::fabs(double(x));
+    const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+    if (a >= 65520.0) return uint16_t(sign | 0x7c00);
+    // fp16's magnitudes in increasing order are its bit patterns 0 .. 0x7bff: bisect for the
+    // largest not above a.
+    uint16_t lo = 0, hi = 0x7bff;
+    while (lo < hi) {
+        const uint16_t mid = uint16_t((lo + hi + 1) / 2);
+        if (fp16_value(mid) <= a) lo = mid; else hi = uint16_t(mid - 1);
+    }
+    if (fp16_value(lo) == a) return uint16_t(sign | lo);
+    const uint16_t up = uint16_t(lo + 1);  // 0x7c00 (infinity) only past 65520: excluded above
+    const double dlo = a - fp16_value(lo);
+    const double dup = (up == 0x7c00 ? 65536.0 : fp16_value(up)) - a;
+    if (dlo < dup) return uint16_t(sign | lo);
+    if (dup < dlo) return uint16_t(sign | up);
+    return uint16_t(sign | ((lo & 1) == 0 ? lo : up));
+}
+
+TEST(Fp16Rounding, EveryFp16ValueByDefinitionAndBack) {
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+        const float f = formulas::fp16_to_float(uint16_t(h));
+        const int e = (h >> 10) & 0x1f;
+        if (e == 0x1f) {
+            ASSERT_TRUE((h & 0x3ff) ? std::isnan(f) : std::isinf(f)) << std::hex << h;
+            ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << std::hex << h;
+            // A NaN comes back quiet with the payload's upper bits: the same pattern, quiet bit set.
+            ASSERT_EQ(formulas::fp16_bits(f), (h & 0x3ff) ? (h | 0x200) : h) << std::hex << h;
+            continue;
+        }
+        ASSERT_EQ(double(f), fp16_value(uint16_t(h))) << std::hex << h;
+        ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << std::hex << h;
+        ASSERT_EQ(formulas::fp16_bits(f), h) << std::hex << h;
+    }
+}
+
+TEST(Fp16Rounding, TiesOverflowAndSubnormals) {
+    using formulas::fp16_bits;
+    EXPECT_EQ(fp16_bits(1.0f), 0x3c00);
+    EXPECT_EQ(fp16_bits(1.0f + 0x1p-11f), 0x3c00);            // a tie: to the even neighbour
+    EXPECT_EQ(fp16_bits(1.0f + 3 * 0x1p-11f), 0x3c02);        // a tie: to the even neighbour
+    EXPECT_EQ(fp16_bits(std::nextafter(1.0f + 0x1p-11f, 2.0f)), 0x3c01);
+    EXPECT_EQ(fp16_bits(65504.0f), 0x7bff);
+    EXPECT_EQ(fp16_bits(std::nextafter(65520.0f, 0.0f)), 0x7bff);
+    EXPECT_EQ(fp16_bits(65520.0f), 0x7c00);                   // half an ulp over: infinity
+    EXPECT_EQ(fp16_bits(-std::numeric_limits<float>::max()), 0xfc00);
+    EXPECT_EQ(fp16_bits(0x1p-24f), 0x0001);                   // the smallest subnormal
+    EXPECT_EQ(fp16_bits(0x1p-25f), 0x0000);                   // a tie with zero: zero
+    EXPECT_EQ(fp16_bits(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
+    EXPECT_EQ(fp16_bits(-0x1p-26f), 0x8000);                  // the sign of a zero is kept
+    EXPECT_EQ(fp16_bits(3 * 0x1p-25f), 0x0002);               // a subnormal tie: to even
+    EXPECT_EQ(fp16_bits(0x1p-14f - 0x1p-25f), 0x0400);        // rounds up into the normals
+    EXPECT_EQ(fp16_bits(std::numeric_limits<float>::denorm_min()), 0x0000);
+    EXPECT_EQ(fp16_bits(from_bits(0x7f800001u)) & 0x7e00, 0x7e00);  // a signalling NaN: quiet
+    EXPECT_EQ(fp16_bits(from_bits(0xffc00000u)), 0xfe00);
+}
+
+TEST(Fp16Rounding, MatchesTheDefinitionOnRandomFloats) {
+    std::mt19937 rng(11);
+    int checked = 0;
+    for (int i = 0; i < 200000; ++i) {
+        uint32_t u = rng();
+        // Most random patterns are far outside fp16's range: bring three in four inside it
+        // (exponents 2^-26 .. 2^16), and one in four of those onto a tie.
+        if (i % 4 != 0) u = (u & 0x807fffffu) | ((101u + rng() % 43u) << 23);
+        if (i % 16 == 1) u = (u & 0xffffe000u) | 0x1000u;
+        const float x = from_bits(u);
+        if (std::isnan(x)) continue;
+        ASSERT_EQ(formulas::fp16_bits(x), reference_fp16(x)) << std::hex << "bits 0x" << u;
+        ++checked;
+    }
+    EXPECT_GT(checked, 190000);
+}
+
+#if defined(__x86_64__)
+// F16C's conversions (vcvtps2ph with round-to-nearest-even, vcvtph2ps), compiled for F16C whatever
+// the build's -march, called only where the CPU has them.
+__attribute__((target("f16c"))) uint16_t f16c_bits(float x) {
+    return uint16_t(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("f16c"))) float f16c_float(uint16_t h) { return _cvtsh_ss(h); }
+#endif
+
+// The same bits as the hardware's conversion and as the compiler's _Float16 (what the fp16
+// screen used before the formula: its results must not move), on every fp16 value, every tie
+// and random floats, NaNs included.
+TEST(Fp16Rounding, SameBitsAsF16cAndTheCompilersFloat16) {
+    std::vector<float> floats;
+    std::mt19937 rng(5);
+    for (int i = 0; i < 1000000; ++i) floats.push_back(from_bits(rng()));
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+        const uint32_t u = to_bits(formulas::fp16_to_float(uint16_t(h)));
+        floats.push_back(from_bits(u));
+        floats.push_back(from_bits(u + 0x1000u));  // halfway to the next (normals)
+        floats.push_back(from_bits(u + 0x0fffu));
+        floats.push_back(from_bits(u + 0x1001u));
+    }
+    int compared = 0;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("f16c")) {
+        for (uint32_t h = 0; h < 0x10000; ++h)
+            ASSERT_EQ(to_bits(formulas::fp16_to_float(uint16_t(h))),
+                      to_bits(f16c_float(uint16_t(h)))) << std::hex << h;
+        for (float x : floats)
+            ASSERT_EQ(formulas::fp16_bits(x), f16c_bits(x)) << std::hex << to_bits(x);
+        ++compared;
+    }
+#endif
+#if defined(__FLT16_MAX__)
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+        _Float16 f;
+        const uint16_t bits = uint16_t(h);
+        std::memcpy(&f, &bits, sizeof f);
+        ASSERT_EQ(to_bits(formulas::fp16_to_float(bits)), to_bits(static_cast<float>(f)))
+            << std::hex << h;
+    }
+    for (float x : floats) {
+        const _Float16 f = static_cast<_Float16>(x);
+        uint16_t bits;
+        std::memcpy(&bits, &f, sizeof bits);
+        ASSERT_EQ(formulas::fp16_bits(x), bits) << std::hex << to_bits(x);
+    }
+    ++compared;
+#endif
+    if (compared == 0) GTEST_SKIP() << "neither F16C nor the compiler's _Float16 here";
 }
 
 Dense<float> rounded(const Dense<float>& m) {
