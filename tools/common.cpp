@@ -13,6 +13,7 @@
 
 #include "sparsenet/error.h"
 #include "sparsenet/job.h"
+#include "sparsenet/rank_device.h"
 #include "sparsenet/resources.h"
 
 namespace sparsenet::cli {
@@ -158,6 +159,25 @@ void check_writable(const std::string& path) {
     }
     std::fclose(f);
     std::remove(probe.c_str());
+}
+
+const char* const kShareGpusHelp =
+    "under mpirun, let ranks share GPUs when a node has more ranks than GPUs: node-local rank r "
+    "takes GPU r mod the node's GPU count (without it that is refused; docs/parallelism.md)";
+
+void check_rank_device(const std::string& device, bool share_gpus) {
+    try {
+        (void)gpu_for_rank(device, NodeLocalRank{}, 0, false);  // the spelling only
+    } catch (const Error& e) {
+        throw Error(e.category(), std::string("option --device: ") + e.what());
+    }
+    (void)device_for_rank(device, share_gpus);
+}
+
+void report_rank_device(const std::string& backend_name) {
+    if (!launched_with_mpi()) return;
+    std::fprintf(stderr, "sparsenet: rank %d of %d on %s\n", job_rank(), job_size(),
+                 describe_device(backend_name).c_str());
 }
 
 void set_threads(int threads) {

@@ -54,6 +54,20 @@ std::optional<Precision> precision_option(const std::string& text);
 // The help text of --precision, shared by train, predict and evaluate.
 extern const char* const kPrecisionHelp;
 
+// --share-gpus of train and predict: its help text.
+extern const char* const kShareGpusHelp;
+
+// --device and --share-gpus, checked before any file is read or anything allocated: a device
+// that is not cpu, auto, cuda or cuda:N is Error(kUsage) naming --device; under mpirun, a node
+// with more ranks than GPUs is refused unless share_gpus (device_for_rank, sparsenet/
+// rank_device.h). For one process nothing else changes.
+void check_rank_device(const std::string& device, bool share_gpus);
+
+// Under mpirun, each rank says once on stderr which device it took ("sparsenet: rank 1 of 2 on
+// GPU 1 (NVIDIA H100 80GB HBM3)"), so that a job's placement can be read from its log; nothing
+// for one process, whose device `--device auto` already reports.
+void report_rank_device(const std::string& backend_name);
+
 // Applies --threads to OpenMP/OpenBLAS (0 = leave the defaults).
 void set_threads(int threads);
 

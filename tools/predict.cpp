@@ -306,6 +306,8 @@ int predict_main(int argc, char** argv) {
                  "layer to rank (default: the first Output layer)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        bool share_gpus = false;
+        args.add_flag({"--share-gpus"}, &share_gpus, kShareGpusHelp);
         args.add({"--precision"}, &precision, "P", kPrecisionHelp);
         bool verbose_flag = false;
         args.add_flag({"-v", "--verbose"}, &verbose_flag,
@@ -384,7 +386,13 @@ int predict_main(int argc, char** argv) {
                 if (t.joinable()) t.join();
             }
         } joined{device_start};
-        if (device != "cpu") device_start = std::thread([device] { prepare_device(device); });
+        // Each rank's GPU, and the refusal of more ranks than GPUs on a node, before any file is
+        // read (here, on the main thread: an MPI split that finds the rank is collective).
+        check_rank_device(device, share_gpus);
+        if (device != "cpu") {
+            device_start =
+                std::thread([device, share_gpus] { prepare_device(device, share_gpus); });
+        }
         if (!text) {
             const NetworkConfig model_config = read_model_info(model_path).config;
             std::vector<const LayerConfig*> inputs;
@@ -416,11 +424,13 @@ int predict_main(int argc, char** argv) {
 
         NetworkOptions net_options;
         net_options.device = device;
+        net_options.share_gpus = share_gpus;
         net_options.threads = threads;
         net_options.comm = parse_comm_kind(comm);
         net_options.parallel = parse_parallel_mode(parallel);
         net_options.precision = precision_option(precision);
         Network network = Network::load(model_path, net_options);
+        report_rank_device(network.device());
         const NetworkConfig& config = network.config();
         std::vector<const LayerConfig*> inputs;
         for (const LayerConfig& l : config.layers) {

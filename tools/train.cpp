@@ -129,6 +129,8 @@ int train_main(int argc, char** argv) {
                       "ShuffleIndices)");
         args.add({"--threads"}, &threads, "N", "CPU threads (default: all cores)");
         args.add({"--device"}, &device, "DEV", "auto | cpu | cuda[:N] (default auto)");
+        bool share_gpus = false;
+        args.add_flag({"--share-gpus"}, &share_gpus, kShareGpusHelp);
         args.add({"--precision"}, &precision, "P", kPrecisionHelp);
         args.add({"--comm"}, &comm, "KIND",
                  "auto | local | mpi | nccl: the ranks that split every layer under mpirun "
@@ -171,6 +173,9 @@ int train_main(int argc, char** argv) {
                       "without an NVIDIA GPU");
         if (!args.parse(argc, argv)) return 0;
         (void)precision_option(precision);  // a bad value fails before any file is read
+        // Each rank's GPU, and the refusal of more ranks than GPUs on a node, before any file is
+        // read or anything allocated (a dry run touches no device: its plan is for any).
+        if (!dry_run) check_rank_device(device, share_gpus);
 
         const NetworkConfig config = NetworkConfig::from_file(config_path);
         TrainOptions options = train_options(config);
@@ -233,6 +238,7 @@ int train_main(int argc, char** argv) {
         set_verbose(verbose_flag);
         NetworkOptions net_options;
         net_options.device = device;
+        net_options.share_gpus = share_gpus;
         net_options.threads = threads;
         net_options.seed = options.seed;
         net_options.comm = parse_comm_kind(comm);
@@ -275,7 +281,8 @@ int train_main(int argc, char** argv) {
         {
             std::string free_what;
             bool host = false;
-            const uint64_t free_bytes = free_memory_for(device, threads, &free_what, &host);
+            const uint64_t free_bytes =
+                free_memory_for(device, threads, &free_what, &host, share_gpus);
             // A data-parallel rank holds the whole network; a model-parallel one its share.
             const int ranks = split_job && parallel != "data" ? job_size() : 1;
             const MemoryPlan plan = plan_memory(config, shapes, ranks, options.batch, opt,
@@ -297,6 +304,7 @@ int train_main(int argc, char** argv) {
         // describe the same network (Trainer::resume compares them).
         Network network = resume ? Network::load(checkpoint_path, net_options)
                                  : Network::create(config, widths, net_options);
+        if (!quiet) report_rank_device(network.device());  // before rank != 0 turns quiet on
         // Data parallelism (asked for, or what auto chose): a rank's share of a shuffled batch
         // can be any rows, each with all its columns, so every rank needs the whole datasets,
         // not the column bands a split network reads.

@@ -49,6 +49,11 @@ struct NetworkOptions {
     // SPARSENET_CUDA_TF32 on CUDA ("0": fp32, else tf32), else tf32 on CUDA and fp32 on the
     // CPU. The weights stay FP32 in memory and in model files in every mode.
     std::optional<Precision> precision;
+    // Under mpirun, "auto" and "cuda" take the GPU of the process's node-local rank
+    // (sparsenet/rank_device.h); a node with more ranks than GPUs is refused unless this is set,
+    // which puts node-local rank r on GPU r mod the node's GPU count. "cuda:N" takes GPU N on
+    // every rank. One process (no launcher) takes GPU 0 whatever this says.
+    bool share_gpus = false;
 };
 
 // A named parameter tensor, row-major.
@@ -130,7 +135,8 @@ std::string describe_model_parallel(const NetworkConfig& config,
 // caller with files to read meanwhile (predict runs it on a thread while it reads its input):
 // on CUDA, the device's context and cuBLAS, which the load then finds started; nothing for the
 // CPU. Safe on any thread; never throws (what fails is reported by the load).
-void prepare_device(const std::string& device);
+// share_gpus: as NetworkOptions::share_gpus (under mpirun, the rank's GPU is the one started).
+void prepare_device(const std::string& device, bool share_gpus = false);
 
 // The memory of a training run on one device (the largest rank's share under model parallelism
 // over `ranks`), computed from the config, the optimizer and the datasets' shapes alone
@@ -171,9 +177,10 @@ std::string describe_memory(const MemoryPlan& plan, bool device_is_host);
 // them): the CUDA runtime's free device memory (cudaMemGetInfo), or on the CPU MemAvailable from
 // /proc/meminfo. SPARSENET_MEMORY_LIMIT_BYTES (a number of bytes) overrides both (tests, or a
 // limit below what the machine has). *what (nullable) gets where the figure came from,
-// *device_is_host (nullable) whether the device is the CPU.
+// *device_is_host (nullable) whether the device is the CPU. share_gpus: as
+// NetworkOptions::share_gpus (under mpirun, the rank's own GPU is the one asked).
 uint64_t free_memory_for(const std::string& device, int threads, std::string* what,
-                         bool* device_is_host);
+                         bool* device_is_host, bool share_gpus = false);
 
 // Collective-free check before anything is allocated (sparsenet train): throws
 // Error(kDevice) when `plan` exceeds `free_bytes`, naming what is needed (by part), what is

@@ -14,6 +14,7 @@
 #include "sparsenet/network.h"        // Network: create, load, save
 #include "sparsenet/optimizer.h"      // optimizers and their settings
 #include "sparsenet/predictor.h"      // batch inference and top-K with exclusions
+#include "sparsenet/rank_device.h"    // each rank of an MPI job on its own GPU
 #include "sparsenet/recommender.h"    // Recommender: the thread-safe serving API
 #include "sparsenet/resources.h"      // sizes, storage hints, out-of-memory advice for messages
 #include "sparsenet/split.h"          // train / validation / test splits

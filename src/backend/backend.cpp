@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/default_gpu.h"
 #include "sparsenet/error.h"
 
 #ifdef SPARSENET_WITH_CUDA
@@ -218,21 +219,39 @@ AutoChoice describe_auto_cpu_choice(bool gpu_present, bool cuda_build, const std
 }
 
 void prepare_backend_device(const std::string& device) {
+    prepare_backend_device(device, DefaultGpu{});
+}
+
+void prepare_backend_device(const std::string& device, const DefaultGpu& gpu) {
 #ifdef SPARSENET_WITH_CUDA
     std::string d = device;
     std::transform(d.begin(), d.end(), d.begin(),
                    [](unsigned char c) { return char(std::tolower(c)); });
     if (d != "auto" && !is_cuda_device(d)) return;
-    const std::string digits = d.size() > 5 ? d.substr(5) : "0";
+    const std::string digits = d.size() > 5 ? d.substr(5) : "";
     if (digits.size() > 9) return;
-    const int index = d == "auto" ? 0 : std::stoi(digits);
+    const int index = digits.empty() ? gpu.index : std::stoi(digits);
     if (index < cuda::device_count(nullptr)) cuda::prepare_device(index);
 #else
     (void)device;
+    (void)gpu;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef SPARSENET_WITH_CUDA
+    return cuda::device_count(nullptr);
+#else
+    return 0;
 #endif
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
+    return make_backend(device, threads, DefaultGpu{});
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads,
+                                      const DefaultGpu& gpu) {
     if (threads < 0) {
         throw Error(ErrorCategory::kUsage,
                     "thread count must be >= 0 (0 = all cores), got " + std::to_string(threads));
@@ -242,25 +261,33 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
                    [](unsigned char c) { return char(std::tolower(c)); });
     if (d == "cpu") return std::make_unique<CpuBackend>(threads);
 #ifdef SPARSENET_WITH_CUDA
-    // "auto": the first GPU when the runtime reports one that can run this build's kernels (on
-    // a machine without a driver cudaGetDeviceCount fails: that is "no GPU", not an error), else
-    // the CPU. A GPU whose backend cannot be created (out of memory, ...) also falls back.
+    // "auto": the default GPU (GPU 0, or under mpirun the rank's own: default_gpu.h) when the
+    // runtime reports it and it can run this build's kernels (on a machine without a driver
+    // cudaGetDeviceCount fails: that is "no GPU", not an error), else the CPU. A GPU whose
+    // backend cannot be created (out of memory, ...) also falls back.
     if (d == "auto") {
         std::string why;
         const int count = cuda::device_count(&why);
+        const std::string name = "cuda:" + std::to_string(gpu.index);
+        const std::string note = gpu.note.empty() ? "" : "; " + gpu.note;
         if (count == 0) {
             // No driver (cudaErrorInsufficientDriver / NoDevice) or a driver without devices:
             // expected without a GPU, worth a word with one (nvidia_gpu_present).
             note_auto_cpu_choice(why, false);
-        } else if (!cuda::device_usable(0, &why)) {
+        } else if (gpu.index >= count) {
             note_auto_cpu_choice("the driver reports " + std::to_string(count) +
-                                     " CUDA device(s) but cuda:0 is not usable: " + why,
+                                     " CUDA device(s), so there is no " + name + note,
+                                 true);
+        } else if (!cuda::device_usable(gpu.index, &why)) {
+            note_auto_cpu_choice("the driver reports " + std::to_string(count) +
+                                     " CUDA device(s) but " + name + " is not usable: " + why +
+                                     note,
                                  true);
         } else {
             try {
-                std::unique_ptr<Backend> backend = cuda::create_backend(0);
-                note_auto_choice("device auto -> cuda:0 (" + std::to_string(count) +
-                                     " CUDA device(s) reported by the driver)",
+                std::unique_ptr<Backend> backend = cuda::create_backend(gpu.index);
+                note_auto_choice("device auto -> " + name + " (" + std::to_string(count) +
+                                     " CUDA device(s) reported by the driver" + note + ")",
                                  DeviceChoiceKind::kGpu);
                 return backend;
             } catch (const Error& e) {
@@ -273,7 +300,8 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
         return std::make_unique<CpuBackend>(threads);
     }
     if (is_cuda_device(d)) {
-        const std::string digits = d.size() > 5 ? d.substr(5) : "0";
+        // "cuda" alone: the default GPU (0, or the rank's own under mpirun).
+        const std::string digits = d.size() > 5 ? d.substr(5) : std::to_string(gpu.index);
         const int index = digits.size() > 9 ? INT32_MAX : std::stoi(digits);
         std::string why;
         const int count = cuda::device_count(&why);
@@ -295,6 +323,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     }
 #else
     // This build has no CUDA backend, so "auto" always resolves to the CPU.
+    (void)gpu;
     if (d == "auto") {
         note_auto_cpu_choice("", false);
         return std::make_unique<CpuBackend>(threads);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "backend/out_of_memory.h"
+#include "comm/node_rank.h"
 #include "engine/host_rng.h"
 #include "engine/network_impl.h"
 #include "io/model_file.h"
@@ -920,7 +921,9 @@ std::unique_ptr<Impl> allocated_network(const NetworkConfig& config,
     auto impl = std::make_unique<Impl>();
     impl->graph.config = config;
     impl->options = options;
-    impl->backend = make_backend(options.device, options.threads);
+    // Under mpirun "auto" and "cuda" take the rank's own GPU (comm/node_rank.h).
+    impl->backend = make_backend(options.device, options.threads,
+                                 rank_default_gpu(options.device, options.share_gpus));
     if (options.precision) {
         impl->backend->set_precision(*options.precision);
     } else if (config.training && config.training->precision) {
@@ -943,9 +946,9 @@ Network Network::create(const NetworkConfig& config,
     });
 }
 
-void prepare_device(const std::string& device) {
+void prepare_device(const std::string& device, bool share_gpus) {
     try {
-        prepare_backend_device(device);
+        prepare_backend_device(device, rank_default_gpu(device, share_gpus));
     } catch (...) {  // never throws: the load reports the device's errors
     }
 }

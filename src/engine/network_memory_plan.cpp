@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "comm/node_rank.h"
 #include "engine/network_impl.h"
 #include "formulas/optimizer.h"
 #include "sparsenet/error.h"
@@ -201,7 +202,7 @@ std::string describe_memory(const MemoryPlan& p, bool device_is_host) {
 }
 
 uint64_t free_memory_for(const std::string& device, int threads, std::string* what,
-                         bool* device_is_host) {
+                         bool* device_is_host, bool share_gpus) {
     if (device_is_host) *device_is_host = device == "cpu";
     if (const char* v = std::getenv("SPARSENET_MEMORY_LIMIT_BYTES"); v != nullptr && *v != '\0') {
         char* end = nullptr;
@@ -213,7 +214,8 @@ uint64_t free_memory_for(const std::string& device, int threads, std::string* wh
         if (what) *what = "SPARSENET_MEMORY_LIMIT_BYTES";
         return n;
     }
-    const std::unique_ptr<Backend> be = make_backend(device, threads);
+    const std::unique_ptr<Backend> be =
+        make_backend(device, threads, rank_default_gpu(device, share_gpus));
     if (device_is_host) *device_is_host = be->name() == "cpu";
     if (what) *what = be->name() == "cpu" ? "MemAvailable" : be->name() + " free memory";
     return be->free_memory();

@@ -144,6 +144,25 @@ TEST_F(MpiCli, ModelAndDataParallelTrainingMatchOneProcess) {
     }
 }
 
+// Under mpirun every rank says once on stderr which device it took (the CPU on a machine without
+// a GPU, else its node-local rank's GPU; --share-gpus lets 2 ranks share 1 GPU, over MPI since
+// NCCL refuses two ranks on one GPU).
+TEST_F(MpiCli, EachRankSaysItsDeviceOnce) {
+    ASSERT_EQ(run(mpirun(2), "train -c " + config_ + " -i " + data_ + " -n " + dir_.file("m.nc") +
+                                 " -b 32 -e 1 --threads 1 --device auto --share-gpus --comm mpi"),
+              0)
+        << out_;
+    for (const char* rank : {"sparsenet: rank 0 of 2 on ", "sparsenet: rank 1 of 2 on "}) {
+        const size_t at = out_.find(rank);
+        ASSERT_NE(at, std::string::npos) << out_;
+        EXPECT_EQ(at, out_.rfind(rank)) << "said twice: " << out_;
+        const std::string line = out_.substr(at, out_.find('\n', at) - at);
+        EXPECT_TRUE(line.find(" on the CPU") != std::string::npos ||
+                    line.find(" on GPU ") != std::string::npos)
+            << line;
+    }
+}
+
 TEST_F(MpiCli, AKilledRankEndsTheJobWithinSeconds) {
     const std::string model = dir_.file("model.nc");
     const std::string log = dir_.file("train.log");

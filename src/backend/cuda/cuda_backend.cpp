@@ -254,6 +254,17 @@ bool device_usable(int index, std::string* why) {
     return ok;
 }
 
+std::string device_name(int index) {
+    cudaDeviceProp prop;
+    std::memset(&prop, 0, sizeof(prop));
+    if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return "";
+    }
+    prop.name[sizeof(prop.name) - 1] = '\0';
+    return prop.name;
+}
+
 std::unique_ptr<Backend> create_backend(int index) {
     return std::make_unique<CudaBackend>(index);
 }

@@ -20,6 +20,10 @@ int device_count(std::string* why);
 // primary context. Never throws; *why says what failed.
 bool device_usable(int index, std::string* why);
 
+// Device `index`'s name as the driver gives it ("NVIDIA H100 80GB HBM3"); "" when the runtime
+// cannot say. Never throws.
+std::string device_name(int index);
+
 // The CUDA backend on device `index` (checked by the caller). Throws Error(kDevice) when a
 // stream, the cuBLAS handle or the staging memory cannot be created.
 std::unique_ptr<Backend> create_backend(int index);
