@@ -22,6 +22,10 @@ struct MatrixView {  // [rows, cols], row-major, leading dimension ld >= cols
     size_t rows = 0;
     size_t cols = 0;
     size_t ld = 0;
+    // Columns [cols, ld) of every row hold zeros (the engine's padded rows, engine::padded_ld):
+    // a GEMM may run its extent over them, reading them as zeros and, in its output, writing
+    // zeros there (src/backend/gemm_extents.h). Every other op reads and writes [0, cols) only.
+    bool zero_padded = false;
     float* row(size_t r) const { return data + r * ld; }
 };
 
@@ -30,10 +34,12 @@ struct ConstMatrixView {
     size_t rows = 0;
     size_t cols = 0;
     size_t ld = 0;
+    bool zero_padded = false;  // as MatrixView::zero_padded
     ConstMatrixView() = default;
-    ConstMatrixView(const float* d, size_t r, size_t c, size_t l)
-        : data(d), rows(r), cols(c), ld(l) {}
-    ConstMatrixView(const MatrixView& m) : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld) {}
+    ConstMatrixView(const float* d, size_t r, size_t c, size_t l, bool padded = false)
+        : data(d), rows(r), cols(c), ld(l), zero_padded(padded) {}
+    ConstMatrixView(const MatrixView& m)
+        : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld), zero_padded(m.zero_padded) {}
     const float* row(size_t r) const { return data + r * ld; }
 };
 

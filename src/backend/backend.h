@@ -25,6 +25,23 @@
 
 namespace sparsenet {
 
+class Backend;
+
+// Every gemm call, as validated (tests/engine/gemm_shapes_test.cpp records the GEMMs a training
+// step and predict issue at the benchmarks' shapes, and what the GPU would run for each).
+struct GemmCall {
+    const Backend* backend = nullptr;
+    bool trans_a = false;
+    bool trans_b = false;
+    float alpha = 1.0f;
+    float beta = 0.0f;
+    ConstMatrixView a, b, c;
+};
+using GemmObserver = void (*)(const GemmCall& call, void* context);
+// One observer for the process (nullptr: none, the default); called on the calling thread
+// before the GEMM runs. For tests and tools; not synchronised with GEMMs in flight.
+void set_gemm_observer(GemmObserver observer, void* context);
+
 class Backend {
   public:
     virtual ~Backend() = default;
@@ -76,7 +93,9 @@ class Backend {
     void csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz, float alpha,
                          const SparseRowGrad& grad);
 
-    // c = alpha * op(a) . op(b) + beta * c, op(m) = m or m^T.
+    // c = alpha * op(a) . op(b) + beta * c, op(m) = m or m^T. A zero_padded operand's padding
+    // may be read as zeros and, in c, overwritten with zeros: the CUDA backend runs the extents
+    // of gpu_gemm_extents (backend/gemm_extents.h), the CPU the logical ones.
     void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
               float beta, MatrixView c);
 

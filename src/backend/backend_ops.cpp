@@ -25,6 +25,9 @@
 namespace sparsenet {
 namespace {
 
+std::atomic<GemmObserver> g_gemm_observer{nullptr};
+std::atomic<void*> g_gemm_observer_context{nullptr};
+
 void check(bool ok, const char* op, const char* what) {
     if (!ok) throw Error(ErrorCategory::kInternal, std::string(op) + ": " + what);
 }
@@ -99,6 +102,11 @@ class OpTimer {
 
 }  // namespace
 
+void set_gemm_observer(GemmObserver observer, void* context) {
+    g_gemm_observer_context.store(context);
+    g_gemm_observer.store(observer);
+}
+
 void Backend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
                          float beta) {
     check(z.rows == x.batch.batch, "csr_matmul", "rows of z != batch size");
@@ -127,6 +135,10 @@ void Backend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, C
     check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
     check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
     check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
+    if (GemmObserver observer = g_gemm_observer.load()) {
+        observer(GemmCall{this, trans_a, trans_b, alpha, beta, a, b, c},
+                 g_gemm_observer_context.load());
+    }
     const OpTimer timer(Op::kGemm, 2.0 * double(m) * double(n) * double(k));
     gemm_impl(trans_a, trans_b, alpha, a, b, beta, c);
 }

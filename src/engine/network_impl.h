@@ -228,19 +228,24 @@ struct Network::Impl {
     SparseNoise input_noise(int l, bool training, uint64_t mask_seed) const;
     // The matrix edge w multiplies by: its owner's [rows, cols] storage (w.transposed: the edge
     // uses it transposed).
+    // Every matrix and layer buffer of the network holds zeros in its padding columns (allocated
+    // filled, written only over [0, cols) by every op but gemm, which writes zeros there): its
+    // views are zero_padded, so that the GPU's GEMMs run aligned extents (backend/gemm_extents.h).
     ConstMatrixView matrix_of(const engine::GraphEdge& w) const {
         const engine::EdgeSplit& block = plan.edges[w.owner];
-        return {params.edges[w.owner].w.data(), block.local_rows, block.local_cols, block.ld};
+        return {params.edges[w.owner].w.data(), block.local_rows, block.local_cols, block.ld,
+                /*zero_padded=*/true};
     }
     // Layer l's activation or delta buffer: [batch, n_local], the plan's row stride.
     MatrixView layer_rows(DeviceArray<float>& buffer, int l, size_t batch) const {
-        return {buffer.data(), batch, plan.layers[l].n_local, plan.layers[l].ld};
+        return {buffer.data(), batch, plan.layers[l].n_local, plan.layers[l].ld,
+                /*zero_padded=*/true};
     }
     // Owner edge wi's weights, a state slot or its gradient: [local_rows, local_cols], row
     // stride plan.edges[wi].ld.
     MatrixView matrix_rows(DeviceArray<float>& buffer, int wi) const {
         const engine::EdgeSplit& block = plan.edges[wi];
-        return {buffer.data(), block.local_rows, block.local_cols, block.ld};
+        return {buffer.data(), block.local_rows, block.local_cols, block.ld, /*zero_padded=*/true};
     }
     // Rows [first, first + count) of a backend matrix with row stride ld from / to packed host
     // rows [count, cols] (one transfer; padding columns written as zeros).

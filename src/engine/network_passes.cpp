@@ -95,8 +95,11 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             uint64_t mask_seed, int skip_layer,
                             bool defer_output_activation) const {
     const size_t batch = rows.batch;
+    // act[l]'s padding holds zeros (the network's buffers and forward_into's callers'):
+    // zero_padded, as layer_rows.
     auto view = [&](int l) {
-        return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].ld};
+        return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].ld,
+                          /*zero_padded=*/true};
     };
     if (plan.split() && &be != backend.get()) {
         throw Error(ErrorCategory::kInternal, "a split network runs on its own backend only");

@@ -39,7 +39,8 @@ struct LayerView {
 std::vector<LayerView> layer_views(const Network& network);
 
 // The inference forward pass into activations the caller owns (act[l]: [rows.batch, n of layer
-// l], row stride LayerView::ld, for every non-input layer) on backend `be`, the network only read:
+// l], row stride LayerView::ld, for every non-input layer, its padding columns [n, ld) zeros:
+// the GEMMs may run over them, backend/gemm_extents.h) on backend `be`, the network only read:
 // several threads may run it at once, each with its own buffers and backend, while nothing modifies
 // the network (the Recommender does). skip_layer: a layer no other reads, left uncomputed.
 void forward_into(const Network& network, Backend& be, const std::vector<float*>& act,

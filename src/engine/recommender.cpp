@@ -347,6 +347,9 @@ struct Recommender::Impl {
             for (size_t l = 0; l < layers.size(); ++l) {
                 if (layers[l].input) continue;
                 c.act[l] = DeviceArray<float>(*c.backend, rows * layers[l].ld, "activations");
+                // Zeros in the padding (forward_into's contract: its GEMMs may run over it).
+                if (layers[l].ld != layers[l].n)
+                    c.backend->fill(c.act[l].data(), rows * layers[l].ld, 0.0f);
                 c.act_ptrs[l] = c.act[l].data();
             }
             c.rows = rows;

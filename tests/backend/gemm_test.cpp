@@ -144,5 +144,56 @@ TEST_F(CudaParity, GemmEveryTransposeAndShape) {
                     }
 }
 
+
+// The three GEMMs of a layer on zero-padded views (backend/gemm_extents.h: the device runs n and
+// k over the padding, 130 -> 132, or 136 for BF16): forward z = a . w, input delta d = z . w^T,
+// weight gradient dw = a^T . z. The logical values are the CPU's (which runs the logical
+// extents) within the GEMM tolerance, and the padding of c is still zeros.
+TEST_F(CudaParity, GemmOverZeroPaddedViews) {
+    struct Restore {  // the device backend is shared by the suite's tests
+        Backend& b;
+        Precision p;
+        ~Restore() { b.set_precision(p); }
+    } restore{dev(), dev().precision()};
+    const size_t batch = 37, in = 64, out = 130, pad = 14;  // ld 144, as padded_ld(130)
+    int cases = 0;
+    for (Precision p : {restore.p, Precision::kBf16}) {
+        dev().set_precision(p);
+        for (int form = 0; form < 3; ++form)
+            for (float beta : {0.0f, 1.0f}) {
+                const uint64_t seed = uint64_t(++cases) * 31;
+                const bool ta = form == 2, tb = form == 1;
+                // form 0: [batch, in] . [in, out]; 1: [batch, out] . [in, out]^T; 2: [batch,
+                // in]^T . [batch, out].
+                const Dense<float> a = form == 1
+                                           ? testing::random_dense<float>(batch, out, pad, seed)
+                                           : testing::random_dense<float>(batch, in, 0, seed);
+                const Dense<float> b = form == 0 ? testing::random_dense<float>(in, out, pad, seed + 1)
+                                       : form == 1
+                                           ? testing::random_dense<float>(in, out, pad, seed + 1)
+                                           : testing::random_dense<float>(batch, out, pad, seed + 1);
+                Dense<float> c = form == 0   ? testing::random_dense<float>(batch, out, pad, seed + 2)
+                                 : form == 1 ? testing::random_dense<float>(batch, in, 0, seed + 2)
+                                             : testing::random_dense<float>(in, out, pad, seed + 2);
+                DevMat ad(dev(), a), bd(dev(), b), cd(dev(), c);
+                ConstMatrixView av = ad.cview(), bv = bd.cview();
+                MatrixView cv = cd.view();
+                av.zero_padded = bv.zero_padded = cv.zero_padded = true;
+                dev().gemm(ta, tb, 0.8f, av, bv, beta, cv);
+                const Dense<float> got = cd.get(c);
+                cpu_.set_precision(p);
+                Dense<float> want = c;
+                cpu_.gemm(ta, tb, 0.8f, a.cview(), b.cview(), beta, want.view());
+                cpu_.set_precision(Precision::kFp32);
+                Dense<float> mag = c;
+                for (float& v : mag.data) v = std::fabs(beta * v);
+                const Dense<float> aa = abs_of(a), ba = abs_of(b);
+                cpu_.gemm(ta, tb, 0.8f, aa.cview(), ba.cview(), 1.0f, mag.view());
+                ASSERT_TRUE(close_by_magnitude(want, got, mag, 1e-4))
+                    << "form " << form << " beta " << beta << " precision " << to_string(p);
+            }
+    }
+}
+
 }  // namespace
 }  // namespace sparsenet::parity

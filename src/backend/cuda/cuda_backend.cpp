@@ -2,6 +2,7 @@
 // implementations (arguments checked by Backend, backend_ops.cpp; then the launchers of
 // kernels/cuda_*.cu). See cuda_backend.h for the execution model.
 #include "backend/cuda/cuda_backend.h"
+#include "backend/gemm_extents.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -652,14 +653,18 @@ void CudaBackend::sparse_step_impl(const CsrBatchView& x, SparseNoise noise, Con
 
 void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                             ConstMatrixView b, float beta, MatrixView c) {
-    const size_t m = c.rows, n = c.cols;
-    const size_t k = trans_a ? a.rows : a.cols;
-    if (m == 0 || n == 0) return;
+    if (c.rows == 0 || c.cols == 0) return;
     activate();
-    if (k == 0) {  // op(a) . op(b) is zero: only the beta scaling remains
+    if ((trans_a ? a.rows : a.cols) == 0) {  // op(a) . op(b) is zero: only the beta scaling
         cuda::launch_scale_matrix(ctx_, beta, c);
         return;
     }
+    // n and k over zero padding where the views allow it, so that cuBLAS runs its vectorised
+    // kernels (backend/gemm_extents.h: the dsstne-bench output GEMMs ran `align1` kernels).
+    const bool bf16 = precision_ == Precision::kBf16;
+    const GemmExtents e = gpu_gemm_extents(trans_a, trans_b, a, b, c,
+                                           bf16 ? kGemmVectorBf16 : kGemmVectorFloats);
+    const size_t m = e.m, n = e.n, k = e.k;
     const size_t imax = size_t(INT_MAX);
     check(m <= imax && n <= imax && k <= imax && a.ld <= imax && b.ld <= imax && c.ld <= imax,
           "gemm", "dimension exceeds the BLAS integer range");
@@ -667,32 +672,37 @@ void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrix
     // read column-major is its transpose: so B comes first with its own transpose flag.
     const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (precision_ == Precision::kBf16) {
-        // BF16 copies of both operands (contiguous: ld = cols), products and sums in FP32, C in
-        // FP32. The copy of a weight operand is one extra pass over the weights per GEMM; the
-        // optimizer's update pass writing it instead is not done yet (docs/gpu.md, "Precision").
-        uint16_t* a16 = bf16_a_.get_as<uint16_t>(ctx_, a.rows * a.cols, "gemm's BF16 operand a");
-        uint16_t* b16 = bf16_b_.get_as<uint16_t>(ctx_, b.rows * b.cols, "gemm's BF16 operand b");
-        cuda::launch_round_bf16(ctx_, a, a16);
-        cuda::launch_round_bf16(ctx_, b, b16);
+    const std::string shape =
+        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    if (bf16) {
+        // BF16 copies of both operands over the extents the GEMM runs (contiguous: ld = the
+        // copy's columns), products and sums in FP32, C in FP32. The copy of a weight operand is
+        // one extra pass over the weights per GEMM; the optimizer's update pass writing it
+        // instead is not done yet (docs/gpu.md, "Precision").
+        ConstMatrixView a_run = a, b_run = b;
+        a_run.cols = trans_a ? a.cols : k;  // a: [m, k], or [k, m] transposed
+        b_run.cols = trans_b ? k : n;       // b: [k, n], or [n, k] transposed
+        uint16_t* a16 =
+            bf16_a_.get_as<uint16_t>(ctx_, a_run.rows * a_run.cols, "gemm's BF16 operand a");
+        uint16_t* b16 =
+            bf16_b_.get_as<uint16_t>(ctx_, b_run.rows * b_run.cols, "gemm's BF16 operand b");
+        cuda::launch_round_bf16(ctx_, a_run, a16);
+        cuda::launch_round_bf16(ctx_, b_run, b16);
         cuda::check_cublas(
             cuda::cublas().gemm_ex(cublas_, op_b, op_a, int(n), int(m), int(k), &alpha, b16,
-                                   CUDA_R_16BF, int(std::max<size_t>(b.cols, 1)), a16, CUDA_R_16BF,
-                                   int(std::max<size_t>(a.cols, 1)), &beta, c.data, CUDA_R_32F,
-                                   int(std::max<size_t>(c.ld, 1)), CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT),
+                                   CUDA_R_16BF, int(std::max<size_t>(b_run.cols, 1)), a16,
+                                   CUDA_R_16BF, int(std::max<size_t>(a_run.cols, 1)), &beta,
+                                   c.data, CUDA_R_32F, int(std::max<size_t>(c.ld, 1)),
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx",
-            "computing a " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                " BF16 GEMM on cuda:" + std::to_string(device_));
+            "computing a " + shape + " BF16 GEMM on cuda:" + std::to_string(device_));
         return;
     }
     cuda::check_cublas(
         cuda::cublas().sgemm(cublas_, op_b, op_a, int(n), int(m), int(k), &alpha, b.data,
                              int(std::max<size_t>(b.ld, 1)), a.data, int(std::max<size_t>(a.ld, 1)),
                              &beta, c.data, int(std::max<size_t>(c.ld, 1))),
-        "cublasSgemm",
-        "computing a " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-            " GEMM on cuda:" + std::to_string(device_));
+        "cublasSgemm", "computing a " + shape + " GEMM on cuda:" + std::to_string(device_));
 }
 
 void CudaBackend::set_precision_impl(Precision p) {
