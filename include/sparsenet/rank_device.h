@@ -46,6 +46,13 @@ std::optional<NodeLocalRank> node_local_rank_from_environment(const EnvironmentL
 int gpu_for_rank(const std::string& device, const NodeLocalRank& local, int gpu_count,
                  bool share_gpus);
 
+// Whether a launcher or a wrapper bound this rank to one GPU: CUDA_VISIBLE_DEVICES names exactly
+// one device and the rank sees one GPU (Slurm's --gpus-per-task=1 or --gpu-bind, a per-rank
+// script). That GPU is the rank's own, whatever the node-local rank and size: counting the node's
+// ranks against the one GPU each sees would refuse the job. (Ranks that a user gave the same
+// single GPU are not told apart from it: they share it, as `--device cuda:0` would.)
+bool bound_to_one_gpu(const EnvironmentLookup& env, int gpu_count);
+
 // This process's node-local rank: the launcher's variables (above); else, when an MPI launcher
 // started it with more than one rank (launched_with_mpi) but set none of them, an MPI
 // shared-memory split (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), initialising MPI as the

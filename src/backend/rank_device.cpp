@@ -159,6 +159,14 @@ int gpu_for_rank(const std::string& device, const NodeLocalRank& local, int gpu_
     return local.rank % gpu_count;
 }
 
+bool bound_to_one_gpu(const EnvironmentLookup& env, int gpu_count) {
+    if (gpu_count != 1) return false;
+    const char* visible = env("CUDA_VISIBLE_DEVICES");
+    if (visible == nullptr) return false;
+    const std::string v(visible);
+    return !v.empty() && v.find(',') == std::string::npos;
+}
+
 std::string describe_device(const std::string& backend_name) {
     if (backend_name == "cpu") return "the CPU";
     if (backend_name.rfind("cuda:", 0) != 0) return backend_name;

@@ -72,6 +72,13 @@ DefaultGpu rank_default_gpu(const std::string& device, bool share_gpus) {
     const std::optional<NodeLocalRank> local = node_local_rank();
     if (!local) return {};
     DefaultGpu gpu;
+    if (bound_to_one_gpu(std::getenv, gpus)) {
+        gpu.index = 0;
+        gpu.note = std::string("the one GPU CUDA_VISIBLE_DEVICES=") +
+                   std::getenv("CUDA_VISIBLE_DEVICES") + " gives node-local rank " +
+                   std::to_string(local->rank) + " of " + std::to_string(local->size);
+        return gpu;
+    }
     gpu.index = gpu_for_rank(device, *local, gpus, share_gpus);
     gpu.note = "node-local rank " + std::to_string(local->rank) + " of " +
                std::to_string(local->size) + " from " + local->source;

@@ -299,5 +299,17 @@ TEST(RankDevice, DescribeDevice) {
     EXPECT_EQ(describe_device("cuda:0").rfind("GPU 0", 0), 0u);
 }
 
+// A rank that its launcher bound to one GPU (CUDA_VISIBLE_DEVICES names one, the rank sees one)
+// takes it; a list, an empty value, no variable or several visible GPUs leave the node-local rule.
+TEST(BoundToOneGpu, OneVisibleDeviceIsTheRanksOwn) {
+    EXPECT_TRUE(bound_to_one_gpu(env_of({{"CUDA_VISIBLE_DEVICES", "3"}}), 1));
+    EXPECT_TRUE(bound_to_one_gpu(env_of({{"CUDA_VISIBLE_DEVICES", "GPU-0c2671da"}}), 1));
+    EXPECT_FALSE(bound_to_one_gpu(env_of({{"CUDA_VISIBLE_DEVICES", "2,3"}}), 1));
+    EXPECT_FALSE(bound_to_one_gpu(env_of({{"CUDA_VISIBLE_DEVICES", ""}}), 1));
+    EXPECT_FALSE(bound_to_one_gpu(env_of({}), 1));
+    EXPECT_FALSE(bound_to_one_gpu(env_of({{"CUDA_VISIBLE_DEVICES", "3"}}), 2));
+    EXPECT_FALSE(bound_to_one_gpu(env_of({{"CUDA_VISIBLE_DEVICES", "3"}}), 0));
+}
+
 }  // namespace
 }  // namespace sparsenet
