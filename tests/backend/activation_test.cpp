@@ -2,6 +2,7 @@
 // against double references written here from the textbook definitions (not from the formulas).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -277,6 +278,24 @@ TEST(ActivationBackward, SoftMaxIsRejected) {
     } catch (const Error& e) {
         EXPECT_EQ(e.category(), ErrorCategory::kInternal);
     }
+}
+
+// Tanh's derivative from its output, 1 - a^2, is well conditioned in float wherever it is
+// evaluated: within 2^-22 of the exact value relative to itself, near |a| = 1 too, where the
+// form 1 - a * a lost up to half an ulp of 1 (relative 1.5e-4 at a = 0.9998) and the CPU and a
+// GPU that fuses the multiply-add disagreed (H100, 2026-11-28).
+TEST(ActivationBackward, TanhDerivativeIsAccurateNearSaturation) {
+    ActivationParams p;
+    p.kind = Activation::kTanh;
+    double worst = 0.0;
+    for (float a = 0.0f; a < 1.0f; a = std::nextafter(a, 2.0f) + (a < 0.99f ? 1e-5f : 0.0f)) {
+        for (float s : {a, -a}) {
+            const double exact = 1.0 - double(s) * double(s);
+            const double got = formulas::derivative_from_output(p, s);
+            worst = std::max(worst, std::fabs(got - exact) / exact);
+        }
+    }
+    EXPECT_LT(worst, std::ldexp(1.0, -22));
 }
 
 TEST(ActivationDouble, ForwardAndBackwardInstantiate) {
