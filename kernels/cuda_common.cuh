@@ -41,23 +41,17 @@ __device__ __forceinline__ void report(DeviceStatus* status, unsigned int code, 
 
 // ---- launch shapes ----
 
-// 2-D blocks of 256 threads for element-wise work over [rows, cols]: x spans columns (32..256
-// wide, so narrow matrices do not leave most threads idle), y spans rows. The grid covers the
-// columns exactly and loops over rows (gridDim.y <= 65535).
+// The grids are computed by the host functions of launch_shapes.h (tested on the CPU,
+// tests/backend/launch_shapes_test.cpp); dims() turns one into CUDA's dim3s:
+//   const Shape2d s = dims(elementwise_shape(rows, cols));
+//   kernel<<<s.grid, s.block, 0, ctx.stream>>>(...);
 struct Shape2d {
     dim3 grid;
     dim3 block;
 };
 
-inline Shape2d elementwise_shape(size_t rows, size_t cols) {
-    unsigned int bx = 32;
-    while (bx < cols && bx < 256) bx <<= 1;
-    const unsigned int by = 256 / bx;
-    const size_t gx = (cols + bx - 1) / bx;
-    size_t gy = (rows + by - 1) / by;
-    if (gy > 65535) gy = 65535;
-    if (gy == 0) gy = 1;
-    return {dim3(static_cast<unsigned int>(gx), static_cast<unsigned int>(gy)), dim3(bx, by)};
+inline Shape2d dims(const LaunchShape& s) {
+    return {dim3(s.grid.x, s.grid.y, s.grid.z), dim3(s.block.x, s.block.y, s.block.z)};
 }
 
 // Row r and column c of the calling thread in an elementwise_shape launch (loop over r).

@@ -50,6 +50,8 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kColsPerThread = 4;
 constexpr size_t kColsPerBlock = size_t(kThreads) * kColsPerThread;
+static_assert(kThreads == int(kCsrMatmulThreads) && kColsPerBlock == kCsrMatmulSliceCols,
+              "csr_matmul_shape (launch_shapes.h) describes these blocks");
 constexpr int kUnroll = 8;  // entries whose weight rows a thread loads before adding them
 
 // partial: [gridDim.z, z.rows, z.cols] when gridDim.z > 1 (parts), else unused.
@@ -221,38 +223,14 @@ __global__ void csr_matmul_combine_kernel(const float* partial, int parts, Matri
 template <int G, int K>
 void launch_groups(const Context& ctx, const CsrBatchView& x, SparseNoise noise, float s,
                    ConstMatrixView w, MatrixView z, float beta) {
-    const size_t rows_per_block = size_t(kThreads) / G;
-    const size_t blocks = (z.rows + rows_per_block - 1) / rows_per_block;
-    csr_matmul_groups_kernel<G, K><<<unsigned(blocks), kThreads, 0, ctx.stream>>>(
-        x, noise, s, w, z, beta, z.rows, ctx.status);
+    // [B, n <= 128]: 128 / G batch rows per block of 128 threads.
+    const Shape2d g = dims(csr_matmul_shape(z.rows, z.cols, 1));
+    csr_matmul_groups_kernel<G, K>
+        <<<g.grid, g.block, 0, ctx.stream>>>(x, noise, s, w, z, beta, z.rows, ctx.status);
     check_launch(ctx, "csr_matmul_groups_kernel");
 }
 
 }  // namespace
-
-int csr_matmul_parts(size_t rows, size_t slices, int sm_count, const char* fixed) {
-    if (fixed != nullptr && *fixed != '\0') {
-        char* end = nullptr;
-        const long p = std::strtol(fixed, &end, 10);
-        if (*end == '\0' && p >= 1 && p <= kMaxCsrMatmulParts) return int(p);
-    }
-    // At least kBlocksPerSm blocks per SM (the H100's 132 SMs: 2,112 blocks), in powers of two.
-    constexpr size_t kBlocksPerSm = 16;
-    const size_t blocks = rows * slices, want = kBlocksPerSm * size_t(sm_count > 0 ? sm_count : 1);
-    int parts = 1;
-    while (parts < kMaxCsrMatmulParts && blocks * size_t(parts) < want) parts *= 2;
-    return parts;
-}
-
-// The mapping for an output width (tested on the CPU: the choice, not the kernel).
-CsrMatmulMapping csr_matmul_mapping(size_t n) {
-    if (n > 128) return {0, 0};  // slices of 512 columns
-    if (n > 64) return {32, 4};
-    if (n > 32) return {32, 2};
-    int g = 1;
-    while (size_t(g) < n) g <<= 1;
-    return {g, 1};
-}
 
 void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                        ConstMatrixView w, MatrixView z, float beta, ScratchBuffer& partial) {
@@ -291,12 +269,14 @@ void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise no
     float* sums =
         parts > 1 ? partial.get_as<float>(ctx, size_t(parts) * rows * n, "csr_matmul partial sums")
                   : nullptr;
-    const dim3 grid{unsigned(rows), unsigned(slices), unsigned(parts)};
-    csr_matmul_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, noise, s, w, z, beta, sums, ctx.status);
+    // [B, n > 128]: grid (B, ceil(n / 512), parts), 128 threads of 4 columns.
+    const Shape2d g = dims(csr_matmul_shape(rows, n, parts));
+    csr_matmul_kernel<<<g.grid, g.block, 0, ctx.stream>>>(x, noise, s, w, z, beta, sums,
+                                                          ctx.status);
     check_launch(ctx, "csr_matmul_kernel");
     if (parts == 1) return;
-    const size_t blocks = std::min<size_t>((rows * n + 255) / 256, size_t(ctx.sm_count) * 8);
-    csr_matmul_combine_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(sums, parts, z, beta);
+    const Shape2d c = dims(csr_matmul_combine_shape(rows, n, ctx.sm_count));
+    csr_matmul_combine_kernel<<<c.grid, c.block, 0, ctx.stream>>>(sums, parts, z, beta);
     check_launch(ctx, "csr_matmul_combine_kernel");
 }
 

@@ -71,7 +71,7 @@ namespace {
 constexpr int kEntryThreads = 128;
 constexpr int kScanThreads = 256;
 constexpr int kScanItems = 8;
-constexpr size_t kScanTile = size_t(kScanThreads) * kScanItems;
+static_assert(size_t(kScanThreads) * kScanItems == kScanTile, "scan_shape (launch_shapes.h)");
 constexpr int kScanTotalsThreads = 1024;
 constexpr int kSumThreads = 256;
 constexpr int kColsPerThread = 4;               // segment_sum_kernel: 1024 output columns per pass
@@ -159,11 +159,12 @@ void exclusive_scan(const Context& ctx, const uint32_t* in, uint32_t* out, size_
     const size_t blocks = (n + kScanTile - 1) / kScanTile;
     if (blocks > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "scan: too many elements");
     uint32_t* totals = block_scratch.get_as<uint32_t>(ctx, blocks, "csr_weight_grad scan totals");
-    scan_totals_kernel<<<unsigned(blocks), kScanThreads, 0, ctx.stream>>>(in, n, totals);
+    const Shape2d g = dims(scan_shape(n));  // a block per tile of 2,048 values
+    scan_totals_kernel<<<g.grid, g.block, 0, ctx.stream>>>(in, n, totals);
     check_launch(ctx, "scan_totals_kernel");
     scan_block_totals_kernel<<<1, kScanTotalsThreads, 0, ctx.stream>>>(totals, blocks, out + n);
     check_launch(ctx, "scan_block_totals_kernel");
-    scan_apply_kernel<<<unsigned(blocks), kScanThreads, 0, ctx.stream>>>(in, n, totals, out);
+    scan_apply_kernel<<<g.grid, g.block, 0, ctx.stream>>>(in, n, totals, out);
     check_launch(ctx, "scan_apply_kernel");
 }
 
@@ -298,11 +299,11 @@ __global__ void __launch_bounds__(kSumThreads)
     }
 }
 
-unsigned grid_for(size_t work, size_t threads, size_t cap) {
-    size_t blocks = (work + threads - 1) / threads;
-    if (blocks > cap) blocks = cap;
-    if (blocks == 0) blocks = 1;
-    return unsigned(blocks);
+// `work` items, `per_block` per block of `threads`, at most blocks_per_sm blocks per SM:
+// grid_stride_shape (launch_shapes.h) as dim3s.
+Shape2d grid_for(const Context& ctx, size_t work, size_t per_block, unsigned threads,
+                 size_t blocks_per_sm) {
+    return dims(grid_stride_shape(work, per_block, threads, blocks_per_sm, ctx.sm_count));
 }
 
 // ---- the sorted path (capacity < in) ----
@@ -442,7 +443,6 @@ void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                    const WeightGradPlan& plan, const RowUpdate& update) {
     const size_t rows = dz.rows, n = dz.cols, slots = plan.pairs;
     const float ns = noise.p > 0.0f ? 1.0f / (1.0f - noise.p) : 1.0f;
-    const unsigned cap_blocks = unsigned(ctx.sm_count) * 32;
     const uint32_t none = x.cols;
     uint32_t* row_len = s.touched.get_as<uint32_t>(ctx, rows, "csr_weight_grad row lengths");
     uint32_t* row_start = s.positions.get_as<uint32_t>(ctx, rows + 1, "csr_weight_grad row starts");
@@ -460,12 +460,16 @@ void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
     uint32_t* valid = seg_start + slots + 1;  // the number of real slots (head_kernel)
 
     // S1-S2.
-    row_length_kernel<<<grid_for(rows, 256, cap_blocks), 256, 0, ctx.stream>>>(x, rows, row_len);
+    // Batch rows and pair slots: 256 per block (32 blocks per SM at most, grid-striding).
+    const Shape2d per_row = grid_for(ctx, rows, 256, 256, 32);
+    const Shape2d per_slot = grid_for(ctx, slots, 256, 256, 32);
+    row_length_kernel<<<per_row.grid, per_row.block, 0, ctx.stream>>>(x, rows, row_len);
     check_launch(ctx, "row_length_kernel");
     exclusive_scan(ctx, row_len, row_start, rows, s.scan_block);
-    fill_keys_kernel<<<grid_for(slots, 256, cap_blocks), 256, 0, ctx.stream>>>(keys, slots, none);
+    fill_keys_kernel<<<per_slot.grid, per_slot.block, 0, ctx.stream>>>(keys, slots, none);
     check_launch(ctx, "fill_keys_kernel");
-    pair_fill_kernel<<<unsigned(rows), kEntryThreads, 0, ctx.stream>>>(
+    const Shape2d entries = dims(row_blocks_shape(rows, kEntryThreads));  // a block per batch row
+    pair_fill_kernel<<<entries.grid, entries.block, 0, ctx.stream>>>(
         x, noise, ns, alpha, row_start, rows, keys, pairs, slots, ctx.status);
     check_launch(ctx, "pair_fill_kernel");
 
@@ -484,11 +488,11 @@ void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
     // S4.
     check_cuda(cudaMemsetAsync(valid, 0, sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
                "clearing the csr_weight_grad slot count");
-    head_kernel<<<grid_for(slots, 256, cap_blocks), 256, 0, ctx.stream>>>(keys_sorted, slots, none,
-                                                                          heads, valid);
+    head_kernel<<<per_slot.grid, per_slot.block, 0, ctx.stream>>>(keys_sorted, slots, none, heads,
+                                                                  valid);
     check_launch(ctx, "head_kernel");
     exclusive_scan(ctx, heads, head_pos, slots, s.scan_block);
-    compact_heads_kernel<<<grid_for(slots, 256, cap_blocks), 256, 0, ctx.stream>>>(
+    compact_heads_kernel<<<per_slot.grid, per_slot.block, 0, ctx.stream>>>(
         keys_sorted, heads, head_pos, slots, grad.rows, seg_start);
     check_launch(ctx, "compact_heads_kernel");
     finish_sorted_kernel<<<1, 1, 0, ctx.stream>>>(head_pos + slots, valid, seg_start, grad.count);
@@ -496,8 +500,9 @@ void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
 
     // S5.
     if (n == 0) return;
-    segment_sum_kernel<<<grid_for(slots, 1, size_t(ctx.sm_count) * 8), kSumThreads, 0,
-                         ctx.stream>>>(seg_start, pairs_sorted, dz, grad, update, ctx.status);
+    const Shape2d per_column = grid_for(ctx, slots, 1, kSumThreads, 8);  // a column per block
+    segment_sum_kernel<<<per_column.grid, per_column.block, 0, ctx.stream>>>(
+        seg_start, pairs_sorted, dz, grad, update, ctx.status);
     check_launch(ctx, "segment_sum_kernel");
 }
 
@@ -554,12 +559,13 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
                "clearing the csr_weight_grad touched flags");
 
     // 1-2: touched columns, sorted, and their compact indices.
-    mark_kernel<<<unsigned(rows), kEntryThreads, 0, ctx.stream>>>(x, noise, touched, ctx.status);
+    const Shape2d entries = dims(row_blocks_shape(rows, kEntryThreads));  // a block per batch row
+    mark_kernel<<<entries.grid, entries.block, 0, ctx.stream>>>(x, noise, touched, ctx.status);
     check_launch(ctx, "mark_kernel");
     exclusive_scan(ctx, touched, pos, in, s.scan_block);
-    const unsigned cap_blocks = unsigned(ctx.sm_count) * 32;
     if (in > 0) {
-        compact_kernel<<<grid_for(in, 256, cap_blocks), 256, 0, ctx.stream>>>(
+        const Shape2d per_input = grid_for(ctx, in, 256, 256, 32);
+        compact_kernel<<<per_input.grid, per_input.block, 0, ctx.stream>>>(
             touched, pos, in, grad.capacity, col_map, grad.rows);
         check_launch(ctx, "compact_kernel");
     }
@@ -578,20 +584,21 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
     float* pair_coef = s.pair_coef.get_as<float>(ctx, pairs, "csr_weight_grad pair coefficients");
     check_cuda(cudaMemsetAsync(seg_count, 0, slots * sizeof(uint32_t), ctx.stream),
                "cudaMemsetAsync", "clearing the csr_weight_grad counts");
-    const unsigned sum_blocks = grid_for(slots, 1, size_t(ctx.sm_count) * 8);
+    const Shape2d per_column = grid_for(ctx, slots, 1, kSumThreads, 8);  // a column per block
     if (update.active && rows > tile_rows) {
         throw Error(ErrorCategory::kInternal, "sparse_step: fused over several tiles of rows");
     }
     for (size_t b0 = 0; b0 < rows; b0 += tile_rows) {
-        const unsigned tb = unsigned(std::min(tile_rows, rows - b0));
-        tile_count_kernel<<<tb, kEntryThreads, 0, ctx.stream>>>(x, noise, col_map, seg_count, b0);
+        const Shape2d tile = dims(row_blocks_shape(std::min(tile_rows, rows - b0), kEntryThreads));
+        tile_count_kernel<<<tile.grid, tile.block, 0, ctx.stream>>>(x, noise, col_map, seg_count,
+                                                                    b0);
         check_launch(ctx, "tile_count_kernel");
         exclusive_scan(ctx, seg_count, seg_start, slots, s.scan_block);
-        tile_fill_kernel<<<tb, kEntryThreads, 0, ctx.stream>>>(
+        tile_fill_kernel<<<tile.grid, tile.block, 0, ctx.stream>>>(
             x, noise, ns, alpha, col_map, seg_count, seg_start, slots, pair_row, pair_coef, pairs,
             b0, ctx.status);
         check_launch(ctx, "tile_fill_kernel");
-        tile_sum_kernel<<<sum_blocks, kSumThreads, 0, ctx.stream>>>(
+        tile_sum_kernel<<<per_column.grid, per_column.block, 0, ctx.stream>>>(
             seg_start, pair_row, pair_coef, pairs, dz, grad, b0 == 0, update, ctx.status);
         check_launch(ctx, "tile_sum_kernel");
     }

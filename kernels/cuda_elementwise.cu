@@ -5,7 +5,7 @@
 // cpu_ops_sparse.h for scatter_rows):
 //  * Layout: row-major [rows, cols] views with a leading dimension; padding columns are never
 //    read or written.
-//  * Thread mapping: elementwise_shape() (kernels/cuda_common.cuh): one thread per element, 2-D
+//  * Thread mapping: elementwise_shape() (kernels/launch_shapes.h): one thread per element, 2-D
 //    blocks of 256 threads (x over columns, 32..256 wide; y over rows), grid looping over rows.
 //    SoftMax: one block of 256 threads per row. scatter_rows: one block per gradient row.
 //  * Overwrite / accumulate: as the op table says (in place for activations and dropout;
@@ -190,29 +190,29 @@ cudaError_t probe_kernel_image() {
 
 void launch_fill(const Context& ctx, float* dst, size_t n, float value) {
     if (n == 0) return;
-    const size_t blocks = std::min<size_t>((n + 255) / 256, size_t(ctx.sm_count) * 32);
-    fill_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(dst, n, value);
+    const Shape2d g = dims(grid_stride_shape(n, 256, 256, 32, ctx.sm_count));
+    fill_kernel<<<g.grid, g.block, 0, ctx.stream>>>(dst, n, value);
     check_launch(ctx, "fill_kernel");
 }
 
 void launch_add_matrix(const Context& ctx, float alpha, ConstMatrixView x, float beta,
                        MatrixView y) {
     if (y.rows == 0 || y.cols == 0) return;
-    const Shape2d s = elementwise_shape(y.rows, y.cols);
+    const Shape2d s = dims(elementwise_shape(y.rows, y.cols));
     add_matrix_kernel<<<s.grid, s.block, 0, ctx.stream>>>(alpha, x, beta, y);
     check_launch(ctx, "add_matrix_kernel");
 }
 
 void launch_scale_matrix(const Context& ctx, float beta, MatrixView m) {
     if (m.rows == 0 || m.cols == 0 || beta == 1.0f) return;
-    const Shape2d s = elementwise_shape(m.rows, m.cols);
+    const Shape2d s = dims(elementwise_shape(m.rows, m.cols));
     scale_matrix_kernel<<<s.grid, s.block, 0, ctx.stream>>>(beta, m);
     check_launch(ctx, "scale_matrix_kernel");
 }
 
 void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst) {
     if (m.rows == 0 || m.cols == 0) return;
-    const Shape2d s = elementwise_shape(m.rows, m.cols);
+    const Shape2d s = dims(elementwise_shape(m.rows, m.cols));
     round_bf16_kernel<<<s.grid, s.block, 0, ctx.stream>>>(m, dst);
     check_launch(ctx, "round_bf16_kernel");
 }
@@ -222,11 +222,12 @@ void launch_bias_activation_forward(const Context& ctx, const formulas::Activati
     if (z.rows == 0 || z.cols == 0) return;
     if (act.kind == Activation::kSoftMax) {
         if (z.rows > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "softmax: too many rows");
-        softmax_forward_kernel<<<unsigned(z.rows), kSoftmaxThreads, 0, ctx.stream>>>(bias, z);
+        const Shape2d g = dims(row_blocks_shape(z.rows, kSoftmaxThreads));  // a block per row
+        softmax_forward_kernel<<<g.grid, g.block, 0, ctx.stream>>>(bias, z);
         check_launch(ctx, "softmax_forward_kernel");
         return;
     }
-    const Shape2d s = elementwise_shape(z.rows, z.cols);
+    const Shape2d s = dims(elementwise_shape(z.rows, z.cols));
     activation_forward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, z);
     check_launch(ctx, "activation_forward_kernel");
 }
@@ -234,7 +235,7 @@ void launch_bias_activation_forward(const Context& ctx, const formulas::Activati
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
                                 ConstMatrixView a, const DropoutMask* mask, MatrixView d) {
     if (d.rows == 0 || d.cols == 0) return;
-    const Shape2d s = elementwise_shape(d.rows, d.cols);
+    const Shape2d s = dims(elementwise_shape(d.rows, d.cols));
     if (mask != nullptr && mask->params.p > 0.0f) {
         activation_backward_masked_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, *mask, d);
         check_launch(ctx, "activation_backward_masked_kernel");
@@ -246,7 +247,7 @@ void launch_activation_backward(const Context& ctx, const formulas::ActivationPa
 
 void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m) {
     if (!(mask.params.p > 0.0f) || m.rows == 0 || m.cols == 0) return;
-    const Shape2d s = elementwise_shape(m.rows, m.cols);
+    const Shape2d s = dims(elementwise_shape(m.rows, m.cols));
     dropout_kernel<<<s.grid, s.block, 0, ctx.stream>>>(mask, m);
     check_launch(ctx, "dropout_kernel");
 }
@@ -259,15 +260,16 @@ void launch_bias_activation_dropout(const Context& ctx, const formulas::Activati
         return;
     }
     if (z.rows == 0 || z.cols == 0) return;
-    const Shape2d s = elementwise_shape(z.rows, z.cols);
+    const Shape2d s = dims(elementwise_shape(z.rows, z.cols));
     activation_dropout_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, mask, z);
     check_launch(ctx, "activation_dropout_kernel");
 }
 
 void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, MatrixView dense) {
     if (dense.rows == 0 || dense.cols == 0 || grad.capacity == 0) return;
-    const size_t blocks = std::min<size_t>(grad.capacity, size_t(ctx.sm_count) * 16);
-    scatter_rows_add_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(grad, dense, ctx.status);
+    // A block per gradient row (grid-striding over the stored rows), 16 per SM at most.
+    const Shape2d g = dims(grid_stride_shape(grad.capacity, 1, 256, 16, ctx.sm_count));
+    scatter_rows_add_kernel<<<g.grid, g.block, 0, ctx.stream>>>(grad, dense, ctx.status);
     check_launch(ctx, "scatter_rows_add_kernel");
 }
 

@@ -22,6 +22,7 @@
 #include "formulas/activation.h"
 #include "formulas/loss.h"
 #include "formulas/optimizer.h"
+#include "launch_shapes.h"
 #include "sparsenet/optimizer.h"
 #include "views.h"
 
@@ -205,19 +206,7 @@ void launch_sum_squares(const Context& ctx, const std::vector<ConstMatrixView>& 
                         ReduceScratch& s);
 
 // kernels/cuda_csr_matmul.cu
-// The thread mapping for output width n: lanes = 0 for the 512-column slices (n > 128), else
-// `lanes` threads per batch row with `cols_per_lane` columns each (lanes * cols_per_lane >= n).
-struct CsrMatmulMapping {
-    int lanes = 0;
-    int cols_per_lane = 0;
-};
-CsrMatmulMapping csr_matmul_mapping(size_t n);
-// The parts each batch row's entries are split into (the slice mapping; the groups mapping: 1):
-// the least power of two, up to kMaxCsrMatmulParts, that gives 16 blocks per SM for `rows` x
-// `slices` blocks; `fixed` (SPARSENET_CSR_MATMUL_PARTS, read at each launch: 1 is the one-pass
-// kernel) overrides it when it is an integer in [1, kMaxCsrMatmulParts].
-constexpr int kMaxCsrMatmulParts = 16;
-int csr_matmul_parts(size_t rows, size_t slices, int sm_count, const char* fixed);
+// Its thread mapping (csr_matmul_mapping) and parts (csr_matmul_parts): launch_shapes.h.
 // partial: scratch of the parts' sums ([parts, rows, out] floats, grown as needed).
 void launch_csr_matmul(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
                        ConstMatrixView w, MatrixView z, float beta, ScratchBuffer& partial);

@@ -173,7 +173,7 @@ void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& st
                            ConstMatrixView g, float* state1, float* state2) {
     if (w.rows == 0 || w.cols == 0) return;
     const int slots = formulas::optimizer_state_slots(step.kind);
-    const Shape2d s = elementwise_shape(w.rows, w.cols);
+    const Shape2d s = dims(elementwise_shape(w.rows, w.cols));
     optimizer_dense_kernel<<<s.grid, s.block, 0, ctx.stream>>>(step, slots, w, g, state1, state2);
     check_launch(ctx, "optimizer_dense_kernel");
 }
@@ -187,9 +187,10 @@ void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerSte
     if (mode == SparseUpdate::kLazy || formulas::zero_gradient_is_noop(step) ||
         clock.last != nullptr) {
         if (grad.capacity == 0) return;
-        const size_t blocks = std::min<size_t>(grad.capacity, size_t(ctx.sm_count) * 16);
-        optimizer_rows_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(
-            step, slots, w, grad, state1, state2, clock, ctx.status);
+        // A block per gradient row, 16 per SM at most (grid-striding).
+        const Shape2d g = dims(grid_stride_shape(grad.capacity, 1, 256, 16, ctx.sm_count));
+        optimizer_rows_kernel<<<g.grid, g.block, 0, ctx.stream>>>(step, slots, w, grad, state1,
+                                                                  state2, clock, ctx.status);
         check_launch(ctx, "optimizer_rows_kernel");
         return;
     }
@@ -197,13 +198,11 @@ void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerSte
     check_cuda(cudaMemsetAsync(map, 0xff, w.rows * sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
                "clearing the optimizer_step_rows row map");
     if (grad.capacity > 0) {
-        const size_t blocks =
-            std::min<size_t>((grad.capacity + 255) / 256, size_t(ctx.sm_count) * 16);
-        build_row_map_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(grad, w.rows, map,
-                                                                       ctx.status);
+        const Shape2d g = dims(grid_stride_shape(grad.capacity, 256, 256, 16, ctx.sm_count));
+        build_row_map_kernel<<<g.grid, g.block, 0, ctx.stream>>>(grad, w.rows, map, ctx.status);
         check_launch(ctx, "build_row_map_kernel");
     }
-    const Shape2d s = elementwise_shape(w.rows, w.cols);
+    const Shape2d s = dims(elementwise_shape(w.rows, w.cols));
     optimizer_mapped_kernel<<<s.grid, s.block, 0, ctx.stream>>>(step, slots, w, grad.values, map,
                                                                 state1, state2);
     check_launch(ctx, "optimizer_mapped_kernel");
@@ -213,15 +212,15 @@ void launch_catch_up_rows(const Context& ctx, const formulas::OptimizerStep& ste
                           const CsrBatchView* x, float* state1, RowClock clock) {
     if (w.rows == 0) return;
     if (x == nullptr) {
-        const size_t blocks = std::min<size_t>(w.rows, size_t(ctx.sm_count) * 16);
-        catch_up_all_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(step, w, state1, clock);
+        const Shape2d g = dims(grid_stride_shape(w.rows, 1, 256, 16, ctx.sm_count));
+        catch_up_all_kernel<<<g.grid, g.block, 0, ctx.stream>>>(step, w, state1, clock);
         check_launch(ctx, "catch_up_all_kernel");
         return;
     }
     if (x->batch.batch == 0) return;
-    const size_t blocks = std::min<size_t>(x->batch.batch, size_t(ctx.sm_count) * 16);
-    catch_up_batch_kernel<<<unsigned(blocks), 256, 0, ctx.stream>>>(step, w, *x, state1, clock,
-                                                                    ctx.status);
+    const Shape2d g = dims(grid_stride_shape(x->batch.batch, 1, 256, 16, ctx.sm_count));
+    catch_up_batch_kernel<<<g.grid, g.block, 0, ctx.stream>>>(step, w, *x, state1, clock,
+                                                              ctx.status);
     check_launch(ctx, "catch_up_batch_kernel");
 }
 

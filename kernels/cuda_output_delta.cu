@@ -194,8 +194,9 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
         throw Error(ErrorCategory::kInternal, "output_delta: too many rows for the CUDA grid");
     double* rl = nullptr;
     if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
-    output_delta_kernel<<<unsigned(rows), kThreads, 0, ctx.stream>>>(loss, act, a, target, scale,
-                                                                     delta, rl, ctx.status);
+    const Shape2d g = dims(row_blocks_shape(rows, kThreads));  // a block per row
+    output_delta_kernel<<<g.grid, g.block, 0, ctx.stream>>>(loss, act, a, target, scale, delta, rl,
+                                                            ctx.status);
     check_launch(ctx, "output_delta_kernel");
     if (loss_sum != nullptr) {
         sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);
@@ -218,7 +219,8 @@ void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss
         throw Error(ErrorCategory::kInternal, "output_epilogue: too many rows for the CUDA grid");
     double* rl = nullptr;
     if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
-    output_delta_kernel<<<unsigned(rows), kThreads, 0, ctx.stream>>>(
+    const Shape2d g = dims(row_blocks_shape(rows, kThreads));  // a block per row
+    output_delta_kernel<<<g.grid, g.block, 0, ctx.stream>>>(
         loss, act, ConstMatrixView(z), target, scale, delta, rl, ctx.status, z.data, bias);
     check_launch(ctx, "output_delta_kernel (epilogue)");
     if (loss_sum != nullptr) {

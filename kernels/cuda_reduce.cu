@@ -16,12 +16,18 @@
 //    sum_j m[r, j]^2 in double, stored as float. clip_rows: normalize_rows' factor from the
 //    given sq_norm[r]; rows within the bound are not written.
 //
-// Column reductions run in two kernels: column_partial_kernel, one thread per (column, chunk of
-// rows) summing its chunk in increasing row order in double (threads of a warp take adjacent
-// columns: coalesced), then column_finalize_kernel, one thread per column adding the chunk
-// partials in chunk order and applying the op. The chunking depends only on the shape, so the
-// result is bit-identical on every run; it differs from the CPU's single sequential double sum
-// by double rounding only (far below the float result's ulp). Row norms: one block of 256
+// Column reductions run in two kernels: column_partial_kernel, a block of 32 columns x 8 row
+// lanes per (32 columns, chunk of rows): lane y sums rows y, y + 8, ... of the chunk in
+// increasing order in double, then the 8 lane sums are added in lane order (a warp reads 32
+// adjacent floats of a row: coalesced); then column_finalize_kernel, one thread per column adding
+// the chunk partials in chunk order and applying the op. The chunking (column_reduce_shape,
+// kernels/launch_shapes.h: 8 to 64 rows per chunk, at least 512 blocks where the shape allows)
+// depends only on the shape, never on the device, so the result is bit-identical on every run
+// and every GPU; it differs from the CPU's single sequential double sum by double rounding only:
+// each of the <= rows additions in double adds at most 2^-53 of the sum of |terms|, so for any
+// rows < 2^20 the two sums differ by under 2^-32 (2.3e-10) of that sum, against the parity
+// tolerance of 1e-5 relative: the chunking can only matter for a column whose sum cancels to
+// under 2.3e-5 of its terms' magnitudes. Row norms: one block of 256
 // threads per row, a fixed-order block reduction in double; the row statistics (row_max,
 // exp_rows, row_sum_squares) likewise, one block of 256 threads per row (row_sum_squares of a row
 // over 65,536 values: a block per 8,192-value segment, then the segments added in order);
@@ -46,55 +52,72 @@ namespace {
 constexpr int kRowThreads = 256;
 constexpr int kSumThreads = 256;
 
-// Rows per chunk: 64, doubled until the chunks fit gridDim.y.
-size_t chunk_rows_for(size_t rows) {
-    size_t r = 64;
-    while ((rows + r - 1) / r > 65535) r <<= 1;
-    return r;
+constexpr int kColumnThreads = int(kColumnTileCols * kColumnRowLanes);  // 32 x 8 = 256
+
+// The end of a block's work in a column reduction: the 8 row lanes' sums (acc) of column c added
+// in lane order (a fixed order: deterministic), written as partial[chunk, c].
+__device__ __forceinline__ void column_lanes_store(double acc, size_t c, size_t cols,
+                                                   double* partial) {
+    __shared__ double lanes[kColumnRowLanes][kColumnTileCols];
+    lanes[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        double s = lanes[0][threadIdx.x];
+#pragma unroll
+        for (unsigned y = 1; y < kColumnRowLanes; ++y) s += lanes[y][threadIdx.x];
+        partial[size_t(blockIdx.y) * cols + c] = s;
+    }
 }
 
+// m: [rows, cols]; grid (ceil(cols / 32), chunks), block (32, 8) (column_reduce_shape).
+// partial: [chunks, cols] doubles, the sums (of squares) of each chunk's rows.
 template <bool Square>
-__global__ void column_partial_kernel(ConstMatrixView m, size_t chunk_rows, double* partial) {
-    const size_t c = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (c >= m.cols) return;
+__global__ void __launch_bounds__(kColumnThreads)
+    column_partial_kernel(ConstMatrixView m, size_t chunk_rows, double* partial) {
+    const size_t c = size_t(blockIdx.x) * kColumnTileCols + threadIdx.x;
     const size_t r0 = size_t(blockIdx.y) * chunk_rows;
     const size_t r1 = r0 + chunk_rows < m.rows ? r0 + chunk_rows : m.rows;
     double acc = 0.0;
-    for (size_t r = r0; r < r1; ++r) {
-        const double v = double(m.data[r * m.ld + c]);
-        acc += Square ? v * v : v;
+    if (c < m.cols) {  // no early return: every thread reaches the lanes' barrier
+        for (size_t r = r0 + threadIdx.y; r < r1; r += kColumnRowLanes) {
+            const double v = double(m.data[r * m.ld + c]);
+            acc += Square ? v * v : v;
+        }
     }
-    partial[size_t(blockIdx.y) * m.cols + c] = acc;
+    column_lanes_store(acc, c, m.cols, partial);
 }
 
 // activation_backward_column_sum: column_partial_kernel's mapping and chunks, each element of d
 // first turned into dL/dZ as activation_backward's kernels do (same formulas), written back, then
 // added: the column sums are column_sum's of the new d, bit for bit, in one pass over d.
+// dsstne-bench's hidden layers: d, a: [256, 1,024] (1 MB each): grid (32, 16) = 512 blocks.
 template <bool Masked>
-__global__ void backward_column_partial_kernel(formulas::ActivationParams act, ConstMatrixView a,
-                                               DropoutMask mask, MatrixView d, size_t chunk_rows,
-                                               double* partial) {
-    const size_t c = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (c >= d.cols) return;
+__global__ void __launch_bounds__(kColumnThreads)
+    backward_column_partial_kernel(formulas::ActivationParams act, ConstMatrixView a,
+                                   DropoutMask mask, MatrixView d, size_t chunk_rows,
+                                   double* partial) {
+    const size_t c = size_t(blockIdx.x) * kColumnTileCols + threadIdx.x;
     const size_t r0 = size_t(blockIdx.y) * chunk_rows;
     const size_t r1 = r0 + chunk_rows < d.rows ? r0 + chunk_rows : d.rows;
     const formulas::DropoutParams& dp = mask.params;
     const uint64_t col = uint64_t(mask.col_offset) + c;
     double acc = 0.0;
-    for (size_t r = r0; r < r1; ++r) {
-        float* p = d.data + r * d.ld + c;
-        float v;
-        if (Masked) {
-            const bool keep = formulas::keep_unit(dp.seed, example_of(mask.rows, r), col, dp.p);
-            const float x = formulas::dropout_input(dp, a.data[r * a.ld + c]);
-            v = keep ? *p * dp.scale * formulas::derivative_from_output(act, x) : 0.0f;
-        } else {
-            v = *p * formulas::derivative_from_output(act, a.data[r * a.ld + c]);
+    if (c < d.cols) {  // no early return: every thread reaches the lanes' barrier
+        for (size_t r = r0 + threadIdx.y; r < r1; r += kColumnRowLanes) {
+            float* p = d.data + r * d.ld + c;
+            float v;
+            if (Masked) {
+                const bool keep = formulas::keep_unit(dp.seed, example_of(mask.rows, r), col, dp.p);
+                const float x = formulas::dropout_input(dp, a.data[r * a.ld + c]);
+                v = keep ? *p * dp.scale * formulas::derivative_from_output(act, x) : 0.0f;
+            } else {
+                v = *p * formulas::derivative_from_output(act, a.data[r * a.ld + c]);
+            }
+            *p = v;
+            acc += double(v);
         }
-        *p = v;
-        acc += double(v);
     }
-    partial[size_t(blockIdx.y) * d.cols + c] = acc;
+    column_lanes_store(acc, c, d.cols, partial);
 }
 
 template <class Epilogue>
@@ -140,27 +163,22 @@ struct NormEpilogue {
 // Partial sums of m's columns into the scratch; returns the number of chunks.
 template <bool Square>
 size_t column_partials(const Context& ctx, ConstMatrixView m, ReduceScratch& s, double** out) {
-    const size_t rows = m.rows, cols = m.cols;
-    const size_t chunk = chunk_rows_for(rows);
-    const size_t chunks = (rows + chunk - 1) / chunk;
-    double* partial = s.partial.get_as<double>(ctx, std::max<size_t>(chunks, 1) * cols,
+    const ColumnReduceShape shape = column_reduce_shape(m.rows, m.cols);
+    double* partial = s.partial.get_as<double>(ctx, std::max<size_t>(shape.chunks, 1) * m.cols,
                                                "column reduction partial sums");
     *out = partial;
-    if (chunks == 0) return 0;
-    unsigned bx = 32;
-    while (bx < cols && bx < 256) bx <<= 1;
-    const dim3 grid{unsigned((cols + bx - 1) / bx), unsigned(chunks)};
-    column_partial_kernel<Square><<<grid, bx, 0, ctx.stream>>>(m, chunk, partial);
+    if (shape.chunks == 0) return 0;
+    const Shape2d g = dims(shape.launch);
+    column_partial_kernel<Square><<<g.grid, g.block, 0, ctx.stream>>>(m, shape.chunk_rows, partial);
     check_launch(ctx, "column_partial_kernel");
-    return chunks;
+    return shape.chunks;
 }
 
 template <class Epilogue>
 void column_finalize(const Context& ctx, const double* partial, size_t chunks, size_t cols,
                      Epilogue epi) {
-    const size_t blocks = std::min<size_t>((cols + 255) / 256, size_t(ctx.sm_count) * 32);
-    column_finalize_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256, 0, ctx.stream>>>(
-        partial, chunks, cols, epi);
+    const Shape2d g = dims(column_finalize_shape(cols, ctx.sm_count));
+    column_finalize_kernel<<<g.grid, g.block, 0, ctx.stream>>>(partial, chunks, cols, epi);
     check_launch(ctx, "column_finalize_kernel");
 }
 
@@ -253,7 +271,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // the split version takes 23 + 3 us
 // (benchmarks/results/gpu/2026-11-25-h100-profile-dsstne-bench.txt).
 constexpr size_t kLongRow = 65536;
-constexpr size_t kRowSegment = 8192;
+constexpr size_t kRowSegment = kRowSegmentValues;  // row_segments_shape (launch_shapes.h)
 
 __global__ void __launch_bounds__(kRowThreads)
     row_segment_squares_kernel(ConstMatrixView m, size_t segments, double* partial) {
@@ -356,20 +374,22 @@ void check_row_grid(size_t rows, const char* op) {
 void launch_row_max(const Context& ctx, ConstMatrixView m, float* out) {
     if (m.rows == 0) return;
     check_row_grid(m.rows, "row_max");
-    row_max_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
+    const Shape2d g = dims(row_blocks_shape(m.rows, kRowThreads));
+    row_max_kernel<<<g.grid, g.block, 0, ctx.stream>>>(m, out);
     check_launch(ctx, "row_max_kernel");
 }
 
 void launch_exp_rows(const Context& ctx, const float* shift, MatrixView m, float* row_sum) {
     if (m.rows == 0) return;
     check_row_grid(m.rows, "exp_rows");
-    exp_rows_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(shift, m, row_sum);
+    const Shape2d g = dims(row_blocks_shape(m.rows, kRowThreads));
+    exp_rows_kernel<<<g.grid, g.block, 0, ctx.stream>>>(shift, m, row_sum);
     check_launch(ctx, "exp_rows_kernel");
 }
 
 void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m) {
     if (m.rows == 0 || m.cols == 0) return;
-    const Shape2d sh = elementwise_shape(m.rows, m.cols);
+    const Shape2d sh = dims(elementwise_shape(m.rows, m.cols));
     divide_rows_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(divisor, m);
     check_launch(ctx, "divide_rows_kernel");
 }
@@ -377,19 +397,19 @@ void launch_divide_rows(const Context& ctx, const float* divisor, MatrixView m) 
 void launch_row_sum_squares(const Context& ctx, ConstMatrixView m, float* out, ReduceScratch& s) {
     if (m.rows == 0) return;
     check_row_grid(m.rows, "row_sum_squares");
+    const Shape2d rows = dims(row_blocks_shape(m.rows, kRowThreads));
     if (m.cols <= kLongRow || m.rows > 65535) {  // gridDim.y holds at most 65,535 rows
-        row_sum_squares_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(m, out);
+        row_sum_squares_kernel<<<rows.grid, rows.block, 0, ctx.stream>>>(m, out);
         check_launch(ctx, "row_sum_squares_kernel");
         return;
     }
     const size_t segments = (m.cols + kRowSegment - 1) / kRowSegment;
     double* partial =
         s.partial.get_as<double>(ctx, segments * m.rows, "row_sum_squares segment partial sums");
-    row_segment_squares_kernel<<<dim3(unsigned(segments), unsigned(m.rows)), kRowThreads, 0,
-                                 ctx.stream>>>(m, segments, partial);
+    const Shape2d seg = dims(row_segments_shape(m.rows, m.cols));  // (segments, rows)
+    row_segment_squares_kernel<<<seg.grid, seg.block, 0, ctx.stream>>>(m, segments, partial);
     check_launch(ctx, "row_segment_squares_kernel");
-    row_segments_finalize_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(partial,
-                                                                                   segments, out);
+    row_segments_finalize_kernel<<<rows.grid, rows.block, 0, ctx.stream>>>(partial, segments, out);
     check_launch(ctx, "row_segments_finalize_kernel");
 }
 
@@ -412,7 +432,8 @@ void launch_sum_squares(const Context& ctx, const std::vector<ConstMatrixView>& 
         double* partial =
             chunks > 0 ? s.partial.get_as<double>(ctx, chunks, "sum_squares chunk sums") : nullptr;
         if (chunks > 0) {
-            sum_squares_chunks_kernel<<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(p, partial);
+            const Shape2d g = dims(sum_squares_chunks_shape(chunks));  // a block per chunk
+            sum_squares_chunks_kernel<<<g.grid, g.block, 0, ctx.stream>>>(p, partial);
             check_launch(ctx, "sum_squares_chunks_kernel");
         }
         // Parts with no chunk (empty) get 0 from the finalize's empty range.
@@ -424,7 +445,7 @@ void launch_sum_squares(const Context& ctx, const std::vector<ConstMatrixView>& 
 
 void launch_clip_rows(const Context& ctx, float max_norm, const float* sq_norm, MatrixView m) {
     if (m.rows == 0 || m.cols == 0) return;
-    const Shape2d sh = elementwise_shape(m.rows, m.cols);
+    const Shape2d sh = dims(elementwise_shape(m.rows, m.cols));
     clip_rows_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(max_norm, sq_norm, m);
     check_launch(ctx, "clip_rows_kernel");
 }
@@ -441,22 +462,20 @@ void launch_activation_backward_column_sum(const Context& ctx,
                                            const formulas::ActivationParams& act, ConstMatrixView a,
                                            const DropoutMask* mask, MatrixView d,
                                            float* column_sums, ReduceScratch& s) {
-    const size_t rows = d.rows, cols = d.cols;
+    const size_t cols = d.cols;
     if (cols == 0) return;
-    const size_t chunk = chunk_rows_for(rows);
-    const size_t chunks = (rows + chunk - 1) / chunk;
+    const ColumnReduceShape shape = column_reduce_shape(d.rows, cols);
+    const size_t chunks = shape.chunks, chunk = shape.chunk_rows;
     double* partial = s.partial.get_as<double>(ctx, std::max<size_t>(chunks, 1) * cols,
                                                "column reduction partial sums");
     if (chunks > 0) {
-        unsigned bx = 32;
-        while (bx < cols && bx < 256) bx <<= 1;
-        const dim3 grid{unsigned((cols + bx - 1) / bx), unsigned(chunks)};
+        const Shape2d g = dims(shape.launch);
         if (mask != nullptr && mask->params.p > 0.0f) {
             backward_column_partial_kernel<true>
-                <<<grid, bx, 0, ctx.stream>>>(act, a, *mask, d, chunk, partial);
+                <<<g.grid, g.block, 0, ctx.stream>>>(act, a, *mask, d, chunk, partial);
         } else {
             backward_column_partial_kernel<false>
-                <<<grid, bx, 0, ctx.stream>>>(act, a, DropoutMask{}, d, chunk, partial);
+                <<<g.grid, g.block, 0, ctx.stream>>>(act, a, DropoutMask{}, d, chunk, partial);
         }
         check_launch(ctx, "backward_column_partial_kernel");
     }
@@ -475,7 +494,7 @@ void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMat
         ctx, partial, chunks, n,
         PenaltyEpilogue{double(p), double(beta), double(scale), double(rows), kl, grad});
     if (delta.data != nullptr) {
-        const Shape2d sh = elementwise_shape(delta.rows, delta.cols);
+        const Shape2d sh = dims(elementwise_shape(delta.rows, delta.cols));
         add_column_vector_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(grad, delta);
         check_launch(ctx, "add_column_vector_kernel");
     }
@@ -490,7 +509,8 @@ void launch_normalize_rows(const Context& ctx, float max_norm, MatrixView m) {
     if (m.rows == 0 || m.cols == 0) return;
     if (m.rows > 0x7fffffffu)
         throw Error(ErrorCategory::kInternal, "normalize_rows: too many rows for the CUDA grid");
-    normalize_rows_kernel<<<unsigned(m.rows), kRowThreads, 0, ctx.stream>>>(max_norm, m);
+    const Shape2d g = dims(row_blocks_shape(m.rows, kRowThreads));
+    normalize_rows_kernel<<<g.grid, g.block, 0, ctx.stream>>>(max_norm, m);
     check_launch(ctx, "normalize_rows_kernel");
 }
 
@@ -500,7 +520,7 @@ void launch_normalize_columns(const Context& ctx, float max_norm, MatrixView w, 
     const size_t chunks = column_partials<true>(ctx, w, s, &partial);
     float* factor = s.gradient.get_as<float>(ctx, w.cols, "normalize_columns factors");
     column_finalize(ctx, partial, chunks, w.cols, NormEpilogue{double(max_norm), factor});
-    const Shape2d sh = elementwise_shape(w.rows, w.cols);
+    const Shape2d sh = dims(elementwise_shape(w.rows, w.cols));
     scale_columns_kernel<<<sh.grid, sh.block, 0, ctx.stream>>>(factor, w);
     check_launch(ctx, "scale_columns_kernel");
 }

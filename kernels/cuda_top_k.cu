@@ -194,11 +194,10 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
     const size_t rows = scores.rows, n = scores.cols;
     if (rows == 0 || k == 0) return;
     const size_t kk = std::min(k, n);
-    const unsigned grid_cap = unsigned(ctx.sm_count) * 32;
     if (kk == 0) {  // no columns: every slot is empty
-        const size_t blocks = std::min<size_t>((rows * k + 255) / 256, grid_cap);
-        decode_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256, 0, ctx.stream>>>(
-            nullptr, 0, k, scores, 0, rows, out_scores, out_indices);
+        const Shape2d g = dims(grid_stride_shape(rows * k, 256, 256, 32, ctx.sm_count));
+        decode_kernel<<<g.grid, g.block, 0, ctx.stream>>>(nullptr, 0, k, scores, 0, rows,
+                                                          out_scores, out_indices);
         check_launch(ctx, "decode_kernel");
         return;
     }
@@ -217,15 +216,16 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
         if (exclude != nullptr) {
             check_cuda(cudaMemsetAsync(bits, 0, cr * words * sizeof(uint32_t), ctx.stream),
                        "cudaMemsetAsync", "clearing the top-k exclusion bitmap");
-            exclusion_bits_kernel<<<unsigned(cr), 128, 0, ctx.stream>>>(*exclude, row0, n, words,
-                                                                        bits);
+            const Shape2d g = dims(row_blocks_shape(cr, 128));  // a block per row's exclusions
+            exclusion_bits_kernel<<<g.grid, g.block, 0, ctx.stream>>>(*exclude, row0, n, words,
+                                                                      bits);
             check_launch(ctx, "exclusion_bits_kernel");
         }
-        select_kernel<<<unsigned(cr), kSelectThreads, 0, ctx.stream>>>(scores, row0, bits, words,
-                                                                       kk, keys);
+        const Shape2d sel = dims(row_blocks_shape(cr, kSelectThreads));  // a block per row
+        select_kernel<<<sel.grid, sel.block, 0, ctx.stream>>>(scores, row0, bits, words, kk, keys);
         check_launch(ctx, "select_kernel");
-        const size_t offset_blocks = std::min<size_t>((cr + 1 + 255) / 256, grid_cap);
-        segment_offsets_kernel<<<unsigned(offset_blocks), 256, 0, ctx.stream>>>(offsets, cr, kk);
+        const Shape2d off = dims(grid_stride_shape(cr + 1, 256, 256, 32, ctx.sm_count));
+        segment_offsets_kernel<<<off.grid, off.block, 0, ctx.stream>>>(offsets, cr, kk);
         check_launch(ctx, "segment_offsets_kernel");
         const int64_t items = int64_t(cr * kk);
         size_t temp_bytes = 0;
@@ -240,9 +240,9 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
                                                                 offsets + 1, ctx.stream),
                    "cub::DeviceSegmentedSort::SortKeysDescending",
                    "sorting " + std::to_string(items) + " top-k keys");
-        const size_t blocks = std::min<size_t>((cr * k + 255) / 256, grid_cap);
-        decode_kernel<<<unsigned(std::max<size_t>(blocks, 1)), 256, 0, ctx.stream>>>(
-            sorted, kk, k, scores, row0, cr, out_scores, out_indices);
+        const Shape2d dec = dims(grid_stride_shape(cr * k, 256, 256, 32, ctx.sm_count));
+        decode_kernel<<<dec.grid, dec.block, 0, ctx.stream>>>(sorted, kk, k, scores, row0, cr,
+                                                              out_scores, out_indices);
         check_launch(ctx, "decode_kernel");
     }
 }
