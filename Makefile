@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-asan test-asan-full test-tsan demo bench fuzz clean format docs \
+.PHONY: all deps configure build test test-asan test-asan-full test-tsan compat demo bench fuzz clean format docs \
 	gpu-bundle gpu-bundle-check gpu-validate-cpu
 
 all: build
@@ -52,6 +52,18 @@ test-tsan: deps
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
 
+# The oldest supported compilers (README, "Building by hand"): the library, the CLI and the tests
+# labelled config and library built and run with GCC 11 (-march=native) in build-gcc11 and with
+# Clang 14 (portable, no -march=native) in build-clang14 (CMakePresets.json). Needs g++-11 and
+# clang-14 (scripts/install-deps). Not part of `make test`; .ci/run runs it.
+compat: deps
+	cmake --preset gcc11
+	cmake --build --preset gcc11 -j $(JOBS)
+	ctest --preset gcc11 -j $(JOBS)
+	cmake --preset clang14
+	cmake --build --preset clang14 -j $(JOBS)
+	ctest --preset clang14 -j $(JOBS)
+
 # The libFuzzer targets (tests/fuzz) in build-fuzz with clang, FUZZ_SECONDS per target (default
 # 60), one at a time (docs/reliability.md). Not part of `make test`.
 FUZZ_SECONDS ?= 60
@@ -96,4 +108,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan build-docs build-gpu
+	rm -rf $(BUILD_DIR) build-asan build-tsan build-gcc11 build-clang14 build-fuzz build-docs build-gpu

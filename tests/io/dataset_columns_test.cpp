@@ -401,7 +401,10 @@ void expect_same_error(const std::string& path, const std::string& name, uint32_
     const std::vector<std::pair<uint32_t, uint32_t>> bands = {
         {0, kAll}, {0, 1}, {cols - 1, cols}, {cols / 2, cols / 2}, {cols + 5, kAll}};
     for (const uint64_t chunk : kChunks) {
-        for (const auto& [first, last] : bands) {
+        for (const auto& band : bands) {
+            // band.first / band.second, not a structured binding: C++17 lambdas cannot capture
+            // one (Clang before 16 refuses it).
+            const uint32_t first = band.first, last = band.second;
             const std::string band_msg =
                 expect_error([&] { read_band(path, name, first, last, chunk); }, category);
             EXPECT_EQ(band_msg, msg) << "band [" << first << ", " << last << "), chunk " << chunk;
