@@ -351,11 +351,13 @@ bool write_recs_text(const RecsText& recs, std::FILE* out) {
     // little, small enough that the buffers stay in memory once. Each block is cut into chunks
     // of 256 rows, each formatted into its own buffer by whichever thread takes it next
     // (dynamic scheduling), and the chunks' buffers are written in order with one writev. With
-    // one contiguous run of rows per thread instead (static), a block took as long as its
-    // slowest thread: on the 2-core development VM shared with other jobs, 2 threads formatted
-    // the ML-20M shape's 138,493 rows of 100 entries in 0.66-0.69 s against 0.41-0.47 s for one
-    // (sparsenet_bench_recs_writer --out /dev/null, 2026-11-28;
-    // benchmarks/results/2026-11-28-vm-recs-writer-threads.json).
+    // one contiguous run of rows per thread instead (static), a block takes as long as its
+    // slowest thread, and on the 2-core development VM shared with other jobs 2 threads
+    // formatted the ML-20M shape's 138,493 rows of 100 entries in 0.66-0.69 s against
+    // 0.41-0.47 s for one. Chunks bound that wait to one chunk, but on that VM, saturated
+    // (load 10), 2 threads were still no faster than one, with either split (medians 1.05 and
+    // 1.16 s against 0.85 and 0.89 s: benchmarks/results/2026-11-28-vm-recs-writer-threads.json):
+    // the speed-up needs idle cores.
     constexpr uint64_t kBlock = 16384, kChunk = 256;
     constexpr size_t kChunks = size_t(kBlock / kChunk);
     std::vector<std::string> buffers(kChunks);
