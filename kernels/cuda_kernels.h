@@ -255,7 +255,10 @@ void launch_catch_up_rows(const Context& ctx, const formulas::OptimizerStep& ste
                           const CsrBatchView* x, float* state1, RowClock clock);
 
 // kernels/cuda_top_k.cu
+// act (nullable): rank and write f(z + bias) of the scores z (Backend::top_k's activation; an
+// element-wise kind; bias nullable).
 void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                  float* out_scores, uint32_t* out_indices, TopKScratch& s);
+                  float* out_scores, uint32_t* out_indices, TopKScratch& s,
+                  const formulas::ActivationParams* act = nullptr, const float* bias = nullptr);
 
 }  // namespace sparsenet::cuda

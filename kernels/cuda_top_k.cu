@@ -25,9 +25,19 @@
 //  4. decode_kernel: column = ~low 32 bits, score = scores[row, column]; empty slots (and slots
 //     >= n) get -inf / UINT32_MAX.
 // Results equal the CPU's exactly (same set, same order, same bits).
+//
+// With an activation (Backend::top_k's, issue 45): the scores are pre-activations z, and each
+// read of a score in steps 2 and 4 is f(z + bias[c]) (formulas::activate, the expression
+// activation_forward_kernel writes: the same bits), so that predict's separate activation pass
+// over [batch, n] (one read and one write of every score, 0.9 GB per batch of 4,096 rows of the
+// ML-20M shape) is not run. The select kernel reads each row five times (four radix passes and
+// the collect) and recomputes f each time; a row of 27,278 floats stays in L1/L2 between the
+// passes and the exp is a few instructions: cheaper than the pass written back to HBM
+// (estimate; compiles, untested on GPU).
 #include <cub/device/device_segmented_sort.cuh>
 
 #include "cuda_common.cuh"
+#include "formulas/activation.h"
 
 namespace sparsenet::cuda {
 
@@ -41,11 +51,31 @@ __device__ __forceinline__ uint32_t ordered_bits(float v) {
     return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
 }
 
+// The activation applied to each score (kActivate), as activation_forward_kernel applies it.
+struct ScoreActivation {
+    formulas::ActivationParams params;
+    const float* bias;  // [n] or nullptr
+    __device__ __forceinline__ float operator()(float z, size_t c) const {
+        return formulas::activate(params, bias != nullptr ? z + bias[c] : z);
+    }
+};
+
+template <bool kActivate>
+__device__ __forceinline__ float score_at(const float* row, size_t c, const ScoreActivation& act) {
+    if constexpr (kActivate) {
+        return act(row[c], c);
+    } else {
+        return row[c];
+    }
+}
+
+template <bool kActivate>
 struct RowView {
     const float* scores;
     const uint32_t* bits;  // exclusion bitmap of the row, or nullptr
+    ScoreActivation act;
     __device__ bool usable(size_t c, uint32_t* key) const {
-        const float v = scores[c];
+        const float v = score_at<kActivate>(scores, c, act);
         if (isnan(v)) return false;
         if (bits != nullptr && ((bits[c >> 5] >> (c & 31)) & 1u) != 0u) return false;
         *key = ordered_bits(v);
@@ -64,16 +94,17 @@ __global__ void exclusion_bits_kernel(CsrBatchView exclude, size_t row0, size_t 
     }
 }
 
+template <bool kActivate>
 __global__ void __launch_bounds__(kSelectThreads)
     select_kernel(ConstMatrixView scores, size_t row0, const uint32_t* bits, size_t words,
-                  size_t kk, unsigned long long* keys) {
+                  size_t kk, unsigned long long* keys, ScoreActivation act) {
     __shared__ uint32_t hist[256];
     __shared__ uint32_t scan_smem[kSelectThreads / 32 + 1];
     __shared__ uint32_t s_prefix, s_remaining, s_m, s_gt_base, s_tie_base;
     const size_t b = blockIdx.x;
     const size_t n = scores.cols;
-    const RowView row{scores.data + (row0 + b) * scores.ld,
-                      bits != nullptr ? bits + b * words : nullptr};
+    const RowView<kActivate> row{scores.data + (row0 + b) * scores.ld,
+                                 bits != nullptr ? bits + b * words : nullptr, act};
     unsigned long long* out = keys + b * kk;
     const int tid = threadIdx.x;
 
@@ -168,9 +199,10 @@ __global__ void segment_offsets_kernel(int64_t* offsets, size_t rows, size_t kk)
         offsets[i] = int64_t(i * kk);
 }
 
+template <bool kActivate>
 __global__ void decode_kernel(const unsigned long long* keys, size_t kk, size_t k,
                               ConstMatrixView scores, size_t row0, size_t rows, float* out_scores,
-                              uint32_t* out_indices) {
+                              uint32_t* out_indices, ScoreActivation act) {
     const size_t total = rows * k;
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
          i += size_t(gridDim.x) * blockDim.x) {
@@ -180,7 +212,7 @@ __global__ void decode_kernel(const unsigned long long* keys, size_t kk, size_t 
         uint32_t index = kNone;
         if (key != 0ull) {
             index = ~static_cast<uint32_t>(key & 0xffffffffull);
-            score = scores.data[(row0 + b) * scores.ld + index];
+            score = score_at<kActivate>(scores.data + (row0 + b) * scores.ld, index, act);
         }
         out_scores[(row0 + b) * k + slot] = score;
         out_indices[(row0 + b) * k + slot] = index;
@@ -190,14 +222,20 @@ __global__ void decode_kernel(const unsigned long long* keys, size_t kk, size_t 
 }  // namespace
 
 void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                  float* out_scores, uint32_t* out_indices, TopKScratch& s) {
+                  float* out_scores, uint32_t* out_indices, TopKScratch& s,
+                  const formulas::ActivationParams* act, const float* bias) {
     const size_t rows = scores.rows, n = scores.cols;
     if (rows == 0 || k == 0) return;
+    if (act != nullptr && act->kind == Activation::kSoftMax) {
+        throw Error(ErrorCategory::kInternal, "top_k: SoftMax is row-wise, not applied here");
+    }
+    const ScoreActivation activation{act != nullptr ? *act : formulas::ActivationParams{}, bias};
+    const bool fused = act != nullptr;
     const size_t kk = std::min(k, n);
     if (kk == 0) {  // no columns: every slot is empty
         const Shape2d g = dims(grid_stride_shape(rows * k, 256, 256, 32, ctx.sm_count));
-        decode_kernel<<<g.grid, g.block, 0, ctx.stream>>>(nullptr, 0, k, scores, 0, rows,
-                                                          out_scores, out_indices);
+        decode_kernel<false><<<g.grid, g.block, 0, ctx.stream>>>(
+            nullptr, 0, k, scores, 0, rows, out_scores, out_indices, activation);
         check_launch(ctx, "decode_kernel");
         return;
     }
@@ -222,7 +260,13 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
             check_launch(ctx, "exclusion_bits_kernel");
         }
         const Shape2d sel = dims(row_blocks_shape(cr, kSelectThreads));  // a block per row
-        select_kernel<<<sel.grid, sel.block, 0, ctx.stream>>>(scores, row0, bits, words, kk, keys);
+        if (fused) {
+            select_kernel<true><<<sel.grid, sel.block, 0, ctx.stream>>>(scores, row0, bits, words,
+                                                                        kk, keys, activation);
+        } else {
+            select_kernel<false><<<sel.grid, sel.block, 0, ctx.stream>>>(scores, row0, bits, words,
+                                                                         kk, keys, activation);
+        }
         check_launch(ctx, "select_kernel");
         const Shape2d off = dims(grid_stride_shape(cr + 1, 256, 256, 32, ctx.sm_count));
         segment_offsets_kernel<<<off.grid, off.block, 0, ctx.stream>>>(offsets, cr, kk);
@@ -241,8 +285,13 @@ void launch_top_k(const Context& ctx, ConstMatrixView scores, const CsrBatchView
                    "cub::DeviceSegmentedSort::SortKeysDescending",
                    "sorting " + std::to_string(items) + " top-k keys");
         const Shape2d dec = dims(grid_stride_shape(cr * k, 256, 256, 32, ctx.sm_count));
-        decode_kernel<<<dec.grid, dec.block, 0, ctx.stream>>>(sorted, kk, k, scores, row0, cr,
-                                                              out_scores, out_indices);
+        if (fused) {
+            decode_kernel<true><<<dec.grid, dec.block, 0, ctx.stream>>>(
+                sorted, kk, k, scores, row0, cr, out_scores, out_indices, activation);
+        } else {
+            decode_kernel<false><<<dec.grid, dec.block, 0, ctx.stream>>>(
+                sorted, kk, k, scores, row0, cr, out_scores, out_indices, activation);
+        }
         check_launch(ctx, "decode_kernel");
     }
 }

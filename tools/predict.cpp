@@ -1,7 +1,9 @@
 // sparsenet predict: model + input dataset -> top-K recommendations in DSSTNE's recs format.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -87,6 +89,24 @@ uint32_t predict_batch(const Network& network, bool report) {
     while (batch > kCpuBatch && uint64_t(batch) * units * 8 > free_bytes / 4) batch /= 2;
     if (report) std::fprintf(stderr, "predict: batch %u rows\n", batch);
     return batch;
+}
+
+// The model file brought into the page cache while the device starts and the datasets are read
+// (issue 45, item 3): one posix_fadvise(WILLNEED) of the whole file, which has the kernel read it
+// ahead without copying anything to this process, on its own thread since the call may wait for
+// the reads to be queued. The model itself is then read by Network::load on the main thread:
+// the netCDF library is not thread-safe, so its reads of the model and of the datasets cannot
+// run at once, but the disk's can. Errors are ignored (the load reports them).
+void prefetch_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    ::close(fd);
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
 }
 
 struct PhaseTimer {
@@ -321,7 +341,8 @@ int predict_main(int argc, char** argv) {
                  "hold all of it (default model)");
         PhaseTimer timings;
         args.add_flag({"--timings"}, &timings.on,
-                      "print each phase's seconds (load, score, top_k, write, total) on stderr");
+                      "print each phase's seconds on stderr (load_device, load_data, load_model, "
+                      "load, score, top_k, write, sync, total)");
         bool compare_fp32 = false;
         args.add_flag({"--compare-fp32"}, &compare_fp32,
                       "score a second time in fp32 and print on stderr in how many rows the "
@@ -375,24 +396,35 @@ int predict_main(int argc, char** argv) {
         set_threads(threads);
         set_verbose(verbose_flag);
 
-        // --input: the datasets the input layers read (the model's config from its header, no
-        // weights), read while the device starts on a thread (prepare_device: on CUDA the
-        // context and cuBLAS, which Network::load then finds started).
+        // The load, three things at once: the device starts on a thread (prepare_device: on CUDA
+        // the context and cuBLAS, which Network::load then finds started), the model file is
+        // read ahead into the page cache on another (prefetch_file), and this thread reads the
+        // datasets the input layers read (--input; the model's config from its header, no
+        // weights) and then the model (Network::load). Every file is read through netCDF on this
+        // thread in the order it always was, so the first error is the one reported before, and
+        // it names its file. --timings: load_device, load_data and load_model, each on its own
+        // clock (they overlap), then load (the whole phase).
         std::map<std::string, Dataset> datasets;
-        std::thread device_start;
+        std::thread device_start, model_prefetch;
+        PhaseTimer::Clock::time_point device_ready{};
         struct Joined {
             std::thread& t;
             ~Joined() {
                 if (t.joinable()) t.join();
             }
-        } joined{device_start};
+        } joined{device_start}, joined_prefetch{model_prefetch};
         // Each rank's GPU, and the refusal of more ranks than GPUs on a node, before any file is
         // read (here, on the main thread: an MPI split that finds the rank is collective).
         check_rank_device(device, share_gpus);
+        const PhaseTimer::Clock::time_point load_start = PhaseTimer::Clock::now();
         if (device != "cpu") {
-            device_start =
-                std::thread([device, share_gpus] { prepare_device(device, share_gpus); });
+            device_start = std::thread([device, share_gpus, &device_ready] {
+                prepare_device(device, share_gpus);
+                device_ready = PhaseTimer::Clock::now();
+            });
         }
+        model_prefetch = std::thread([model_path] { prefetch_file(model_path); });
+        const PhaseTimer::Clock::time_point data_start = PhaseTimer::Clock::now();
         if (!text) {
             const NetworkConfig model_config = read_model_info(model_path).config;
             std::vector<const LayerConfig*> inputs;
@@ -422,6 +454,7 @@ int predict_main(int argc, char** argv) {
             }
         }
 
+        const PhaseTimer::Clock::time_point model_start = PhaseTimer::Clock::now();
         NetworkOptions net_options;
         net_options.device = device;
         net_options.share_gpus = share_gpus;
@@ -430,6 +463,15 @@ int predict_main(int argc, char** argv) {
         net_options.parallel = parse_parallel_mode(parallel);
         net_options.precision = precision_option(precision);
         Network network = Network::load(model_path, net_options);
+        const PhaseTimer::Clock::time_point model_end = PhaseTimer::Clock::now();
+        if (device_start.joinable()) device_start.join();  // started: Network::load used it
+        if (model_prefetch.joinable()) model_prefetch.join();
+        if (device_ready != PhaseTimer::Clock::time_point{}) {
+            timings.print("load_device", seconds_between(load_start, device_ready));
+        }
+        timings.print("load_data", seconds_between(data_start, model_start));
+        // Network::load: the model's reads and uploads, after any wait for the device.
+        timings.print("load_model", seconds_between(model_start, model_end));
         report_rank_device(network.device());
         const NetworkConfig& config = network.config();
         std::vector<const LayerConfig*> inputs;
@@ -656,6 +698,7 @@ int predict_main(int argc, char** argv) {
                                                     "flushed to disk (fsync): " +
                                                     std::strerror(errno));
             }
+            timings.mark("sync");  // the fsync of the file, its rename and its directory's fsync
         }
         timings.total();
         return 0;

@@ -348,25 +348,37 @@ bool write_recs_text(const RecsText& recs, std::FILE* out) {
     const int fd = fileno(out);
     const uint64_t rows = recs.top->rows;
     // 16,384 rows of 100 entries are some 20 MB of text: large enough that the writes cost
-    // little, small enough that the buffers stay in memory once.
-    constexpr uint64_t kBlock = 16384;
-    std::vector<std::string> buffers(size_t(std::max(1, omp_get_max_threads())));
+    // little, small enough that the buffers stay in memory once. Each block is cut into chunks
+    // of 256 rows, each formatted into its own buffer by whichever thread takes it next
+    // (dynamic scheduling), and the chunks' buffers are written in order with one writev. With
+    // one contiguous run of rows per thread instead (static), a block takes as long as its
+    // slowest thread, and on the 2-core development VM shared with other jobs 2 threads
+    // formatted the ML-20M shape's 138,493 rows of 100 entries in 0.66-0.69 s against
+    // 0.41-0.47 s for one. Chunks bound that wait to one chunk, but on that VM, saturated
+    // (load 10), 2 threads were still no faster than one, with either split (medians 1.05 and
+    // 1.16 s against 0.85 and 0.89 s: benchmarks/results/2026-11-28-vm-recs-writer-threads.json):
+    // the speed-up needs idle cores.
+    constexpr uint64_t kBlock = 16384, kChunk = 256;
+    constexpr size_t kChunks = size_t(kBlock / kChunk);
+    std::vector<std::string> buffers(kChunks);
     std::vector<iovec> iov;
+    const int threads = std::max(1, omp_get_max_threads());
     for (uint64_t r0 = 0; r0 < rows; r0 += kBlock) {
         const uint64_t n = std::min(kBlock, rows - r0);
-        for (std::string& b : buffers) b.clear();
-#pragma omp parallel num_threads(int(buffers.size()))
-        {
-            // Contiguous runs of rows, thread t the t-th: the buffers in thread order are the
-            // rows in order.
-            const uint64_t t = uint64_t(omp_get_thread_num()), nt = uint64_t(omp_get_num_threads());
-            std::string& b = buffers[size_t(t)];
-            for (uint64_t r = r0 + n * t / nt; r < r0 + n * (t + 1) / nt; ++r) {
-                append_recs_line(recs, r, b);
-            }
+        const int64_t chunks = int64_t((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && chunks > 1)
+        for (int64_t c = 0; c < chunks; ++c) {
+            std::string& b = buffers[size_t(c)];
+            b.clear();
+            const uint64_t first = r0 + uint64_t(c) * kChunk;
+            const uint64_t last = std::min(r0 + n, first + kChunk);
+            for (uint64_t r = first; r < last; ++r) append_recs_line(recs, r, b);
         }
         iov.clear();
-        for (std::string& b : buffers) iov.push_back({b.data(), b.size()});
+        for (int64_t c = 0; c < chunks; ++c) {
+            std::string& b = buffers[size_t(c)];
+            iov.push_back({b.data(), b.size()});
+        }
         if (!write_all(fd, iov)) return false;
     }
     return true;

@@ -52,8 +52,9 @@ struct RecsText {
 // One row's line, '\n' included, appended to `out`.
 void append_recs_line(const RecsText& recs, uint64_t row, std::string& out);
 
-// Every row in order to `out`: blocks of rows formatted in parallel, each thread into its own
-// buffer (a contiguous run of rows), and each block written with one writev of those buffers.
+// Every row in order to `out`: blocks of 16,384 rows, each cut into chunks of 256 rows that the
+// OpenMP threads format in parallel, each chunk into its own buffer, and each block written with
+// one writev of those buffers in order: the bytes one thread writes, for any thread count.
 // False on a write error (errno set); `out` is flushed first, and nothing is left in its
 // buffer.
 bool write_recs_text(const RecsText& recs, std::FILE* out);

@@ -22,7 +22,9 @@ struct TopK {
 // Seconds of Predictor::top_k's two phases, added up over its batches (PredictOptions::timings).
 struct PredictTimings {
     double score = 0.0;  // the forward passes (waited for on a device)
-    double top_k = 0.0;  // the selection of each row's top K and its download
+    // The selection of each row's top K and its download; where the output layer's activation
+    // is applied inside the selection (an element-wise one: docs/cli.md, "predict"), it too.
+    double top_k = 0.0;
 };
 
 struct PredictOptions {

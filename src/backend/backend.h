@@ -27,6 +27,12 @@ namespace sparsenet {
 
 class Backend;
 
+// The output activation that top_k applies to each score before ranking it (Backend::top_k).
+struct TopKActivation {
+    formulas::ActivationParams params;  // an element-wise kind (not SoftMax)
+    const float* bias = nullptr;        // [cols] in backend memory, or nullptr
+};
+
 // Every gemm call, as validated (tests/engine/gemm_shapes_test.cpp records the GEMMs a training
 // step and predict issue at the benchmarks' shapes, and what the GPU would run for each).
 struct GemmCall {
@@ -274,8 +280,14 @@ class Backend {
     // (nullptr: nothing excluded), in descending order (ties: lower column first). Slots
     // beyond the available columns get score -inf and index UINT32_MAX.
     // scores: [B, n]; out_scores, out_indices: [B, k].
+    // activation (nullable): the scores are pre-activations z, and what is ranked and written is
+    // f(z + bias), computed as bias_activation_forward computes it (formulas/activation.h, the
+    // same code on each backend): the result is bit for bit bias_activation_forward(activation,
+    // bias, scores) followed by top_k, without the pass that writes the activations back (predict
+    // reads each score row once: issue 45). Element-wise kinds only: SoftMax needs the row's max
+    // and sum first and is Error(kInternal) here (apply it with bias_activation_forward).
     void top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k, float* out_scores,
-               uint32_t* out_indices);
+               uint32_t* out_indices, const TopKActivation* activation = nullptr);
 
   protected:
     Precision precision_ = Precision::kFp32;
@@ -337,7 +349,8 @@ class Backend {
     virtual void catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                     const CsrBatchView* x, float* state1, RowClock clock) = 0;
     virtual void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                            float* out_scores, uint32_t* out_indices) = 0;
+                            float* out_scores, uint32_t* out_indices,
+                            const TopKActivation* activation) = 0;
 };
 
 // "cpu", "auto" (CUDA when built and a usable GPU exists, else CPU), "cuda[:N]".

@@ -392,15 +392,17 @@ void Backend::catch_up_rows(const formulas::OptimizerStep& step, MatrixView w,
 }
 
 void Backend::top_k(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                    float* out_scores, uint32_t* out_indices) {
+                    float* out_scores, uint32_t* out_indices, const TopKActivation* activation) {
     if (scores.rows > 0 && k > 0) {  // nothing to rank: a no-op whatever the rest holds
         check(scores.cols <= size_t(UINT32_MAX), "top_k", "too many columns");
         check(exclude == nullptr || exclude->batch.batch == scores.rows, "top_k",
               "exclusion batch size != rows of scores");
         check_ld(scores, "top_k", "ld of scores < its columns");
+        check(activation == nullptr || activation->params.kind != Activation::kSoftMax, "top_k",
+              "SoftMax is row-wise: apply it with bias_activation_forward first");
     }
     const OpTimer timer(Op::kTopK, 0.0);
-    top_k_impl(scores, exclude, k, out_scores, out_indices);
+    top_k_impl(scores, exclude, k, out_scores, out_indices, activation);
 }
 
 }  // namespace sparsenet

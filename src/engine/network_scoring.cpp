@@ -130,9 +130,31 @@ bool Scoring::split() const {
     return net_.plan.split();
 }
 
-void Scoring::forward(const Bindings& data, const BatchRows& rows) {
+bool Scoring::fuses_activation(int l) const {
+    const GraphLayer& layer = net_.graph.layers[size_t(l)];
+    if (net_.plan.split() || !layer.is_output()) return false;
+    if (layer.activation.kind == Activation::kSoftMax) return false;
+    for (const GraphEdge& e : net_.graph.edges)
+        if (net_.graph.layers[e.source].is_output()) return false;
+    for (int s : net_.graph.order)
+        for (int k : net_.graph.layers[s].skips)
+            if (net_.graph.layers[k].is_output()) return false;
+    return true;
+}
+
+void Scoring::forward(const Bindings& data, const BatchRows& rows, bool defer_output_activation) {
     net_.ensure_batch_capacity(rows.batch);
-    net_.forward(data, rows, /*training=*/false, /*mask_seed=*/0);
+    if (!defer_output_activation) {
+        net_.forward(data, rows, /*training=*/false, /*mask_seed=*/0);
+        return;
+    }
+    // Network::Impl::forward's inference pass (catch-up, then the layers), with the Output
+    // layers' bias and activation left to top_k.
+    net_.catch_up_all();
+    std::vector<float*> act(net_.graph.layers.size(), nullptr);
+    for (size_t l = 0; l < act.size(); ++l) act[l] = net_.buffers.layers[l].act.data();
+    net_.forward(*net_.backend, act, data, rows, /*training=*/false, /*mask_seed=*/0,
+                 /*skip_layer=*/-1, /*defer_output_activation=*/true);
 }
 
 std::vector<float> Scoring::scores(int l, size_t count) const {
@@ -163,16 +185,18 @@ std::vector<float> Scoring::scores(int l, size_t count) const {
 }
 
 void Scoring::top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k, float* out_scores,
-                    uint32_t* out_indices) const {
+                    uint32_t* out_indices, bool activation_pending) const {
     const GraphLayer& layer = net_.graph.layers[size_t(l)];
     if (top_scores_.size() < count * k) {
         top_scores_ = DeviceArray<float>(*net_.backend, count * k, "top-K scores");
         top_indices_ = DeviceArray<uint32_t>(*net_.backend, count * k, "top-K indices");
     }
     const LayerBand& band = net_.plan.layers[size_t(l)];
+    const TopKActivation activation{layer.activation, net_.params.layers[size_t(l)].bias.data()};
     net_.backend->top_k(
         ConstMatrixView(net_.buffers.layers[size_t(l)].act.data(), count, band.n_local, band.ld),
-        exclude, k, top_scores_.data(), top_indices_.data());
+        exclude, k, top_scores_.data(), top_indices_.data(),
+        activation_pending ? &activation : nullptr);
     if (net_.plan.split()) {
         merge_split_top_k(net_, layer, count, k, top_scores_, top_indices_, out_scores,
                           out_indices);

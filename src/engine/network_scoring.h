@@ -77,17 +77,28 @@ class Scoring {
     Backend& backend() const;
     bool split() const;
 
+    // Whether top_k of layer l can apply the layer's activation itself (defer_output_activation
+    // below): one rank, l an Output layer with an element-wise activation (SoftMax needs its
+    // row's max and sum first), and no layer reading an Output layer's activations (the deferred
+    // forward pass leaves every Output layer's z as it is).
+    bool fuses_activation(int l) const;
+
     // The inference forward pass (no dropout, no noise) over rows of the bound data, into the
-    // network's own activation buffers (grown to `rows.batch` rows).
-    void forward(const Bindings& data, const BatchRows& rows);
+    // network's own activation buffers (grown to `rows.batch` rows). defer_output_activation
+    // (only where fuses_activation holds for the layer to be ranked): the Output layers are
+    // left as z, without bias and activation, for top_k(..., activation_pending = true).
+    void forward(const Bindings& data, const BatchRows& rows, bool defer_output_activation = false);
     // After forward(): layer l's activations of its `count` rows, whole ([count, n] row-major;
     // a split network's bands gathered from every rank, on every rank).
     std::vector<float> scores(int l, size_t count) const;
     // After forward(): the top k of each of the `count` rows of layer l, best first, ties to the
     // lower column, never a column of `exclude` (this rank's band of it on a split network;
     // nullable); out_scores / out_indices [count, k] on the host, whole-layer columns.
+    // activation_pending: after forward(..., defer_output_activation = true), the bias and
+    // activation of layer l are applied inside the selection (Backend::top_k's activation): the
+    // same scores and columns bit for bit, one pass over the [count, n] scores less.
     void top_k(int l, size_t count, const CsrBatchView* exclude, uint32_t k, float* out_scores,
-               uint32_t* out_indices) const;
+               uint32_t* out_indices, bool activation_pending = false) const;
 
   private:
     Network::Impl& net_;

@@ -17,11 +17,12 @@ struct Predictor::Impl {
     Impl(Network& network, const std::map<std::string, const Dataset*>& inputs)
         : net(network), data(network.impl(), inputs, /*with_outputs=*/false) {}
 
-    void forward(uint64_t first_row, size_t count) {
+    void forward(uint64_t first_row, size_t count, bool defer_output_activation = false) {
         if (first_row + count > data.rows()) {
             throw Error(ErrorCategory::kUsage, "rows out of range");
         }
-        net.forward(data.bindings(), BatchRows{nullptr, first_row, count});
+        net.forward(data.bindings(), BatchRows{nullptr, first_row, count},
+                    defer_output_activation);
     }
 };
 
@@ -86,11 +87,14 @@ TopK Predictor::top_k(const PredictOptions& options, const Dataset* exclude) {
     result.scores.resize(result.rows * options.k);
     result.indices.resize(result.rows * options.k);
     const size_t step = std::min<uint64_t>(options.batch, std::max<uint64_t>(1, result.rows));
+    // The output activation inside the selection where it can be (Scoring::fuses_activation):
+    // the scores are the same bits and the separate activation pass over [batch, n] is not run.
+    const bool fused = p.net.fuses_activation(l);
     for (uint64_t first = 0; first < result.rows; first += step) {
         const size_t count = std::min<uint64_t>(step, result.rows - first);
         using Clock = std::chrono::steady_clock;
         const Clock::time_point t0 = Clock::now();
-        p.forward(first, count);
+        p.forward(first, count, fused);
         Clock::time_point t1;
         if (options.timings != nullptr) {
             p.net.backend().synchronize();
@@ -101,7 +105,7 @@ TopK Predictor::top_k(const PredictOptions& options, const Dataset* exclude) {
         if (excluded) ex = excluded->view(BatchRows{nullptr, first, count});
         p.net.top_k(l, count, excluded ? &ex : nullptr, options.k,
                     result.scores.data() + first * options.k,
-                    result.indices.data() + first * options.k);
+                    result.indices.data() + first * options.k, fused);
         if (options.timings != nullptr) {
             options.timings->top_k += std::chrono::duration<double>(Clock::now() - t1).count();
         }

@@ -169,12 +169,11 @@ std::vector<Launch> predict(const Net& net) {
     for (size_t l = 1; l < L; ++l)
         add(out, "activation_forward_kernel", "predict: hidden" + std::to_string(l),
             uint64_t(P) * net.widths[l], elementwise_shape(P, net.widths[l]));
+    // An element-wise output activation is applied inside select_kernel and decode_kernel
+    // (Scoring::fuses_activation, issue 45): no launch of its own. SoftMax keeps its pass.
     if (net.softmax_output)
         add(out, "softmax_forward_kernel", "predict: output", uint64_t(P) * nout,
             row_blocks_shape(P, 1024));
-    else
-        add(out, "activation_forward_kernel", "predict: output", uint64_t(P) * nout,
-            elementwise_shape(P, nout));
     // top_k with the rows' own items excluded.
     add(out, "exclusion_bits_kernel", "predict: top-k", uint64_t(P) * net.entries_per_row,
         row_blocks_shape(P, 128));

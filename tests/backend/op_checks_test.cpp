@@ -391,7 +391,8 @@ class RecordingBackend : public Backend {
                             RowClock) override {
         reached.push_back("catch_up_rows");
     }
-    void top_k_impl(ConstMatrixView, const CsrBatchView*, size_t, float*, uint32_t*) override {
+    void top_k_impl(ConstMatrixView, const CsrBatchView*, size_t, float*, uint32_t*,
+                    const TopKActivation*) override {
         reached.push_back("top_k");
     }
 };

@@ -152,6 +152,80 @@ TEST(TopK, LargeRowsAreThreadCountIndependent) {
     }
 }
 
+// z of an output layer before its activation: continuous values, large ones (the Sigmoid and
+// Tanh saturate to 1.0f, so that their activations tie where the z differ), exact ties, NaN.
+Dense<float> pre_activations(size_t rows, size_t cols, uint64_t seed) {
+    Dense<float> z = testing::random_dense<float>(rows, cols, 5, seed, -6, 6, 1e9f);
+    std::mt19937_64 rng(seed + 9);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t c = 0; c < cols; ++c) {
+            const uint64_t u = rng() % 50;
+            if (u == 0) z.at(r, c) = std::nanf("");
+            if (u == 1) z.at(r, c) = 30.0f + float(rng() % 10);
+            if (u == 2) z.at(r, c) = 0.25f;
+        }
+    return z;
+}
+
+// top_k with the activation inside (predict's path, issue 45) is bias_activation_forward then
+// top_k bit for bit: every element-wise activation, with and without a bias and an exclusion,
+// rows whose width is not a multiple of 16 (the vector code's tail), padded rows, k over n.
+TEST(TopK, ActivationInsideIsBiasActivationForwardThenTopK) {
+    CpuBackend cpu(2);
+    int cases = 0;
+    for (int kind = 0; kind <= int(Activation::kSoftSign); ++kind) {
+        if (Activation(kind) == Activation::kSoftMax) continue;
+        formulas::ActivationParams act;
+        act.kind = Activation(kind);
+        act.slope = 0.2f;
+        act.alpha = 0.8f;
+        act.lambda = 1.1f;
+        for (size_t n : {1, 17, 100, 1000, 4099})
+            for (bool with_bias : {false, true})
+                for (bool with_exclusion : {false, true})
+                    for (size_t k : {size_t(1), size_t(10), size_t(100), n + 3}) {
+                        const uint64_t seed = uint64_t(++cases) * 31;
+                        const size_t rows = 37;
+                        const Dense<float> z = pre_activations(rows, n, seed);
+                        std::vector<float> bias(n);
+                        std::mt19937_64 rng(seed);
+                        for (float& v : bias) v = float(int(rng() % 200) - 100) / 50.0f;
+                        const float* b = with_bias ? bias.data() : nullptr;
+                        const Dataset ex = testing::random_dataset(rows + 3, uint32_t(n),
+                                                                   testing::RowShape::kPowerLaw, false,
+                                                                   seed + 1);
+                        const testing::TestBatch batch =
+                            testing::make_batch(ex.rows, rows, true, seed + 2);
+                        CsrBatchView exv = testing::csr_view(ex, batch);
+                        const CsrBatchView* e = with_exclusion ? &exv : nullptr;
+                        Dense<float> a = z;
+                        cpu.bias_activation_forward(act, b, a.view());
+                        std::vector<float> want_s(rows * k), got_s(rows * k);
+                        std::vector<uint32_t> want_i(rows * k), got_i(rows * k);
+                        cpu.top_k(a.cview(), e, k, want_s.data(), want_i.data());
+                        const TopKActivation fused{act, b};
+                        cpu.top_k(z.cview(), e, k, got_s.data(), got_i.data(), &fused);
+                        ASSERT_EQ(got_i, want_i) << to_string(act.kind) << " n=" << n << " k=" << k;
+                        ASSERT_EQ(0, std::memcmp(got_s.data(), want_s.data(), got_s.size() * 4))
+                            << to_string(act.kind) << " n=" << n << " k=" << k;
+                    }
+    }
+    // SoftMax needs the row's max and sum: refused, on every backend (Backend::top_k's check).
+    const Dense<float> z = pre_activations(2, 5, 1);
+    std::vector<float> os(2);
+    std::vector<uint32_t> oi(2);
+    formulas::ActivationParams softmax;
+    softmax.kind = Activation::kSoftMax;
+    const TopKActivation fused{softmax, nullptr};
+    try {
+        cpu.top_k(z.cview(), nullptr, 1, os.data(), oi.data(), &fused);
+        FAIL() << "SoftMax must be refused";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kInternal);
+        EXPECT_NE(std::string(e.what()).find("SoftMax"), std::string::npos) << e.what();
+    }
+}
+
 TEST(TopK, DoubleInstantiation) {
     Dense<double> s(2, 4);
     const double v[] = {0.5, 2.0, -1.0, 2.0, 3.0, 1.0, 1.0, 0.0};
@@ -233,6 +307,63 @@ TEST_F(CudaParity, TopKExactlyMatchesTheCpu) {
                             ASSERT_EQ(bits(got_s[i]), bits(want_s[i])) << "slot " << i;
                         }
                     }
+}
+
+// The device's top_k with the activation inside against its own bias_activation_forward then
+// top_k (bit for bit: the same formula in both kernels), and against the CPU's selection over
+// the device's activations (bit for bit: the ranking given the same values). How close the
+// device's activations are to the CPU's is BiasActivationForwardEveryActivation's.
+TEST_F(CudaParity, TopKWithActivationInsideMatchesTheSeparatePass) {
+    int cases = 0;
+    for (int kind = 0; kind < kActivations; ++kind) {
+        if (Activation(kind) == Activation::kSoftMax) continue;
+        const formulas::ActivationParams act = act_params(Activation(kind));
+        for (size_t n : {1, 33, 1000, 4099})
+            for (bool with_bias : {false, true})
+                for (int exclusion : {0, 1})
+                    for (size_t k : {size_t(1), size_t(10), size_t(100), n + 5}) {
+                        const uint64_t seed = uint64_t(++cases) * 71;
+                        if (!sampled(uint64_t(cases))) continue;
+                        const size_t rows = 19;
+                        const Dense<float> z =
+                            testing::random_dense<float>(rows, n, 3, seed, -6, 6, 1e9f);
+                        std::vector<float> bias(n);
+                        std::mt19937_64 rng(seed);
+                        for (float& v : bias) v = float(int(rng() % 200) - 100) / 50.0f;
+                        const Dataset ex = testing::random_dataset(
+                            rows + 3, uint32_t(n), RowShape::kUniform, false, seed + 1);
+                        const TestBatch batch = testing::make_batch(ex.rows, rows, true, seed + 2);
+                        DevCsr exd(dev(), ex, batch);
+                        const CsrBatchView* e = exclusion ? &exd.view : nullptr;
+                        DeviceArray<float> bd = dev_array(dev(), bias, "test bias");
+                        const float* b = with_bias ? bd.data() : nullptr;
+                        DevMat zd(dev(), z), ad(dev(), z);
+                        dev().bias_activation_forward(act, b, ad.view());
+                        DeviceArray<float> os(dev(), rows * k, "top scores");
+                        DeviceArray<uint32_t> oi(dev(), rows * k, "top indices");
+                        dev().top_k(ad.cview(), e, k, os.data(), oi.data());
+                        const std::vector<float> want_s = fetch(os, rows * k);
+                        const std::vector<uint32_t> want_i = fetch(oi, rows * k);
+                        const TopKActivation fused{act, b};
+                        dev().top_k(zd.cview(), e, k, os.data(), oi.data(), &fused);
+                        const std::vector<float> got_s = fetch(os, rows * k);
+                        const std::vector<uint32_t> got_i = fetch(oi, rows * k);
+                        // The CPU's selection over the device's activations.
+                        const Dense<float> a = ad.get(z);
+                        CsrBatchView ex_host = testing::csr_view(ex, batch);
+                        std::vector<float> cpu_s(rows * k);
+                        std::vector<uint32_t> cpu_i(rows * k);
+                        cpu_.top_k(a.cview(), exclusion ? &ex_host : nullptr, k, cpu_s.data(),
+                                   cpu_i.data());
+                        for (size_t i = 0; i < rows * k; ++i) {
+                            ASSERT_EQ(got_i[i], want_i[i])
+                                << to_string(act.kind) << " n=" << n << " k=" << k << " slot " << i;
+                            ASSERT_EQ(bits(got_s[i]), bits(want_s[i])) << "slot " << i;
+                            ASSERT_EQ(got_i[i], cpu_i[i]) << "slot " << i;
+                            ASSERT_EQ(bits(got_s[i]), bits(cpu_s[i])) << "slot " << i;
+                        }
+                    }
+    }
 }
 
 }  // namespace

@@ -227,6 +227,61 @@ TEST(RecsText, FileIsTheOldFormattersLinesInOrder) {
     EXPECT_TRUE(got == want);
 }
 
+// The parallel writer (blocks of 16,384 rows, each block's rows split between the OpenMP
+// threads, one buffer per thread, joined with writev) against the same rows formatted on one
+// thread in order, byte for byte: for 1, 2, 3, 5 and 8 threads (more threads than this machine's
+// 2 cores, so that every buffer boundary falls somewhere new), the two default score formats,
+// one to_chars path with a width, one snprintf path (a flag), DSSTNE's -r form and names
+// (sample and item labels, fewer than the rows and items, so that numbers follow names).
+TEST(RecsText, ParallelWriterIsTheSingleThreadedTextByteForByte) {
+    const int threads = omp_get_max_threads();
+    const TopK top = random_top(16384 + 2500, 7, 5000, 4);  // a whole block and a partial one
+    const std::vector<std::string> none;
+    std::vector<std::string> samples, items;
+    for (int i = 0; i < 9000; ++i) samples.push_back("user-" + std::to_string(i * 7));
+    for (int i = 0; i < 3000; ++i) items.push_back("item" + std::to_string(i) + "-x");
+    testing::TempDir dir;
+    const std::string path = dir.file("recs.txt");
+    int cases = 0;
+    for (const std::string fmt : {"%.6g", "%4.3f", "%10.4e", "%+.3f"}) {
+        const ScoreFormat format(fmt);
+        for (const bool dsstne : {false, true}) {
+            for (const bool named : {false, true}) {
+                const RecsText recs{&top, named ? &samples : &none, named ? &items : &none,
+                                    &format, dsstne};
+                std::string want;  // one thread, row after row
+                for (uint64_t r = 0; r < top.rows; ++r) append_recs_line(recs, r, want);
+                // ... which is also the old snprintf formatter's text.
+                if (fmt == "%.6g" || fmt == "%+.3f") {
+                    std::string old;
+                    for (uint64_t r = 0; r < top.rows; ++r) {
+                        old += old_line(top, r, named ? samples : none, named ? items : none, fmt,
+                                        dsstne);
+                    }
+                    ASSERT_TRUE(old == want) << fmt << " dsstne " << dsstne << " named " << named;
+                }
+                for (const int t : {1, 2, 3, 5, 8}) {
+                    omp_set_num_threads(t);
+                    std::FILE* out = std::fopen(path.c_str(), "w");
+                    ASSERT_NE(out, nullptr);
+                    std::fputs("head\n", out);  // buffered in the FILE: flushed first
+                    const bool ok = write_recs_text(recs, out);
+                    omp_set_num_threads(threads);
+                    ASSERT_TRUE(ok);
+                    ASSERT_EQ(std::fclose(out), 0);
+                    const std::string got = testing::read_file(path);
+                    ASSERT_EQ(got.size(), want.size() + 5)
+                        << fmt << " dsstne " << dsstne << " named " << named << " threads " << t;
+                    ASSERT_TRUE(got == "head\n" + want)
+                        << fmt << " dsstne " << dsstne << " named " << named << " threads " << t;
+                    ++cases;
+                }
+            }
+        }
+    }
+    EXPECT_EQ(cases, 80);
+}
+
 TEST(RecsText, WriteErrorIsReported) {
     const TopK top = random_top(10, 3, 10, 3);
     const std::vector<std::string> none;

@@ -289,14 +289,20 @@ void CpuBackend::catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixV
 }
 
 void CpuBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                            float* out_scores, uint32_t* out_indices) {
+                            float* out_scores, uint32_t* out_indices,
+                            const TopKActivation* activation) {
     with_scratch(Op::kTopK, [&] {
+        const cpu::RowActivation<float> act =
+            activation != nullptr
+                ? cpu::RowActivation<float>{&activation->params, activation->bias}
+                : cpu::RowActivation<float>{};
         if (exclude != nullptr) {
             const cpu::CsrT<float> ex = csr(*exclude);
-            cpu::top_k(cmat(scores), &ex, k, out_scores, out_indices, top_k_scratch_, threads_);
+            cpu::top_k(cmat(scores), &ex, k, out_scores, out_indices, top_k_scratch_, threads_,
+                       act, &top_k_rows_);
         } else {
             cpu::top_k(cmat(scores), static_cast<const cpu::CsrT<float>*>(nullptr), k, out_scores,
-                       out_indices, top_k_scratch_, threads_);
+                       out_indices, top_k_scratch_, threads_, act, &top_k_rows_);
         }
     });
 }

@@ -84,7 +84,8 @@ class CpuBackend final : public Backend {
     void catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                             const CsrBatchView* x, float* state1, RowClock clock) override;
     void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                    float* out_scores, uint32_t* out_indices) override;
+                    float* out_scores, uint32_t* out_indices,
+                    const TopKActivation* activation) override;
 
     // Runs an op that grows host scratch (std::vector): std::bad_alloc from it becomes the
     // out-of-memory Error naming the op.
@@ -99,6 +100,7 @@ class CpuBackend final : public Backend {
     std::vector<double> row_loss_;
     std::vector<double> column_kl_;
     std::vector<cpu::ScoreIndex<float>> top_k_scratch_;
+    std::vector<float> top_k_rows_;  // top_k with an activation: each thread's activated row
     std::vector<float> bf16_a_, bf16_b_;  // gemm's operands rounded to BF16 (Precision::kBf16)
 };
 

@@ -474,9 +474,22 @@ inline uint32_t above_threshold_mask(const T* v, T threshold) {
     return mask;
 }
 
+// top_k's activation (Backend::top_k): params == nullptr ranks the scores as they are.
+template <class T>
+struct RowActivation {
+    const formulas::ActivationParams* params = nullptr;
+    const T* bias = nullptr;
+};
+
 // Per row: the k best (score, column) pairs in descending order (ties: lower column first),
 // skipping the columns stored in that row of `exclude` and NaN scores. Slots beyond the
 // available columns get score -inf and index UINT32_MAX. out_*: [rows, k].
+//
+// With act.params: each row is first copied into this thread's part of `rows` and activated
+// there by bias_activation_row, the function bias_activation_forward runs on each row (the same
+// bits), and that copy is ranked: the scores are read from memory once and the activations never
+// written back (bias_activation_forward then top_k read the [rows, n] scores twice and wrote them
+// once; a 27,278-wide row is 109 KB, which stays in this core's L2 between the two steps).
 //
 // Per row, candidates are appended to a buffer of 2 min(k, n) + 64 pairs; when it fills, an
 // nth_element keeps the best min(k, n) and the worst of those becomes the threshold. Columns
@@ -485,13 +498,19 @@ inline uint32_t above_threshold_mask(const T* v, T threshold) {
 // Expected cost O(n + k log(n/k)) per row, plus a final sort of k pairs.
 template <class T>
 void top_k(CMatT<T> scores, const CsrT<T>* exclude, size_t k, T* out_scores, uint32_t* out_indices,
-           std::vector<ScoreIndex<T>>& scratch, int threads) {
+           std::vector<ScoreIndex<T>>& scratch, int threads, RowActivation<T> act = {},
+           std::vector<T>* rows_scratch = nullptr) {
     const size_t rows = scores.rows, n = scores.cols;
     if (rows == 0 || k == 0) return;
     const size_t kk = std::min(k, n);
     const size_t cap = 2 * kk + 64;
     const int team = std::max(threads, 1);
     grow(scratch, cap * size_t(team));
+    // Each thread's activated row: a multiple of 16 elements apart (64 bytes for float).
+    const size_t row_stride = (n + 15) / 16 * 16;
+    std::vector<T> local_rows;
+    std::vector<T>& act_rows = rows_scratch != nullptr ? *rows_scratch : local_rows;
+    if (act.params != nullptr) grow(act_rows, row_stride * size_t(team));
     const bool par = parallel_worth(rows * n, threads);
     const auto better = [](const ScoreIndex<T>& x, const ScoreIndex<T>& y) {
         return ranks_before(x, y);
@@ -499,9 +518,22 @@ void top_k(CMatT<T> scores, const CsrT<T>* exclude, size_t k, T* out_scores, uin
 #pragma omp parallel num_threads(team) if (par)
     {
         ScoreIndex<T>* buf = scratch.data() + size_t(omp_get_thread_num()) * cap;
+        T* activated =
+            act.params != nullptr ? act_rows.data() + size_t(omp_get_thread_num()) * row_stride
+                                  : nullptr;
 #pragma omp for schedule(dynamic, 4)
         for (size_t b = 0; b < rows; ++b) {
             const T* sr = scores.row(b);
+            if (activated != nullptr) {
+                std::copy(sr, sr + n, activated);
+                dispatch_activation(act.params->kind, [&](auto a_const) {
+                    constexpr Activation A = decltype(a_const)::value;
+                    formulas::ActivationParams p = *act.params;  // private, as in
+                    p.kind = A;                                  // bias_activation_forward
+                    bias_activation_row<A>(p, act.bias, activated, n);
+                });
+                sr = activated;
+            }
             const uint32_t* xi = nullptr;
             uint64_t xe = 0, xend = 0;
             if (exclude != nullptr) {

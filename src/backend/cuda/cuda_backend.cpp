@@ -860,10 +860,13 @@ void CudaBackend::catch_up_rows_impl(const formulas::OptimizerStep& step, Matrix
 }
 
 void CudaBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                             float* out_scores, uint32_t* out_indices) {
+                             float* out_scores, uint32_t* out_indices,
+                             const TopKActivation* activation) {
     if (scores.rows == 0 || k == 0) return;
     activate();
-    cuda::launch_top_k(ctx_, scores, exclude, k, out_scores, out_indices, top_k_scratch_);
+    cuda::launch_top_k(ctx_, scores, exclude, k, out_scores, out_indices, top_k_scratch_,
+                       activation != nullptr ? &activation->params : nullptr,
+                       activation != nullptr ? activation->bias : nullptr);
 }
 
 }  // namespace sparsenet

@@ -111,7 +111,8 @@ class CudaBackend final : public Backend {
     void catch_up_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                             const CsrBatchView* x, float* state1, RowClock clock) override;
     void top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude, size_t k,
-                    float* out_scores, uint32_t* out_indices) override;
+                    float* out_scores, uint32_t* out_indices,
+                    const TopKActivation* activation) override;
     void set_precision_impl(Precision p) override;
 
     static constexpr int kStagingSlots = 2;
