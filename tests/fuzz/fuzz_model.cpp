@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     sparsenet::NetworkOptions options;
     options.device = "cpu";
     options.threads = 1;
-    options.comm = CommKind::kLocal;
+    options.comm = sparsenet::CommKind::kLocal;
     try {
         sparsenet::Network network = sparsenet::Network::load(path, options);
         // A forward pass of small networks only (the loader's own allocations are bounded by the
