@@ -8,22 +8,27 @@
 // targets count. DeltaBoost scales the element-wise deltas. If loss_sum is given, *loss_sum +=
 // sum_b w_b * (row b's unscaled loss).
 //
-// Thread mapping: one block of 256 threads per batch row (DSSTNE's Raw + NonZero split fused in
-// one kernel): the zero-target pass over the row's n units (threads stride over columns), a
-// __syncthreads(), then the correction pass over the row's stored targets (threads stride over
-// the entries), which overwrites the delta at those columns. SoftMax rows first reduce
-// sum(t) or dot = sum_j g_j a_j in double over the block. Overwrite semantics for delta.
+// Thread mapping: one block of 1,024 threads per batch row. The row's statistics come first,
+// reading a only (SoftMax: sum(t) or dot = sum_j g_j a_j, in double over the block). Then one pass
+// writes every element: the row is walked in segments of kSegment columns; the block marks the
+// segment's stored targets in shared memory (their columns increase, so they are the next
+// entries of the row), and the thread owning column j reads a[j] (or, output_epilogue, computes
+// it from z), takes the stored target's delta or the zero target's and its loss term, and writes
+// delta[j]. Every element's delta depends on its own activation and the row statistics only,
+// and the one thread that reads a[j] writes delta[j]: so delta may be a (the delta written over
+// the activations, Network::Impl::delta_over_activation), and the stored targets' corrections
+// no longer wait for the whole zero-target pass. Overwrite semantics for delta.
 //
-// Loss: each thread accumulates its terms in double; the block reduces them in a fixed order
-// into row_loss[b] (scratch), and a second kernel (one block) adds the B row losses in a fixed
-// order to *loss_sum (device memory): deterministic, bit-identical on every run. Differences
-// from the CPU come from the device's log/exp (a few ulp per term) and the summation grouping
-// (double): within 1e-5 relative (output_delta_test.cpp, CudaParity.*).
-// output_epilogue (za != nullptr, element-wise activations): the zero-target pass first makes
-// each of its thread's units a = f(z + bias) (activation_forward_kernel's expression), writes it
-// back to z and takes its delta from that value; the __syncthreads() before the corrections
-// makes every unit's activation visible to the block. So the values are the two kernels' bit for
-// bit, with one read and one write of z less (compiles, untested on GPU).
+// Loss: each thread accumulates its terms in double (a stored target's own term, not the
+// zero-target term plus a correction); the block reduces them in a fixed order into
+// row_loss[b] (scratch), and a second kernel (one block) adds the B row losses in a fixed order
+// to *loss_sum (device memory): deterministic, bit-identical on every run. Differences from the
+// CPU come from the device's log/exp (a few ulp per term) and the summation grouping (double):
+// within 1e-5 relative (output_delta_test.cpp, CudaParity.*).
+// output_epilogue (za != nullptr, element-wise activations): the thread owning a unit makes it
+// a = f(z + bias) (activation_forward_kernel's expression), writes it back to z (unless delta is
+// z) and takes its delta from that value: the two kernels' values bit for bit, with one read and
+// one write of z less (compiles, untested on GPU).
 // A stored target column >= n is skipped and reported (Error(kInternal) at the next sync), and
 // so is a target row whose column ids are not strictly increasing (a repeated column would make
 // two threads write one delta): the CPU throws the same error at the call.
@@ -40,12 +45,18 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kSumThreads = 256;
 
+// Columns per segment of the writing pass: 4 per thread, so 16 KB of shared marks.
+constexpr int kPerThread = 4;
+constexpr int kSegment = kThreads * kPerThread;
+
 __global__ void __launch_bounds__(kThreads)
     output_delta_kernel(formulas::LossParams loss, formulas::ActivationParams act,
                         ConstMatrixView a, CsrBatchView target, float scale, MatrixView delta,
                         double* row_loss, DeviceStatus* status, float* za_all = nullptr,
                         const float* bias = nullptr) {
     __shared__ double smem[kThreads / 32];
+    // 1 + (entry - t0) of the stored target at column seg + i of the current segment; 0: none.
+    __shared__ uint32_t stored_at[kSegment];
     const size_t b = blockIdx.x;
     const size_t n = a.cols;
     const uint64_t ex = example_of(target.batch, b);
@@ -55,53 +66,38 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t* idx = target.indices;
     const float* ar = a.data + b * a.ld;
     float* za = za_all != nullptr ? za_all + b * a.ld : nullptr;  // same storage as ar
-    float* dr = delta.data + b * delta.ld;
+    float* dr = delta.data + b * delta.ld;                        // may be ar's storage too
     const bool want_loss = row_loss != nullptr;
     const bool iz = loss.ignore_zero;
     double lsum = 0.0;
 
-    // The correction passes write delta[j] once per stored target, from several threads: a row
-    // holding column j twice would race (and count j's loss twice). Target rows must hold
-    // strictly increasing column ids (backend.h; the readers and the trainer refuse datasets
-    // that do not), so a row breaking it is reported, not computed in some order.
-    for (uint64_t e = t0 + 1 + threadIdx.x; e < t1; e += kThreads) {
-        if (idx[e] <= idx[e - 1]) {
+    for (int i = threadIdx.x; i < kSegment; i += kThreads) stored_at[i] = 0;
+    // The writing pass writes delta[j] once per column, from the thread owning j: a row holding
+    // column j twice (or out of order) is reported, not computed in some order (backend.h; the
+    // readers and the trainer refuse datasets that break it).
+    for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads) {
+        if (e > t0 && idx[e] <= idx[e - 1]) {
             report(status, kStatusTargetNotIncreasing, Op::kOutputDelta, ex, idx[e]);
         }
+        if (idx[e] >= n) report(status, kStatusTargetOutOfRange, Op::kOutputDelta, idx[e], n);
     }
 
-    if (act.kind == Activation::kSoftMax) {
-        if (loss.kind == ErrorFunction::kCrossEntropy && loss.multinomial) {
-            // sum(t): the whole row's (row_totals) when the targets are a column band of it.
-            float tsf;
-            if (target.row_totals != nullptr) {
-                tsf = target.row_totals[ex];
-            } else {
-                double ts = 0.0;
-                for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads)
-                    ts += double(csr_value(target, e));
-                ts = block_sum<kThreads>(ts, smem);
-                tsf = float(ts);
-            }
-            for (size_t j = threadIdx.x; j < n; j += kThreads)
-                dr[j] = sc * formulas::multinomial_delta_element(ar[j], 0.0f, tsf);
-            __syncthreads();
-            for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads) {
-                const uint32_t j = idx[e];
-                if (j >= n) {
-                    report(status, kStatusTargetOutOfRange, Op::kOutputDelta, j, n);
-                    continue;
-                }
-                const float t = csr_value(target, e);
-                dr[j] = sc * formulas::multinomial_delta_element(ar[j], t, tsf);
-                if (want_loss) lsum += double(formulas::loss_element(loss, ar[j], t));
-            }
-            if (want_loss) {
-                lsum = block_sum<kThreads>(lsum, smem);
-                if (threadIdx.x == 0) row_loss[b] = double(wb) * lsum;
-            }
-            return;
+    // The row statistics, from a before anything is written (block_sum ends in a barrier).
+    const bool softmax = act.kind == Activation::kSoftMax;
+    const bool multinomial =
+        softmax && loss.kind == ErrorFunction::kCrossEntropy && loss.multinomial;
+    float tsf = 0.0f, dt = 0.0f;
+    if (multinomial) {
+        // sum(t): the whole row's (row_totals) when the targets are a column band of it.
+        if (target.row_totals != nullptr) {
+            tsf = target.row_totals[ex];
+        } else {
+            double ts = 0.0;
+            for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads)
+                ts += double(csr_value(target, e));
+            tsf = float(block_sum<kThreads>(ts, smem));
         }
+    } else if (softmax) {
         // General SoftMax: delta_k = a_k (g_k - sum_j g_j a_j), g = dL/da (0 at absent targets
         // with ignore_zero).
         double dot = 0.0;
@@ -116,57 +112,56 @@ __global__ void __launch_bounds__(kThreads)
             dot += double(formulas::loss_grad_element(loss, ar[j], t) * ar[j]);
             if (!iz) dot -= double(formulas::loss_grad_element(loss, ar[j], 0.0f) * ar[j]);
         }
-        dot = block_sum<kThreads>(dot, smem);
-        const float dt = float(dot);
-        for (size_t j = threadIdx.x; j < n; j += kThreads) {
-            const float g = iz ? 0.0f : formulas::loss_grad_element(loss, ar[j], 0.0f);
-            dr[j] = sc * formulas::softmax_delta_element(ar[j], g, dt);
+        dt = float(block_sum<kThreads>(dot, smem));
+    }
+    __syncthreads();  // the marks cleared
+
+    // DeltaBoost scales the element-wise deltas of zero and nonzero targets (1 and 1 by default).
+    const float scale_zero = sc * loss.boost_zero;
+    const float scale_one = sc * loss.boost_one;
+    uint64_t p = t0;  // the first stored target not yet marked
+    for (size_t seg = 0; seg < n; seg += kSegment) {
+        const size_t seg_end = n < seg + kSegment ? n : seg + kSegment;
+        // Mark the segment's stored targets: the next entries of the row (increasing columns).
+        for (;;) {
+            const uint64_t e = p + threadIdx.x;
+            const bool in = e < t1 && idx[e] >= seg && idx[e] < seg_end;
+            if (in) stored_at[idx[e] - seg] = uint32_t(e - t0 + 1);
+            const int count = __syncthreads_count(in);
+            p += uint64_t(count);
+            if (count < kThreads) break;
         }
-        __syncthreads();
-        for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads) {
-            const uint32_t j = idx[e];
-            if (j >= n) {
-                report(status, kStatusTargetOutOfRange, Op::kOutputDelta, j, n);
-                continue;
-            }
-            const float g = formulas::loss_grad_element(loss, ar[j], csr_value(target, e));
-            dr[j] = sc * formulas::softmax_delta_element(ar[j], g, dt);
-        }
-    } else {
-        // DeltaBoost scales the delta of zero and nonzero targets (1 and 1 by default).
-        const float scale_zero = sc * loss.boost_zero;
-        const float scale_one = sc * loss.boost_one;
-        for (size_t j = threadIdx.x; j < n; j += kThreads) {
+        for (int k = 0; k < kPerThread; ++k) {
+            const size_t j = seg + threadIdx.x + size_t(k) * kThreads;
+            if (j >= seg_end) break;
+            const uint32_t s = stored_at[j - seg];
+            const bool has = s != 0;
             float aj = ar[j];
-            if (za != nullptr) {
-                aj = formulas::activate(act, bias != nullptr ? aj + bias[j] : aj);
-                za[j] = aj;
+            if (za != nullptr) aj = formulas::activate(act, bias != nullptr ? aj + bias[j] : aj);
+            const float t = has ? csr_value(target, t0 + s - 1) : 0.0f;
+            float dj;
+            if (multinomial) {
+                // The zero target's loss -0 * log(a) is 0: only stored targets count.
+                dj = sc * formulas::multinomial_delta_element(aj, t, tsf);
+                if (want_loss && has) lsum += double(formulas::loss_element(loss, aj, t));
+            } else {
+                if (softmax) {
+                    const float g = iz && !has ? 0.0f : formulas::loss_grad_element(loss, aj, t);
+                    dj = sc * formulas::softmax_delta_element(aj, g, dt);
+                } else {
+                    dj = iz && !has ? 0.0f
+                                    : (t != 0.0f ? scale_one : scale_zero) *
+                                          formulas::output_delta_element(loss, act, aj, t);
+                }
+                if (want_loss && (has || !iz)) lsum += double(formulas::loss_element(loss, aj, t));
             }
-            dr[j] = iz ? 0.0f : scale_zero * formulas::output_delta_element(loss, act, aj, 0.0f);
+            if (za != nullptr && za != dr) za[j] = aj;
+            dr[j] = dj;
+            if (has) stored_at[j - seg] = 0;
         }
-        __syncthreads();
-        for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads) {
-            const uint32_t j = idx[e];
-            if (j >= n) {
-                report(status, kStatusTargetOutOfRange, Op::kOutputDelta, j, n);
-                continue;
-            }
-            const float t = csr_value(target, e);
-            dr[j] = (t != 0.0f ? scale_one : scale_zero) *
-                    formulas::output_delta_element(loss, act, ar[j], t);
-        }
+        __syncthreads();  // the marks cleared before the next segment's
     }
     if (want_loss) {
-        if (!iz) {
-            for (size_t j = threadIdx.x; j < n; j += kThreads)
-                lsum += double(formulas::loss_element(loss, ar[j], 0.0f));
-        }
-        for (uint64_t e = t0 + threadIdx.x; e < t1; e += kThreads) {
-            const uint32_t j = idx[e];
-            if (j >= n) continue;
-            lsum += double(formulas::loss_element(loss, ar[j], csr_value(target, e)));
-            if (!iz) lsum -= double(formulas::loss_element(loss, ar[j], 0.0f));
-        }
         lsum = block_sum<kThreads>(lsum, smem);
         if (threadIdx.x == 0) row_loss[b] = double(wb) * lsum;
     }

@@ -149,6 +149,8 @@ class Backend {
     // A row breaking that is Error(kInternal) naming the row and column (the CPU at the call,
     // writing nothing; a device at its next synchronisation); datasets never reach it so, since
     // Dataset::validate, the netCDF reader and the trainer refuse repeated columns.
+    // delta may be a's storage (the delta written over the activations): every element's delta
+    // depends on its own activation and on row statistics taken before anything is written.
     void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                       ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
                       double* loss_sum);
@@ -160,6 +162,7 @@ class Backend {
     // of z less. bias: [n] or nullptr; z, delta: [B, n] (z becomes the activations); target,
     // scale, loss_sum: as output_delta. A target row breaking output_delta's rule is
     // Error(kInternal) before anything is written (CPU; a device at its next synchronisation).
+    // delta may be z's storage: z then ends as the delta (the activations are not kept).
     void output_epilogue(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                          const float* bias, MatrixView z, const CsrBatchView& target, float scale,
                          MatrixView delta, double* loss_sum);

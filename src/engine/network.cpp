@@ -390,6 +390,7 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
         band.n_local = b.count;
         band.cap = uint32_t((uint64_t(n) + ranks - 1) / ranks);
         band.ld = ranks == 1 ? engine::padded_ld(b.count) : b.count;
+        band.delta_over_act = delta_over_activation(int(l));
     }
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         engine::EdgeSplit& block = plan.edges[i];
@@ -616,17 +617,22 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
         // read it.
         const size_t n = batch * std::max(plan.layers[l].cap, plan.layers[l].ld);
         buffers.layers[l].act = DeviceArray<float>(*backend, n, "activations");
-        buffers.layers[l].delta = DeviceArray<float>(*backend, n, "deltas");
+        // An output layer whose delta is written over its activations has no delta buffer.
+        const bool own_delta = !plan.layers[l].delta_over_act;
+        if (own_delta) buffers.layers[l].delta = DeviceArray<float>(*backend, n, "deltas");
         if (plan.layers[l].ld != plan.layers[l].n_local) {
             backend->fill(buffers.layers[l].act.data(), n, 0.0f);
-            backend->fill(buffers.layers[l].delta.data(), n, 0.0f);
+            if (own_delta) backend->fill(buffers.layers[l].delta.data(), n, 0.0f);
+        }
+        if (gathers_delta(int(l))) {
+            buffers.layers[l].delta_all =
+                DeviceArray<float>(*backend, batch * graph.layers[l].n, "gathered deltas");
         }
     }
     if (plan.split()) {
         // Collectives move the smaller side of each matrix only: the scratch is sized by those
         // layers, never by a wide output layer.
         const engine::Band moving = moving_side();
-        plan.full_gather = DeviceArray<float>(*backend, batch * moving.offset, "gathered rows");
         plan.full_partial = DeviceArray<float>(*backend, batch * moving.offset, "partial rows");
         plan.comm_blocks = DeviceArray<float>(*backend, size_t(plan.ranks) * batch * moving.count,
                                               "collective blocks");

@@ -20,9 +20,15 @@ namespace sparsenet::engine {
 struct LayerBuffers {
     // [batch, n_local] row-major (ld n_local) in buffers of batch_capacity * cap floats, so that
     // a collective may send cap columns per row: activations and dL/dA, then dL/dZ.
+    // An output layer whose delta is written over its activations (LayerBand::delta_over_act)
+    // has no delta buffer: its delta is in act once backward formed it.
     DeviceArray<float> act;
     DeviceArray<float> delta;
     DeviceArray<float> bias_grad;  // [n_local]
+    // Split networks, a layer with a matrix split by input rows into it: the layer's whole delta
+    // [batch, n] (ld n), gathered once in backward for those matrices' weight gradients, and
+    // kept until update() (a deferred gradient's GEMM or sparse step reads it).
+    DeviceArray<float> delta_all;
 };
 
 // Edge e's buffers (PassBuffers::edges[e]). The dense gradient lives on the owner of a shared
@@ -31,8 +37,9 @@ struct EdgeBuffers {
     bool grad_ready = false;  // owners: backward wrote the gradient of the current batch
     // Owners: backward left the dense weight-gradient GEMM of the current batch (this many rows)
     // to update(), which runs it with the optimizer step inside (Network::Impl::
-    // defer_dense_grads); 0: none pending. Its operands (the source's activations and the
-    // destination's delta) stay in the layers' buffers until the next forward.
+    // defer_dense_grads); 0: none pending. Its operands stay in the pass buffers until the next
+    // forward: the source's activations (split by output columns: `gathered`, every rank's) and
+    // the destination's delta (split by input rows: the layer's `delta_all`).
     size_t deferred_rows = 0;
     // Owners with a row-sparse gradient: backward left csr_weight_grad to update(), which runs
     // it with the step inside (Backend::sparse_step) where the step visits the touched rows only,
@@ -67,7 +74,7 @@ struct PassBuffers {
     // (0: the rows passed to backward are the whole batch).
     size_t loss_batch = 0;
     // Set around a training step's backward (Training::compute_batch_gradients): the dense
-    // weight gradient of a matrix with one use, no split and a dense source is not written by
+    // weight gradient of a matrix with one use and a dense source (split or not) is not written by
     // backward but computed by update() inside the optimizer step (SGD: the GEMM's C is the
     // weights; Momentum: the velocity), or written on demand (materialize_gradients) by every
     // other reader of the gradient. The row-sparse gradient of a sparse input with one use is

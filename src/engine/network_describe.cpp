@@ -51,7 +51,9 @@ std::string describe_model_parallel(const NetworkConfig& config,
         const uint32_t cap = net.plan.layers[l].cap;
         out << "  " << layer.config.name << " (" << to_string(layer.config.kind) << "): " << layer.n
             << " units, " << cap << " per rank\n";
-        if (!layer.is_input()) act_bytes += 2.0 * B * cap * f;  // activations + deltas
+        // Activations + deltas (one buffer where the delta is written over the activations).
+        if (!layer.is_input())
+            act_bytes += (net.plan.layers[l].delta_over_act ? 1.0 : 2.0) * B * cap * f;
     }
     out << "weights (block = the largest rank's; traffic = bytes each rank sends per step):\n";
     double param_bytes = 0.0, gathered_bytes = 0.0;
@@ -113,10 +115,13 @@ std::string describe_model_parallel(const NetworkConfig& config,
         param_bytes += double(net.plan.layers[l].cap) * f * (2.0 + slots);  // bias, gradient, state
     }
     const engine::Band moving = net.moving_side();  // as ensure_batch_capacity sizes scratch
+    for (size_t l = 0; l < net.graph.layers.size(); ++l) {
+        if (net.gathers_delta(int(l))) gathered_bytes += B * net.graph.layers[l].n * f;
+    }
     const double scratch =
-        ranks > 1 ? (2.0 * B * moving.offset + (P + 1.0) * B * moving.count + 2.0 * B) * f +
-                        gathered_bytes
-                  : 0.0;
+        ranks > 1
+            ? (B * moving.offset + (P + 1.0) * B * moving.count + 2.0 * B) * f + gathered_bytes
+            : 0.0;
     out << "memory per rank (largest): parameters, gradients and optimizer state "
         << bytes_text(param_bytes) << "; batch buffers " << bytes_text(act_bytes + scratch)
         << "; datasets not included (each rank holds its columns of every example)\n";

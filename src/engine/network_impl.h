@@ -159,16 +159,31 @@ struct Network::Impl {
     // step t (counted by optimizer_steps) is learning_rate / (1 + decay * (t - 1)).
     void update(const OptimizerOptions& optimizer, float decay);
     // Whether owner edge wi's dense weight gradient may be left to update() (see
-    // PassBuffers::defer_dense_grads): one use, no split, a dense source, one process's batch.
+    // PassBuffers::defer_dense_grads): one use, a dense source, one process's batch (split or
+    // not: a split matrix's operands are kept, EdgeBuffers::gathered and LayerBuffers::delta_all).
     bool gradient_deferrable(int wi) const;
     // Whether owner edge wi's row-sparse gradient may be left to update() (see
-    // PassBuffers::defer_sparse_grads): a sparse input with one use, no split, one process's
-    // batch.
+    // PassBuffers::defer_sparse_grads): a sparse input with one use, one process's batch (split
+    // by input rows or not).
     bool sparse_gradient_deferrable(int wi) const;
+    // Whether output layer l's delta is written over its activations (planned once:
+    // LayerBand::delta_over_act). output_delta and output_epilogue read each element's
+    // activation before they write its delta, so the only readers that forbid it are other
+    // layers: an edge from l (its weight gradient reads l's activations in backward, after l's
+    // delta is formed) or a Skip of l. SPARSENET_DELTA_OVER_ACTIVATION=0 keeps two buffers (read
+    // when a network is planned; to compare).
+    bool delta_over_activation(int l) const;
+    // Split networks: whether layer l has a matrix split by input rows into it, whose weight
+    // gradient reads l's whole delta (gathered into LayerBuffers::delta_all).
+    bool gathers_delta(int l) const;
     // SPARSENET_FUSED_SPARSE_STEP=0 turns the sparse inputs' fused steps off (to compare).
     static bool fused_sparse_steps_enabled();
+    // The delta owner edge wi's deferred gradient reads: its destination's (layer_delta), or,
+    // split by input rows, the destination's whole delta gathered in backward (gathered_delta).
+    MatrixView deferred_delta(int wi, size_t batch);
     // c := alpha * (owner edge wi's weight gradient of the last backward) + beta * c, from the
-    // operands backward left (EdgeBuffers::deferred_rows).
+    // operands backward left (EdgeBuffers::deferred_rows): the source's activations (split by
+    // output columns: every rank's, EdgeBuffers::gathered) and deferred_delta.
     void deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c);
     // Writes every weight gradient backward left to update() into its gradient buffer (the
     // materialised path: the other optimizers, L1, WeightNorm, the guard's search, reads; a
@@ -240,6 +255,17 @@ struct Network::Impl {
     MatrixView layer_rows(DeviceArray<float>& buffer, int l, size_t batch) const {
         return {buffer.data(), batch, plan.layers[l].n_local, plan.layers[l].ld,
                 /*zero_padded=*/true};
+    }
+    // Layer l's delta: its own buffer, or its activations' where the delta is written over them
+    // (plan.layers[l].delta_over_act).
+    MatrixView layer_delta(int l, size_t batch) {
+        engine::LayerBuffers& buf = buffers.layers[l];
+        return layer_rows(plan.layers[l].delta_over_act ? buf.act : buf.delta, l, batch);
+    }
+    // Split networks: layer l's whole delta gathered from every rank's band ([batch, n], ld n).
+    MatrixView gathered_delta(int l, size_t batch) {
+        const uint32_t n = graph.layers[l].n;
+        return {buffers.layers[l].delta_all.data(), batch, n, n};
     }
     // Owner edge wi's weights, a state slot or its gradient: [local_rows, local_cols], row
     // stride plan.edges[wi].ld.

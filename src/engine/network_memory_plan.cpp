@@ -111,7 +111,8 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         if (w.fixed) continue;  // never trained: no state, no gradient
         m.optimizer_state += slots * rows * cols * f;
         // A dense gradient exists only where training writes it: not where the step is fused
-        // into the gradient GEMM (SGD, Momentum on an unsplit dense edge, one process's batch).
+        // into the gradient GEMM (SGD, Momentum on a dense edge used once, split or not, one
+        // process's batch).
         const bool fused =
             fuse_updates && !data_parallel && net.update_fusable(static_cast<int>(i), step);
         if (part.dense_grad && !fused) m.dense_weight_gradients += rows * cols * f;
@@ -142,18 +143,24 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         m.biases += cap * f;
         m.optimizer_state += slots * cap * f;
         m.other_gradients += cap * f;
-        // Activations and deltas, padded rows on one rank.
-        m.activations += 2.0 * B * std::max<double>(cap, net.plan.layers[l].ld) * f;
+        // Activations and deltas, padded rows on one rank; one buffer for both where the delta
+        // is written over the activations (an output layer no other layer reads).
+        const double buffers_of_layer = net.plan.layers[l].delta_over_act ? 1.0 : 2.0;
+        m.activations += buffers_of_layer * B * std::max<double>(cap, net.plan.layers[l].ld) * f;
     }
     if (ranks > 1) {  // ensure_batch_capacity's collective scratch
         const engine::Band moving = net.moving_side();
+        // Forward's gathered source activations (by output columns) and backward's gathered
+        // deltas (by input rows, one per layer), both kept until update().
         double gathered = 0;
         for (size_t i = 0; i < net.graph.edges.size(); ++i) {
             if (net.plan.edges[i].split == engine::Split::kByOutput)
                 gathered += B * net.graph.edges[i].rows * f;
         }
-        m.scratch +=
-            (2.0 * B * moving.offset + (P + 1.0) * B * moving.count + 2.0 * B) * f + gathered;
+        for (size_t l = 0; l < net.graph.layers.size(); ++l) {
+            if (net.gathers_delta(int(l))) gathered += B * net.graph.layers[l].n * f;
+        }
+        m.scratch += (B * moving.offset + (P + 1.0) * B * moving.count + 2.0 * B) * f + gathered;
     }
     // The datasets the layers bind, once per name (inputs and outputs), each rank its band of
     // the entries; the Trainer's batch permutation (4 B per example).

@@ -252,7 +252,9 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         const GraphLayer& layer = graph.layers[l];
         if (!layer.is_output()) continue;
         engine::LayerBuffers& buf = buffers.layers[l];
-        MatrixView delta = layer_rows(buf.delta, l, batch);
+        // The delta may be written over the activations (delta_over_activation): both ops read
+        // an element's activation, and the row's statistics, before they write its delta.
+        MatrixView delta = layer_delta(l, batch);
         if (buffers.output_activation_pending) {
             backend->output_epilogue(loss_params(layer, *data.layer_data[l]), layer.activation,
                                      params.layers[l].bias.data(), layer_rows(buf.act, l, batch),
@@ -272,7 +274,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         const GraphLayer& layer = graph.layers[l];
         if (layer.is_input() || !layer.reaches_output || !has_delta[l]) continue;
         engine::LayerBuffers& buf = buffers.layers[l];
-        MatrixView dz = layer_rows(buf.delta, l, batch);
+        MatrixView dz = layer_delta(l, batch);
         if (!layer.is_output()) {  // dL/dA -> dL/dZ
             const ConstMatrixView act = layer_rows(buf.act, l, batch);
             // The penalty is a function of the stored (post-dropout) activations, as in DSSTNE.
@@ -293,8 +295,8 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         } else {
             backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
         }
-        // Matrices split by input rows need the whole dz: gathered once for all of them.
-        const MatrixView dz_all{plan.full_gather.data(), batch, layer.n, layer.n};
+        // Matrices split by input rows need the whole dz: gathered once for all of them, into
+        // the layer's own buffer (their gradients deferred to update() read it there).
         bool gathered_dz = false;
         for (int wi : layer.in_weights) {
             const GraphEdge& w = graph.edges[wi];
@@ -312,22 +314,48 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             // Allocated by its first write (a fused update never writes it).
             const auto grad = [&] { return dense_gradient(w.owner); };
             if (m_block.split == engine::Split::kByInput && !gathered_dz) {
-                gather_columns(l, dz.data, batch, dz_all);
+                gather_columns(l, dz.data, batch, gathered_delta(l, batch));
                 gathered_dz = true;
             }
+            // A sparse input's row-sparse gradient with one use (split by input rows or not):
+            // update() runs csr_weight_grad with the step (sparse_step), so the compact gradient
+            // is not written and read back. Its operands: the batch's input view and noise
+            // (kept here), the delta (deferred_delta: the layer's, or its gathered whole).
+            const bool defer_sparse =
+                source.is_input() && buffers.defer_sparse_grads && sparse_gradient_deferrable(wi);
+            if (defer_sparse) {
+                m.sparse_deferred = true;
+                m.deferred_x = data.layer_data[w.source]->view(rows);
+                m.deferred_noise = input_noise(w.source, training, mask_seed);
+                m.deferred_rows = batch;
+                m.grad_ready = true;
+                continue;
+            }
+            // A dense gradient with one use: update() runs its GEMM with the step inside where
+            // the optimizer allows (fused_update: no gradient written and re-read, and none
+            // allocated), else writes it first (materialize_gradient). The GEMMs below that
+            // form the source's delta still read the weights of before the step.
+            const bool defer_dense =
+                !source.is_input() && buffers.defer_dense_grads && gradient_deferrable(wi);
             if (m_block.split == engine::Split::kByInput) {
                 // dW (this rank's rows) = a_band^T . dz_all; the source band's delta is local.
+                const MatrixView dz_all = gathered_delta(l, batch);
                 if (source.is_input()) {
                     backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
                                              input_noise(w.source, training, mask_seed), dz_all,
                                              1.0f, sparse_grad);
                 } else {
-                    backend->gemm(true, false, 1.0f, layer_rows(source_buf.act, w.source, batch),
-                                  dz_all, grad_beta, grad());
+                    if (defer_dense) {
+                        m.deferred_rows = batch;
+                    } else {
+                        backend->gemm(true, false, 1.0f,
+                                      layer_rows(source_buf.act, w.source, batch), dz_all,
+                                      grad_beta, grad());
+                    }
                     if (source.reaches_output) {
                         backend->gemm(false, true, 1.0f, dz_all, matrix_of(w),
                                       has_delta[w.source] ? 1.0f : 0.0f,
-                                      layer_rows(source_buf.delta, w.source, batch));
+                                      layer_delta(w.source, batch));
                         has_delta[w.source] = true;
                     }
                 }
@@ -335,43 +363,38 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 continue;
             }
             if (m_block.split == engine::Split::kByOutput) {
-                // dW (this rank's columns) = a_all^T . dz; the source delta is the ranks' sum
-                // of the partials dz . W_band^T, band by band.
-                backend->gemm(true, false, 1.0f,
-                              ConstMatrixView(m.gathered.data(), batch, source.n, source.n), dz,
-                              grad_beta, grad());
+                // dW (this rank's columns) = a_all^T . dz (a_all: forward's gather, kept in
+                // m.gathered until the next forward); the source delta is the ranks' sum of the
+                // partials dz . W_band^T, band by band.
+                if (defer_dense) {
+                    m.deferred_rows = batch;
+                } else {
+                    backend->gemm(true, false, 1.0f,
+                                  ConstMatrixView(m.gathered.data(), batch, source.n, source.n), dz,
+                                  grad_beta, grad());
+                }
                 m.grad_ready = true;
                 if (source.reaches_output) {
                     const MatrixView part{plan.full_partial.data(), batch, source.n, source.n};
                     backend->gemm(false, true, 1.0f, dz, matrix_of(w), 0.0f, part);
                     reduce_scatter_columns(w.source, part, has_delta[w.source] ? 1.0f : 0.0f,
-                                           layer_rows(source_buf.delta, w.source, batch));
+                                           layer_delta(w.source, batch));
                     has_delta[w.source] = true;
                 }
                 continue;
             }
             if (source.is_input()) {
-                if (buffers.defer_sparse_grads && sparse_gradient_deferrable(wi)) {
-                    // update() runs csr_weight_grad with the step (sparse_step): the compact
-                    // gradient is not written and read back.
-                    m.sparse_deferred = true;
-                    m.deferred_x = data.layer_data[w.source]->view(rows);
-                    m.deferred_noise = input_noise(w.source, training, mask_seed);
-                    m.deferred_rows = batch;
-                } else {
-                    backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
-                                             input_noise(w.source, training, mask_seed), dz, 1.0f,
-                                             sparse_grad);
-                    if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad());
-                }
+                backend->csr_weight_grad(data.layer_data[w.source]->view(rows),
+                                         input_noise(w.source, training, mask_seed), dz, 1.0f,
+                                         sparse_grad);
+                if (m_block.dense_grad) backend->scatter_rows(sparse_grad, grad_beta, grad());
                 m.grad_ready = true;
                 continue;
             }
             // z = a . M: dM = a^T . dz; transposed, z = a . M^T: dM = dz^T . a.
-            if (buffers.defer_dense_grads && gradient_deferrable(wi)) {
+            if (defer_dense) {
                 // update() runs this GEMM with the step inside (no gradient written and re-read:
-                // 2 x 4 bytes per weight less each step). The dz GEMM below still reads the
-                // weights of before the step.
+                // 2 x 4 bytes per weight less each step).
                 m.deferred_rows = batch;
             } else if (w.transposed) {
                 backend->gemm(true, false, 1.0f, dz, layer_rows(source_buf.act, w.source, batch),
@@ -383,16 +406,14 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             m.grad_ready = true;
             if (source.reaches_output) {
                 backend->gemm(false, !w.transposed, 1.0f, dz, matrix_of(w),
-                              has_delta[w.source] ? 1.0f : 0.0f,
-                              layer_rows(source_buf.delta, w.source, batch));
+                              has_delta[w.source] ? 1.0f : 0.0f, layer_delta(w.source, batch));
                 has_delta[w.source] = true;
             }
         }
         // Skip: z gained the skipped layer's activations, so their gradient gains dz (the same
         // bands: a skipped layer is as wide as this one).
         for (int s : layer.skips) {
-            backend->add_matrix(1.0f, dz, has_delta[s] ? 1.0f : 0.0f,
-                                layer_rows(buffers.layers[s].delta, s, batch));
+            backend->add_matrix(1.0f, dz, has_delta[s] ? 1.0f : 0.0f, layer_delta(s, batch));
             has_delta[s] = true;
         }
     }
@@ -405,9 +426,10 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
         const GraphLayer& layer = graph.layers[l];
         engine::LayerBuffers& buf = buffers.layers[l];
         if (layer.is_output()) {
+            // (Over the activations where the delta is: nothing reads them afterwards.)
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
                                   layer_rows(buf.act, l, batch), data.layer_data[l]->view(rows),
-                                  1.0f, layer_rows(buf.delta, l, batch), loss_sum);
+                                  1.0f, layer_delta(int(l), batch), loss_sum);
         } else if (penalized(layer)) {
             const SparsenessPenalty& sp = layer.config.sparseness_penalty;
             backend->sparseness_penalty(sp.p, sp.beta, layer_rows(buf.act, l, batch), 0.0f,
@@ -465,13 +487,10 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
                                       optimizer.sparse_update == SparseUpdate::kLazy ||
                                       formulas::zero_gradient_is_noop(step);
             if (g.sparse_deferred && touched_only) {
-                const GraphEdge& edge = graph.edges[wi];
                 backend->sparse_step(g.deferred_x, g.deferred_noise,
-                                     layer_rows(buffers.layers[edge.destination].delta,
-                                                edge.destination, g.deferred_rows),
-                                     1.0f, step, wv, g.sparse_grad(block.local_cols),
-                                     matrix.state1.data(), matrix.state2.data(),
-                                     optimizer.sparse_update, clock);
+                                     deferred_delta(int(wi), g.deferred_rows), 1.0f, step, wv,
+                                     g.sparse_grad(block.local_cols), matrix.state1.data(),
+                                     matrix.state2.data(), optimizer.sparse_update, clock);
                 g.sparse_deferred = false;
                 g.deferred_rows = 0;
             } else {
@@ -504,8 +523,9 @@ bool Network::Impl::gradient_deferrable(int wi) const {
     const GraphEdge& w = graph.edges[wi];
     if (w.owner != wi || w.fixed || plan.data_parallel || graph.layers[w.source].is_input())
         return false;
-    const engine::EdgeSplit& block = plan.edges[wi];
-    if (block.split != engine::Split::kNone || !block.dense_grad) return false;
+    // Split matrices too: their operands stay until update() (EdgeBuffers::gathered,
+    // LayerBuffers::delta_all), so no dense gradient is written there either.
+    if (!plan.edges[wi].dense_grad) return false;
     for (size_t e = 0; e < graph.edges.size(); ++e) {  // a shared matrix sums several uses
         if (graph.edges[e].owner == wi && e != size_t(wi)) return false;
     }
@@ -515,8 +535,8 @@ bool Network::Impl::gradient_deferrable(int wi) const {
 bool Network::Impl::sparse_gradient_deferrable(int wi) const {
     const GraphEdge& w = graph.edges[wi];
     if (w.owner != wi || w.fixed || plan.data_parallel || !w.sparse_source) return false;
-    const engine::EdgeSplit& block = plan.edges[wi];
-    if (block.split != engine::Split::kNone || block.dense_grad) return false;
+    // Split by input rows too: the delta it reads is the layer's gathered whole (delta_all).
+    if (plan.edges[wi].dense_grad) return false;
     for (size_t e = 0; e < graph.edges.size(); ++e) {  // a shared matrix sums several uses
         if (graph.edges[e].owner == wi && e != size_t(wi)) return false;
     }
@@ -546,11 +566,38 @@ bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
     return true;
 }
 
+bool Network::Impl::delta_over_activation(int l) const {
+    // Read at every plan (not once per process): tests switch it between networks.
+    const char* v = std::getenv("SPARSENET_DELTA_OVER_ACTIVATION");
+    if (v != nullptr && std::string(v) == "0") return false;
+    const GraphLayer& layer = graph.layers[l];
+    return layer.is_output() && layer.out_weights.empty() && layer.out_skips.empty();
+}
+
+bool Network::Impl::gathers_delta(int l) const {
+    if (!plan.split()) return false;
+    for (int wi : graph.layers[l].in_weights) {
+        if (plan.edges[graph.edges[wi].owner].split == engine::Split::kByInput) return true;
+    }
+    return false;
+}
+
+MatrixView Network::Impl::deferred_delta(int wi, size_t batch) {
+    const int d = graph.edges[wi].destination;
+    return plan.edges[wi].split == engine::Split::kByInput ? gathered_delta(d, batch)
+                                                           : layer_delta(d, batch);
+}
+
 void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c) {
     const GraphEdge& w = graph.edges[wi];
     const size_t batch = buffers.edges[wi].deferred_rows;
-    const MatrixView a = layer_rows(buffers.layers[w.source].act, w.source, batch);
-    const MatrixView dz = layer_rows(buffers.layers[w.destination].delta, w.destination, batch);
+    const uint32_t n_source = graph.layers[w.source].n;
+    // Split by output columns: every rank's source activations, gathered by forward.
+    const MatrixView a =
+        plan.edges[wi].split == engine::Split::kByOutput
+            ? MatrixView{buffers.edges[wi].gathered.data(), batch, n_source, n_source}
+            : layer_rows(buffers.layers[w.source].act, w.source, batch);
+    const MatrixView dz = deferred_delta(wi, batch);
     // The same operands and order as backward's GEMM: z = a . M: dM = a^T . dz; transposed,
     // z = a . M^T: dM = dz^T . a.
     if (w.transposed) {
@@ -564,11 +611,9 @@ void Network::Impl::materialize_gradient(int wi) {
     engine::EdgeBuffers& g = buffers.edges[wi];
     if (g.deferred_rows == 0) return;
     if (g.sparse_deferred) {
-        const GraphEdge& w = graph.edges[wi];
-        backend->csr_weight_grad(
-            g.deferred_x, g.deferred_noise,
-            layer_rows(buffers.layers[w.destination].delta, w.destination, g.deferred_rows), 1.0f,
-            buffers.edges[wi].sparse_grad(plan.edges[wi].local_cols));
+        backend->csr_weight_grad(g.deferred_x, g.deferred_noise,
+                                 deferred_delta(wi, g.deferred_rows), 1.0f,
+                                 buffers.edges[wi].sparse_grad(plan.edges[wi].local_cols));
         g.sparse_deferred = false;
         g.deferred_rows = 0;
         return;

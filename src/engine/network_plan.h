@@ -45,6 +45,9 @@ struct LayerBand {
     // The row stride of the layer's activation and delta buffers (padded_ld(n_local); n_local
     // on a split network, whose collectives move rows of n_local floats).
     uint32_t ld = 0;
+    // The layer's delta is written over its activations (Network::Impl::delta_over_activation):
+    // no delta buffer; an output layer whose activations nothing reads once its delta is formed.
+    bool delta_over_act = false;
 };
 
 // Edge e's part of its matrix on this rank (ParallelPlan::edges[e]).
@@ -91,11 +94,12 @@ struct ParallelPlan {
     std::vector<LayerBand> layers;  // by layer index
     std::vector<EdgeSplit> edges;   // by edge index
     // Split networks only: scratch of the collectives, [batch_capacity * moving_side units]
-    // each (full rows gathered or partial rows to reduce), blocks [ranks * batch_capacity *
-    // moving_side cap], and two [batch_capacity] row statistics. Mutable: the const forward uses
-    // them, which is why a split network's forward is never run concurrently (the Recommender
-    // refuses it).
-    mutable DeviceArray<float> full_gather, full_partial, comm_blocks, comm_local;
+    // (partial rows to reduce), blocks [ranks * batch_capacity * moving_side cap], and two
+    // [batch_capacity] row statistics. (A layer's whole delta gathered in backward has its own
+    // buffer, LayerBuffers::delta_all: a deferred weight gradient reads it in update().)
+    // Mutable: the const forward uses them, which is why a split network's forward is never run
+    // concurrently (the Recommender refuses it).
+    mutable DeviceArray<float> full_partial, comm_blocks, comm_local;
     mutable DeviceArray<float> row_stat;
 
     bool split() const { return ranks > 1; }

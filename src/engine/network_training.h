@@ -90,10 +90,15 @@ class Training {
     bool local_gradients_nonfinite();
     // On the device, nothing to the host: for each checked layer k, flags[3k .. 3k + 2] := the
     // sums of squares of its bias gradient (0 where it reaches no output), of its activations of
-    // the last `rows` rows and of its bias (all 0 on a rank holding none of its units).
+    // the last `rows` rows and of its bias (all 0 on a rank holding none of its units). An
+    // output layer whose delta is written over its activations (LayerBand::delta_over_act) gives
+    // its deltas' sum instead: a function of the activations, NaN where they are NaN for every
+    // loss but those whose delta is 0 beyond a margin (the marginal cross-entropies, Hinge, L1);
+    // the guard itself reads only the bias gradients and the loss.
     void record_health(float* flags, size_t rows) const;
     // Collective, after a non-finite loss or gradient: the first layer in forward order whose
-    // incoming weights, bias or activations of the last `rows` rows hold a NaN or an infinity;
+    // incoming weights, bias or activations of the last `rows` rows (an output layer's deltas
+    // where they were written over its activations) hold a NaN or an infinity;
     // failing that, the first whose gradients do (for the bias gradient, also values so large
     // that the guard's sum of squares overflows: with learning rate 1e30 the parameters and
     // activations can stay finite while only that sum overflows, and without this pass the

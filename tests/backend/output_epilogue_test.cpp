@@ -1,8 +1,9 @@
 // output_epilogue (issue 33): the output layer of a training step in one pass per row, against
 // the two ops it replaces (bias_activation_forward, then output_delta on the new activations).
 // Same formulas in the same order: the activations, the delta and the loss agree bit for bit on
-// the CPU, and on a device its fused kernel agrees with its own two kernels bit for bit and with
-// the CPU within the harness's tolerances (parity tests: skipped without a GPU).
+// the CPU (and with the delta written over the activations), and on a device its fused kernel
+// agrees with its own two kernels bit for bit and with the CPU within the harness's tolerances
+// (parity tests: skipped without a GPU).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -148,6 +149,57 @@ TEST(OutputEpilogue, EqualsActivationThenDeltaBitForBit) {
     }
 }
 
+// The delta written over the activations (Network::Impl::delta_over_activation): output_delta
+// with delta = a and output_epilogue with delta = z give, over [0, n), the delta of the two
+// buffers bit for bit, and the same loss (each element's activation and the row's statistics are
+// read before the element's delta is written).
+bool same_columns(const Dense<float>& a, const Dense<float>& b) {
+    for (size_t r = 0; r < a.rows; ++r)
+        if (std::memcmp(&a.at(r, 0), &b.at(r, 0), a.cols * sizeof(float)) != 0) return false;
+    return true;
+}
+
+void expect_in_place_equals_two_buffers(Backend& be, const EpilogueCase& c) {
+    const EpilogueInputs in(c);
+    DevCsr target(be, in.targets, in.batch, 0, c.weighted ? &in.weights : nullptr);
+    const CsrBatchView tv = target.view;
+    DeviceArray<float> bias = dev_array(be, in.bias, "test bias");
+    const float* b = c.with_bias ? bias.data() : nullptr;
+    const formulas::ActivationParams act = act_params(c.combo.act);
+    const formulas::LossParams loss = c.loss();
+    const float scale = 1.0f / float(c.rows);
+    const double start = 0.25;
+    // output_epilogue: z and delta apart, then delta = z.
+    DevMat z1(be, in.z), d1(be, in.delta0), z2(be, in.z);
+    DeviceArray<double> l1(be, 1, "loss"), l2(be, 1, "loss");
+    l1.upload(&start, 1);
+    l2.upload(&start, 1);
+    be.output_epilogue(loss, act, b, z1.view(), tv, scale, d1.view(), l1.data());
+    be.output_epilogue(loss, act, b, z2.view(), tv, scale, z2.view(), l2.data());
+    const Dense<float> want = d1.get(in.delta0);
+    EXPECT_TRUE(same_columns(want, z2.get(in.z))) << c.name() << ": epilogue in place";
+    double w = fetch(l1, 1)[0], g = fetch(l2, 1)[0];
+    EXPECT_EQ(std::memcmp(&w, &g, sizeof(double)), 0) << c.name() << ": loss " << w << " vs " << g;
+    // output_delta on the activations z1 now holds: into d3, then over them.
+    DevMat a(be, z1.get(in.z)), d3(be, in.delta0);
+    l1.upload(&start, 1);
+    l2.upload(&start, 1);
+    be.output_delta(loss, act, z1.cview(), tv, scale, d3.view(), l1.data());
+    be.output_delta(loss, act, a.cview(), tv, scale, a.view(), l2.data());
+    EXPECT_TRUE(same_columns(d3.get(in.delta0), a.get(in.z))) << c.name() << ": delta in place";
+    EXPECT_TRUE(same_columns(d3.get(in.delta0), want)) << c.name() << ": delta of the epilogue";
+    w = fetch(l1, 1)[0];
+    g = fetch(l2, 1)[0];
+    EXPECT_EQ(std::memcmp(&w, &g, sizeof(double)), 0) << c.name() << ": loss " << w << " vs " << g;
+}
+
+TEST(OutputEpilogue, DeltaOverTheActivationsEqualsTwoBuffersBitForBit) {
+    for (int threads : {1, 2}) {
+        CpuBackend cpu(threads);
+        for (const EpilogueCase& c : grid()) expect_in_place_equals_two_buffers(cpu, c);
+    }
+}
+
 TEST(OutputEpilogue, RepeatedTargetColumnIsRefusedBeforeAnythingIsWritten) {
     EpilogueCase c;
     c.combo = {Activation::kSigmoid, ErrorFunction::kCrossEntropy, false};
@@ -180,6 +232,15 @@ TEST_F(CudaParity, OutputEpilogueEqualsItsTwoKernelsBitForBit) {
     for (const EpilogueCase& c : grid()) {
         if (!sampled(++k)) continue;
         expect_fused_equals_unfused(dev(), c);
+    }
+}
+
+TEST_F(CudaParity, DeltaOverTheActivationsEqualsTwoBuffersBitForBit) {
+    uint64_t k = 0;
+    for (EpilogueCase c : grid()) {
+        if (!sampled(++k)) continue;
+        c.n = c.n == 5 ? 5 : 9000;  // rows over several of the kernel's segments
+        expect_in_place_equals_two_buffers(dev(), c);
     }
 }
 

@@ -58,8 +58,9 @@ class MemoryPlanCli : public ::testing::Test {
 };
 
 // 10,000,000 -> 256 -> 10,000,000: each matrix 10^7 x 256 x 4 B = 10.24 GB, so 20.48 GB of
-// weights on one device and 5.12 GB per rank of 4; the output's activations and deltas at batch
-// 256 are 2 x 256 x 10^7 x 4 B = 20.48 GB (the four examples cap a batch at 4 rows: 320 MB).
+// weights on one device and 5.12 GB per rank of 4; the output's activations at batch 256 are
+// 256 x 10^7 x 4 B = 10.24 GB, its delta written over them (the four examples cap a batch at 4
+// rows: 160 MB).
 TEST_F(MemoryPlanCli, DryRunOfTenMillionItemsPrintsPerDeviceMemory) {
     write_data(10000000);
     testing::write_file(config_, wide_config(256));
@@ -69,12 +70,21 @@ TEST_F(MemoryPlanCli, DryRunOfTenMillionItemsPrintsPerDeviceMemory) {
     EXPECT_TRUE(contains(out, "  weights: 20.48 GB\n")) << out;
     EXPECT_TRUE(contains(out, "  optimizer state: 20.52 GB\n")) << out;  // + the biases' state
     // Momentum's step on Hidden -> Output runs inside its gradient GEMM: no dense gradient on
-    // one device (a split matrix has one: its step is not fused).
+    // one device, nor on a rank of 4 (split by output columns, its GEMM reads the gathered
+    // activations); --parallel data sums whole gradients.
     const size_t one = out.find("memory plan for one device"), split = out.find("per rank of 4");
+    const size_t data_parallel = out.find("--parallel data, each of the 4 ranks:");
     ASSERT_LT(one, split) << out;
+    ASSERT_LT(split, data_parallel) << out;
     EXPECT_FALSE(contains(out.substr(one, split - one), "dense weight gradients")) << out;
-    EXPECT_TRUE(contains(out.substr(split), "  dense weight gradients: 2.56 GB\n")) << out;
-    EXPECT_TRUE(contains(out, "  activations and deltas: 320.0 MB\n")) << out;
+    EXPECT_FALSE(contains(out.substr(split, data_parallel - split), "dense weight gradients"))
+        << out;
+    EXPECT_TRUE(contains(out.substr(data_parallel), "  dense weight gradients: 10.24 GB\n")) << out;
+    EXPECT_TRUE(contains(out.substr(one, split - one), "  activations and deltas: 160.0 MB\n"))
+        << out;
+    EXPECT_TRUE(
+        contains(out.substr(split, data_parallel - split), "  activations and deltas: 40.0 MB\n"))
+        << out;
     EXPECT_TRUE(contains(out, "memory plan per rank of 4, batch 256:")) << out;
     EXPECT_TRUE(contains(out, "  weights: 5.12 GB\n")) << out;
     EXPECT_TRUE(contains(out, "of host memory (the CPU device)")) << out;
@@ -99,7 +109,14 @@ TEST_F(MemoryPlanCli, DenseGradientsArePlannedWhereTheStepIsNotFused) {
     ASSERT_LT(one, split) << out;
     ASSERT_LT(split, data_parallel) << out;
     EXPECT_FALSE(contains(out.substr(one, split - one), "dense weight gradients")) << out;
+    EXPECT_FALSE(contains(out.substr(split, data_parallel - split), "dense weight gradients"))
+        << out;
     EXPECT_TRUE(contains(out.substr(data_parallel), "  dense weight gradients: 10.24 GB\n")) << out;
+    // Adam's step is not linear in the gradient: a split matrix keeps its dense one too.
+    ASSERT_EQ(train("", "-b 256 --optimizer adam --dry-run --ranks 2", &out), 0) << out;
+    EXPECT_TRUE(contains(out, "memory plan per rank of 2, batch 256:\n  weights: 10.24 GB\n"))
+        << out;
+    EXPECT_TRUE(contains(out, "  dense weight gradients: 5.12 GB\n")) << out;
     EXPECT_FALSE(std::filesystem::exists(model_));
 }
 
@@ -123,8 +140,8 @@ TEST_F(MemoryPlanCli, APlanThatCannotFitIsRefusedBeforeAnythingIsWritten) {
 }
 
 // A 1,000,000-item output at batch 1024 (capped by the 256 examples at 256 rows) needs
-// 2 x 256 x 10^6 x 4 B = 2.05 GB of activations and deltas; with 2 GB free, batch 128 (1.0 GB of
-// them, 1.3 GB in all) is the largest power of two that fits.
+// 256 x 10^6 x 4 B = 1.02 GB of activations (its delta written over them); with 1 GB free,
+// batch 128 (512 MB of them, about 0.8 GB in all) is the largest power of two that fits.
 TEST_F(MemoryPlanCli, TheRefusalNamesASmallerBatchThatFits) {
     Dataset d;
     d.name = "gl_input";
@@ -140,11 +157,11 @@ TEST_F(MemoryPlanCli, TheRefusalNamesASmallerBatchThatFits) {
     write_datasets(data_, {d, out_data});
     testing::write_file(config_, wide_config(8));
     std::string out;
-    EXPECT_EQ(train("SPARSENET_MEMORY_LIMIT_BYTES=2000000000", "-b 1024", &out), 1) << out;
+    EXPECT_EQ(train("SPARSENET_MEMORY_LIMIT_BYTES=1000000000", "-b 1024", &out), 1) << out;
     EXPECT_TRUE(contains(out, "--batch 128 (")) << out;
     EXPECT_FALSE(std::filesystem::exists(model_));
     // The same run with the memory it needs starts (and trains).
-    EXPECT_EQ(train("SPARSENET_MEMORY_LIMIT_BYTES=2000000000", "-b 128 -q", &out), 0) << out;
+    EXPECT_EQ(train("SPARSENET_MEMORY_LIMIT_BYTES=1000000000", "-b 128 -q", &out), 0) << out;
     EXPECT_TRUE(std::filesystem::exists(model_));
 }
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -105,13 +106,14 @@ NetworkOptions on(const std::string& comm, const std::string& parallel = "model"
     return o;
 }
 
-TrainOptions adam(uint32_t epochs, OptimizerKind kind = OptimizerKind::kAdam) {
+TrainOptions adam(uint32_t epochs, OptimizerKind kind = OptimizerKind::kAdam,
+                  float learning_rate = 0.003f) {
     TrainOptions t;
     t.epochs = epochs;
     t.batch = 50;
     t.seed = 7;
     t.optimizer.kind = kind;
-    t.optimizer.learning_rate = 0.003f;
+    t.optimizer.learning_rate = learning_rate;
     return t;
 }
 
@@ -120,9 +122,10 @@ double relative(double a, double b) {
 }
 
 // Trains the config split ("mpi") and whole ("local"); per-epoch losses, every parameter, the
-// scores and the top-K agree.
+// scores and the top-K agree. after_training (optional): more checks of the split network.
 void expect_split_matches_whole(const std::string& json, const Data& d, uint32_t epochs,
-                                OptimizerKind kind, double param_tol) {
+                                OptimizerKind kind, double param_tol, float learning_rate = 0.003f,
+                                const std::function<void(Network&)>& after_training = nullptr) {
     const NetworkConfig config = NetworkConfig::from_json(json);
     Network split = Network::create(config, d.widths(), on("mpi"));
     Network whole = Network::create(config, d.widths(), on("local"));
@@ -132,8 +135,8 @@ void expect_split_matches_whole(const std::string& json, const Data& d, uint32_t
     for (const Parameter& p : whole.parameters()) {
         ASSERT_EQ(split.get_parameter(p.name), whole.get_parameter(p.name)) << p.name;
     }
-    Trainer split_trainer(split, d.all(), adam(epochs, kind));
-    Trainer whole_trainer(whole, d.all(), adam(epochs, kind));
+    Trainer split_trainer(split, d.all(), adam(epochs, kind, learning_rate));
+    Trainer whole_trainer(whole, d.all(), adam(epochs, kind, learning_rate));
     const auto a = split_trainer.fit();
     const auto b = whole_trainer.fit();
     ASSERT_EQ(a.size(), b.size());
@@ -142,6 +145,7 @@ void expect_split_matches_whole(const std::string& json, const Data& d, uint32_t
             << "epoch " << e + 1 << ": " << a[e].loss << " vs " << b[e].loss;
     }
     EXPECT_LT(a.back().loss, a.front().loss);  // it learned
+    if (after_training) after_training(split);
     for (const Parameter& p : whole.parameters()) {
         const std::vector<float> x = split.get_parameter(p.name);
         const std::vector<float> y = whole.get_parameter(p.name);
@@ -191,6 +195,50 @@ TEST(ModelParallel, SoftmaxMultinomialMatchesOneRank) {
 TEST(ModelParallel, DeepNetworkMatchesOneRank) {
     Data d(240, 97, 3000);
     expect_split_matches_whole(kDeep, d, 3, OptimizerKind::kAdam, 1e-4);
+}
+
+// SGD and Momentum take their step inside the weight-gradient GEMM on split matrices too
+// (Network::Impl::fused_update): in the deep network Hidden3 -> Hidden4 is split by input rows
+// (its GEMM reads the layer's gathered delta, kept until update()), Hidden4 -> Output by output
+// columns (forward's gathered activations), the sparse input runs its sparse_step on its band of
+// rows (the gathered delta again), and Hidden1 -> Hidden2's WeightNorm keeps the step apart. As
+// on one rank, and no matrix whose step is fused holds a dense gradient; the SoftMax network's
+// output delta is written over its split activations.
+TEST(ModelParallel, FusedStepsOnSplitMatricesMatchOneRank) {
+    const auto no_dense_gradient_where_fused = [](OptimizerKind kind) {
+        return [kind](Network& split) {
+            const Network::Impl& impl = split.impl();
+            formulas::OptimizerStep step;
+            step.kind = kind;
+            size_t fused = 0;
+            for (size_t wi = 0; wi < impl.graph.edges.size(); ++wi) {
+                if (impl.graph.edges[wi].owner != int(wi)) continue;
+                const bool dense = impl.plan.edges[wi].dense_grad;
+                if (dense && impl.update_fusable(int(wi), step)) {
+                    ++fused;
+                    EXPECT_EQ(impl.buffers.edges[wi].grad.size(), 0u) << "edge " << wi;
+                }
+                if (world_size() > 1 && impl.plan.edges[wi].split == engine::Split::kNone) {
+                    ADD_FAILURE() << "edge " << wi << " is not split";
+                }
+            }
+            EXPECT_GE(fused, 1u);
+        };
+    };
+    for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum}) {
+        SCOPED_TRACE(to_string(kind));
+        const float lr = kind == OptimizerKind::kSgd ? 0.5f : 0.1f;
+        Data deep(240, 97, 3000);
+        expect_split_matches_whole(kDeep, deep, 3, kind, 1e-4, lr,
+                                   no_dense_gradient_where_fused(kind));
+        Data softmax(300, 103, 4000);
+        expect_split_matches_whole(kSoftmax, softmax, 3, kind, 1e-4, lr, [&](Network& split) {
+            const Network::Impl& impl = split.impl();
+            EXPECT_TRUE(impl.plan.layers.back().delta_over_act);
+            EXPECT_EQ(impl.buffers.layers.back().delta.size(), 0u);
+            no_dense_gradient_where_fused(kind)(split);
+        });
+    }
 }
 
 TEST(ModelParallel, GradientsOfEveryParameterMatchOneRank) {

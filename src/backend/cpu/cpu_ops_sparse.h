@@ -284,10 +284,17 @@ void scatter_rows(const RowGradT<T>& grad, T beta, MatT<T> dense, int threads) {
 // One row of output_delta with the activation and loss kind fixed at compile time. Returns the
 // row's loss when want_loss: the zero-target pass plus corrections at the stored targets, or,
 // with ignore_zero, the stored targets only.
+//
+// d may be a (the delta written over the activations, Network::Impl::delta_over_activation):
+// every read of a row's activations happens before the write of the delta at that element. The
+// loss and SoftMax's row statistics (sum(t), dot) are taken first, reading a only; then one pass
+// writes every element, the zero-target delta over the runs between stored targets (element-wise)
+// and the stored target's delta at its column, each from its own a[j]. The values and the loss
+// are those of the two-buffer order bit for bit (the same formulas, the same summation order).
 template <class T, Activation A, ErrorFunction K, bool Multinomial>
 inline double output_delta_row(const formulas::LossParams& params,
-                               const formulas::ActivationParams& act_params, const T* __restrict a,
-                               const CsrT<T>& target, size_t b, T scale, T* __restrict d, size_t n,
+                               const formulas::ActivationParams& act_params, const T* a,
+                               const CsrT<T>& target, size_t b, T scale, T* d, size_t n,
                                bool want_loss) {
     formulas::LossParams p = params;
     p.kind = K;
@@ -299,6 +306,21 @@ inline double output_delta_row(const formulas::LossParams& params,
     const uint64_t t0 = target.offsets[ex], t1 = target.offsets[ex + 1];
     const uint32_t* idx = target.indices;
     double loss = 0.0;
+    // Writes dense(j) at every column of [0, n) but the stored ones and stored(e, j) at each
+    // stored column j = idx[e] (strictly increasing: output_delta checked), in column order.
+    const auto write_row = [&](auto dense, auto stored) {
+        size_t j0 = 0;
+        for (uint64_t e = t0; e < t1; ++e) {
+            const size_t j = std::min<size_t>(idx[e], n);
+#pragma omp simd
+            for (size_t k = j0; k < j; ++k) d[k] = dense(k);
+            if (j == n) break;
+            d[j] = stored(e, j);
+            j0 = j + 1;
+        }
+#pragma omp simd
+        for (size_t k = j0; k < n; ++k) d[k] = dense(k);
+    };
 
     if constexpr (A == Activation::kSoftMax) {
         if constexpr (K == ErrorFunction::kCrossEntropy && Multinomial) {
@@ -313,17 +335,32 @@ inline double output_delta_row(const formulas::LossParams& params,
                 for (uint64_t e = t0; e < t1; ++e) tsum += double(target.value(e));
                 ts = T(tsum);
             }
-#pragma omp simd
-            for (size_t j = 0; j < n; ++j)
-                d[j] = scale * formulas::multinomial_delta_element(a[j], T(0), ts);
-            for (uint64_t e = t0; e < t1; ++e) {
-                const uint32_t j = idx[e];
-                const T t = target.value(e);
-                d[j] = scale * formulas::multinomial_delta_element(a[j], t, ts);
-                if (want_loss) loss += double(formulas::loss_element(p, a[j], t));
+            if (want_loss) {
+                for (uint64_t e = t0; e < t1; ++e)
+                    loss += double(formulas::loss_element(p, a[idx[e]], target.value(e)));
             }
+            write_row(
+                [&](size_t j) {
+                    return scale * formulas::multinomial_delta_element(a[j], T(0), ts);
+                },
+                [&](uint64_t e, size_t j) {
+                    return scale * formulas::multinomial_delta_element(a[j], target.value(e), ts);
+                });
             return loss;
         }
+    }
+    if (want_loss) {
+        if (!ignore_zero) {
+#pragma omp simd reduction(+ : loss)
+            for (size_t j = 0; j < n; ++j) loss += double(formulas::loss_element(p, a[j], T(0)));
+        }
+        for (uint64_t e = t0; e < t1; ++e) {
+            const uint32_t j = idx[e];
+            loss += double(formulas::loss_element(p, a[j], target.value(e)));
+            if (!ignore_zero) loss -= double(formulas::loss_element(p, a[j], T(0)));
+        }
+    }
+    if constexpr (A == Activation::kSoftMax) {
         // General SoftMax: delta_k = a_k (g_k - sum_j g_j a_j) with g = dL/da (g = 0 at absent
         // targets with ignore_zero).
         double dot = 0.0;
@@ -339,48 +376,39 @@ inline double output_delta_row(const formulas::LossParams& params,
             if (!ignore_zero) dot -= double(formulas::loss_grad_element(p, a[j], T(0)) * a[j]);
         }
         const T dt = T(dot);
-        if (ignore_zero) {
-#pragma omp simd
-            for (size_t j = 0; j < n; ++j)
-                d[j] = scale * formulas::softmax_delta_element(a[j], T(0), dt);
-        } else {
-#pragma omp simd
-            for (size_t j = 0; j < n; ++j)
-                d[j] = scale * formulas::softmax_delta_element(
-                                   a[j], formulas::loss_grad_element(p, a[j], T(0)), dt);
-        }
-        for (uint64_t e = t0; e < t1; ++e) {
-            const uint32_t j = idx[e];
-            d[j] = scale * formulas::softmax_delta_element(
+        const auto stored = [&](uint64_t e, size_t j) {
+            return scale * formulas::softmax_delta_element(
                                a[j], formulas::loss_grad_element(p, a[j], target.value(e)), dt);
+        };
+        if (ignore_zero) {
+            write_row(
+                [&](size_t j) { return scale * formulas::softmax_delta_element(a[j], T(0), dt); },
+                stored);
+        } else {
+            write_row(
+                [&](size_t j) {
+                    return scale * formulas::softmax_delta_element(
+                                       a[j], formulas::loss_grad_element(p, a[j], T(0)), dt);
+                },
+                stored);
         }
     } else {
         // DeltaBoost scales the delta of zero and nonzero targets (1 and 1 by default).
         const T scale_zero = scale * T(params.boost_zero);
         const T scale_one = scale * T(params.boost_one);
-        if (ignore_zero) {
-            for (size_t j = 0; j < n; ++j) d[j] = T(0);
-        } else {
-#pragma omp simd
-            for (size_t j = 0; j < n; ++j)
-                d[j] = scale_zero * formulas::output_delta_element(p, act, a[j], T(0));
-        }
-        for (uint64_t e = t0; e < t1; ++e) {
-            const uint32_t j = idx[e];
+        const auto stored = [&](uint64_t e, size_t j) {
             const T t = target.value(e);
-            d[j] = (t != T(0) ? scale_one : scale_zero) *
+            return (t != T(0) ? scale_one : scale_zero) *
                    formulas::output_delta_element(p, act, a[j], t);
-        }
-    }
-    if (want_loss) {
-        if (!ignore_zero) {
-#pragma omp simd reduction(+ : loss)
-            for (size_t j = 0; j < n; ++j) loss += double(formulas::loss_element(p, a[j], T(0)));
-        }
-        for (uint64_t e = t0; e < t1; ++e) {
-            const uint32_t j = idx[e];
-            loss += double(formulas::loss_element(p, a[j], target.value(e)));
-            if (!ignore_zero) loss -= double(formulas::loss_element(p, a[j], T(0)));
+        };
+        if (ignore_zero) {
+            write_row([](size_t) { return T(0); }, stored);
+        } else {
+            write_row(
+                [&](size_t j) {
+                    return scale_zero * formulas::output_delta_element(p, act, a[j], T(0));
+                },
+                stored);
         }
     }
     return loss;
