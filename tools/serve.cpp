@@ -2,13 +2,13 @@
 // docs/serving.md.
 //
 // Threads: one event loop holds the connections (--connections) and reads requests; a pool of
-// --workers threads answers complete requests; computation goes through a gate of --threads slots (cores) in arrival order, a request on one
-// core, or on all the free ones when nobody waits (a screened model's scan splits over them);
-// single queries waiting together are ranked as one group (tools/grouping_gate.h, --group).
-// The model is a std::shared_ptr swapped atomically: each request copies it once, so a reload
-// never changes the model under a request in flight, and the old model is freed by the last
-// request that holds it. Loads (the first, POST /reload, SIGHUP) run on one loader thread.
-// Signals only write a byte to a pipe (self-pipe); a watcher thread does the work.
+// --workers threads answers complete requests; computation goes through a gate of --threads slots
+// (cores) in arrival order, a request on one core, or on all the free ones when nobody waits (a
+// screened model's scan splits over them); single queries waiting together are ranked as one group
+// (tools/grouping_gate.h, --group). The model is a std::shared_ptr swapped atomically: each request
+// copies it once, so a reload never changes the model under a request in flight, and the old model
+// is freed by the last request that holds it. Loads (the first, POST /reload, SIGHUP) run on one
+// loader thread. Signals only write a byte to a pipe (self-pipe); a watcher thread does the work.
 #include <fcntl.h>
 #include <omp.h>
 #include <signal.h>
@@ -344,7 +344,6 @@ void install_signal_handlers() {
 
 // ---- the service ----
 
-
 // Known endpoints keep their name in the metrics; anything else counts as "other" (a label per
 // path a scanner tries would grow without bound).
 std::string endpoint_label(const std::string& path) {
@@ -648,10 +647,10 @@ int serve_main(int argc, char** argv) {
                             " is more than the file descriptors allow; expected at most " +
                             std::to_string(max_connections) + " (ulimit -n)");
         }
-        for (const auto& [flag, value] : {std::pair<const char*, double>{"--idle-timeout",
-                                                                         idle_timeout},
-                                          {"--header-timeout", header_timeout},
-                                          {"--body-timeout", body_timeout}}) {
+        for (const auto& [flag, value] :
+             {std::pair<const char*, double>{"--idle-timeout", idle_timeout},
+              {"--header-timeout", header_timeout},
+              {"--body-timeout", body_timeout}}) {
             if (!(value > 0 && value <= 86400)) {
                 throw Error(ErrorCategory::kUsage, std::string("option ") + flag +
                                                        ": expected seconds above 0, at most "
@@ -717,10 +716,10 @@ int serve_main(int argc, char** argv) {
                     holder.request();
                     continue;
                 }
-                log_line(byte == 'F' ? "stopping"
-                                     : "signal: finishing the requests already read (at most " +
-                                           std::to_string(header_timeout) +
-                                           " s for those still arriving)");
+                log_line(byte == 'F'
+                             ? "stopping"
+                             : "signal: finishing the requests already read (at most " +
+                                   std::to_string(header_timeout) + " s for those still arriving)");
                 server.drain();
             }
         });

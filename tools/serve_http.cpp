@@ -14,13 +14,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -143,9 +143,8 @@ class Session : public std::enable_shared_from_this<Session> {
         const Clock::time_point now = Clock::now();
         if (state_ == State::kIdle) {
             arm(std::min(deadline_, now + kDrainGrace), "");
-        } else if (state_ == State::kReading || state_ == State::kWriting) {
-            arm(std::min(deadline_, now + seconds(server_.options.header_timeout)),
-                timeout_why_);
+        } else if (state_ != State::kBusy) {  // reading, writing, or closing (2 s at most)
+            arm(std::min(deadline_, now + seconds(server_.options.header_timeout)), timeout_why_);
         }
     }
 
@@ -197,10 +196,9 @@ class Session : public std::enable_shared_from_this<Session> {
         const double t = server_.options.header_timeout;
         arm(Clock::now() + seconds(t), "request line and headers: not complete within " +
                                            format_seconds(t) + " s (--header-timeout)");
-        http::async_read_header(socket_, buffer_, *parser_,
-                                [self = shared_from_this()](error_code ec, size_t) {
-                                    self->on_header(ec);
-                                });
+        http::async_read_header(
+            socket_, buffer_, *parser_,
+            [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
     }
 
     void on_header(error_code ec) {
@@ -243,12 +241,11 @@ class Session : public std::enable_shared_from_this<Session> {
         if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
             static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
             arm(Clock::now() + seconds(t), "");
-            return asio::async_write(
-                socket_, asio::buffer(kContinue),
-                [self = shared_from_this(), read_body](error_code ec, size_t) {
-                    if (ec) return self->close_now();
-                    read_body();
-                });
+            return asio::async_write(socket_, asio::buffer(kContinue),
+                                     [self = shared_from_this(), read_body](error_code ec, size_t) {
+                                         if (ec) return self->close_now();
+                                         read_body();
+                                     });
         }
         read_body();
     }
@@ -282,8 +279,9 @@ class Session : public std::enable_shared_from_this<Session> {
                                    " bytes (--max-body)");
         }
         if (ec == http::error::bad_chunk || ec == http::error::bad_chunk_extension) {
-            return refuse(400, "request body: malformed chunked encoding (a chunk size is hex "
-                               "digits, then CRLF)");
+            return refuse(400,
+                          "request body: malformed chunked encoding (a chunk size is hex "
+                          "digits, then CRLF)");
         }
         if (ec == http::error::bad_content_length) {
             return refuse(400, "Content-Length header: expected one byte count (digits only)");
@@ -349,8 +347,7 @@ class Session : public std::enable_shared_from_this<Session> {
         // dropped, not kept forever.
         Clock::time_point deadline = Clock::now() + seconds(server_.options.body_timeout);
         if (server_.draining) {
-            deadline =
-                std::min(deadline, Clock::now() + seconds(server_.options.header_timeout));
+            deadline = std::min(deadline, Clock::now() + seconds(server_.options.header_timeout));
         }
         arm(deadline, "");
         http::async_write(socket_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
@@ -516,12 +513,12 @@ HttpServer::HttpServer(HttpOptions options, Handler handler, Logger logger, Erro
     const std::string where = o.host + ":" + std::to_string(o.port);
     error_code ec;
     tcp::resolver resolver(impl_->loop);
-    const auto endpoints = resolver.resolve(o.host, std::to_string(o.port),
-                                            tcp::resolver::passive | tcp::resolver::numeric_service,
-                                            ec);
+    const auto endpoints =
+        resolver.resolve(o.host, std::to_string(o.port),
+                         tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || endpoints.empty()) {
-        throw Error(ErrorCategory::kIo, "cannot listen on " + where + ": not an address (" +
-                                            ec.message() + ")");
+        throw Error(ErrorCategory::kIo,
+                    "cannot listen on " + where + ": not an address (" + ec.message() + ")");
     }
     const tcp::endpoint endpoint = endpoints.begin()->endpoint();
     tcp::acceptor& a = impl_->acceptor;

@@ -34,14 +34,14 @@ struct HttpResponse {
 
 struct HttpOptions {
     std::string host = "127.0.0.1";
-    uint16_t port = 8080;             // 0: any free port (HttpServer::port() says which)
-    size_t max_connections = 1024;    // open at once; more are answered 503 and closed
-    int workers = 8;                  // threads answering complete requests
-    size_t max_body = 1 << 20;        // bytes
-    uint32_t max_header = 8192;       // request line and headers, bytes
-    double idle_timeout = 60.0;       // s: a kept-alive connection waiting for its next request
-    double header_timeout = 10.0;     // s: from a request's first byte to the end of its headers
-    double body_timeout = 30.0;       // s: the body, after the headers (and writing an answer)
+    uint16_t port = 8080;           // 0: any free port (HttpServer::port() says which)
+    size_t max_connections = 1024;  // open at once; more are answered 503 and closed
+    int workers = 8;                // threads answering complete requests
+    size_t max_body = 1 << 20;      // bytes
+    uint32_t max_header = 8192;     // request line and headers, bytes
+    double idle_timeout = 60.0;     // s: a kept-alive connection waiting for its next request
+    double header_timeout = 10.0;   // s: from a request's first byte to the end of its headers
+    double body_timeout = 30.0;     // s: the body, after the headers (and writing an answer)
 };
 
 class HttpServer {

@@ -56,8 +56,9 @@ ItemRef parse_item(const Json::Value& v, const std::string& where, bool weighted
         // character cannot be part of one, and a NUL would cut the Recommender's messages.
         for (unsigned char c : name) {
             if (c < 0x20 || c == 0x7f) {
-                throw BadRequest(where + ": a name holds no control characters (U+0000..U+001F, "
-                                         "U+007F); got the string " +
+                throw BadRequest(where +
+                                 ": a name holds no control characters (U+0000..U+001F, "
+                                 "U+007F); got the string " +
                                  quoted(v));
             }
         }
@@ -271,8 +272,8 @@ class SyntaxCheck {
                     continue;
                 }
                 if (std::strchr("\"\\/bfnrt", e) == nullptr || e == '\0') {
-                    fail(end() ? "the body ends inside a string" : "an unknown escape \\" +
-                                                                       std::string(1, e));
+                    fail(end() ? "the body ends inside a string"
+                               : "an unknown escape \\" + std::string(1, e));
                 }
                 ++at_;
                 continue;
@@ -320,13 +321,15 @@ class SyntaxCheck {
 std::string quoted(const Json::Value& value) {
     std::string text = write_json(value);
     if (text.size() > kQuotedLimit) {
-        text = text.substr(0, kQuotedLimit) + "... (" + std::to_string(text.size()) +
-               " characters)";
+        text =
+            text.substr(0, kQuotedLimit) + "... (" + std::to_string(text.size()) + " characters)";
     }
     return text;
 }
 
-std::string quoted(const std::string& text) { return quoted(Json::Value(text)); }
+std::string quoted(const std::string& text) {
+    return quoted(Json::Value(text));
+}
 
 Json::Value parse_json(const std::string& body) {
     if (body.empty()) throw BadRequest("request body: empty; expected a JSON document");

@@ -1,13 +1,13 @@
 // `sparsenet serve` over real HTTP: the server is the real binary on a free loopback port
 // (--port 0; it prints the port), the client cpp-httplib's, or raw sockets for what a client
-// library would not send (a half-close, pipelined requests, a request that stops halfway). Its answers are compared with the
-// in-process Recommender's and with `sparsenet predict`'s; bad requests, reloads under traffic,
-// a corrupt model on reload and SIGTERM are checked from the outside. No timing is asserted:
-// every wait has a generous deadline (a loaded 2-core machine).
+// library would not send (a half-close, pipelined requests, a request that stops halfway). Its
+// answers are compared with the in-process Recommender's and with `sparsenet predict`'s; bad
+// requests, reloads under traffic, a corrupt model on reload and SIGTERM are checked from the
+// outside. No timing is asserted: every wait has a generous deadline (a loaded 2-core machine).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <json/json.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,9 +23,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -156,7 +156,6 @@ std::unique_ptr<httplib::Client> client(int port) {
     return c;
 }
 
-
 // A raw TCP connection, for what an HTTP client library would not send: a half-close, several
 // requests in one write, a request that stops in its headers.
 class Raw {
@@ -257,8 +256,8 @@ class Raw {
     // Reads what is there within the deadline; false at the end of the stream or the deadline.
     bool fill(Clock::time_point deadline) {
         if (eof_) return false;
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                                Clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0) return false;
         pollfd p{fd_, POLLIN, 0};
         if (poll(&p, 1, int(left.count())) <= 0) return false;
@@ -913,8 +912,7 @@ TEST_F(Serve, PipelinedRequestsAreEachAnsweredInOrder) {
     EXPECT_EQ(second.status, 200);
     EXPECT_EQ(parse(second.body)["status"].asString(), "ready") << second.body;
     EXPECT_EQ(third.status, 400);
-    EXPECT_NE(third.body.find("invalid JSON at line 1, column 1"), std::string::npos)
-        << third.body;
+    EXPECT_NE(third.body.find("invalid JSON at line 1, column 1"), std::string::npos) << third.body;
     EXPECT_EQ(fourth.status, 200);
     EXPECT_EQ(parse(fourth.body)["results"][0]["items"].size(), 4u) << fourth.body;
     EXPECT_EQ(fifth.status, 200);
@@ -939,10 +937,9 @@ TEST_F(Serve, HttpRefusalsAreImmediateAndNameTheirCause) {
         {"POST /recommend HTTP/1.1\r\nHost: test\r\n\r\n", 411, "needs a Content-Length header"},
         {"POST /recommend HTTP/1.1\r\nHost: test\r\nContent-Length: -1\r\n\r\n", 400,
          "Content-Length header: expected one byte count"},
-        {"POST /recommend HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-         400, "malformed chunked encoding"},
-        {"POST /recommend HTTP/1.1\r\nHost: test\r\nX-Big: " + std::string(16000, 'a') +
-             "\r\n\r\n",
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400,
+         "malformed chunked encoding"},
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\nX-Big: " + std::string(16000, 'a') + "\r\n\r\n",
          431, "over the limit of 8192 bytes"},
         {http_post("/recommend", "{}", "Content-Encoding: gzip\r\n"), 415,
          "Content-Encoding gzip: not supported"},

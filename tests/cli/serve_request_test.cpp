@@ -64,8 +64,9 @@ TEST(ServeRequest, AQueryBecomesTheRecommendersQuery) {
     EXPECT_TRUE(d.options.ignore_unknown);
     EXPECT_TRUE(d.options.allow.empty() && d.options.deny.empty());
     // A number written as a real is not an integer, even when its value is integral.
-    EXPECT_NE(refusal(R"({"items": [1], "k": 3.0})").find("k: expected an integer from 1 to 1000; "
-                                                          "got the number 3.0 (not an integer)"),
+    EXPECT_NE(refusal(R"({"items": [1], "k": 3.0})")
+                  .find("k: expected an integer from 1 to 1000; "
+                        "got the number 3.0 (not an integer)"),
               std::string::npos)
         << refusal(R"({"items": [1], "k": 3.0})");
     EXPECT_NE(refusal(R"({"items": [1e0]})").find("items[0]: expected a name (string), an id"),
@@ -100,9 +101,9 @@ TEST(ServeRequest, RefusalsNameTheField) {
               std::string::npos);
     // Values are quoted whole up to kQuotedLimit characters, then cut and marked.
     const std::string msg = refusal(R"({"items": [], "k": ")" + std::string(500, 'z') + "\"}");
-    EXPECT_NE(msg.find("got the string \"" + std::string(kQuotedLimit - 1, 'z') +
-                       "... (502 characters)"),
-              std::string::npos)
+    EXPECT_NE(
+        msg.find("got the string \"" + std::string(kQuotedLimit - 1, 'z') + "... (502 characters)"),
+        std::string::npos)
         << msg;
     EXPECT_LT(msg.size(), kQuotedLimit + 100) << msg;
     const std::string whole = refusal(R"({"items": [], "k": ")" + std::string(150, 'z') + "\"}");
