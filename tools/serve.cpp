@@ -561,7 +561,7 @@ class Service {
 int serve_main(int argc, char** argv) {
     return run_command("serve", [&]() {
         std::string model_path, features_index, host = "127.0.0.1", screening = "auto";
-        uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 1024, group = 16;
+        uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 0, group = 16;
         uint32_t workers = 0;
         uint64_t max_body = 1 << 20;
         int threads = 0;
@@ -569,8 +569,8 @@ int serve_main(int argc, char** argv) {
         ArgParser args("serve",
                        "Answers recommendation queries over HTTP: POST /recommend, POST "
                        "/recommend/batch, POST /reload, GET /health, GET /metrics "
-                       "(docs/serving.md). SIGHUP reloads the model file; SIGTERM finishes the "
-                       "requests in flight and exits 0.");
+                       "(docs/serving.md). SIGHUP reloads the model file; SIGTERM answers the "
+                       "requests already read, closes the connections and exits 0.");
         args.add({"-n", "--model"}, &model_path, "FILE.nc", "model file written by train", true);
         args.add({"--features-index"}, &features_index, "FILE",
                  "item names ('label<TAB>index'); default: the names the model carries, else "
@@ -582,7 +582,8 @@ int serve_main(int argc, char** argv) {
                  "or one on all N when nobody waits (fp16 screening); others wait their turn, "
                  "in arrival order");
         args.add({"--connections"}, &connections, "N",
-                 "connections open at once (default 1024); more are answered 503 with "
+                 "connections open at once (default 1024, or what ulimit -n allows); more are "
+                 "answered 503 with "
                  "Retry-After and closed. An open connection costs a socket, not a thread");
         args.add({"--workers"}, &workers, "N",
                  "threads answering complete requests (default: --threads x (--group + 1), at "
@@ -621,7 +622,6 @@ int serve_main(int argc, char** argv) {
              {std::pair<const char*, uint64_t>{"--max-batch", max_batch},
               {"--max-k", max_k},
               {"--group", group},
-              {"--connections", connections},
               {"--max-body", max_body}}) {
             if (value == 0) {
                 throw Error(ErrorCategory::kUsage,
@@ -641,7 +641,10 @@ int serve_main(int argc, char** argv) {
         }
         const uint64_t max_connections =
             std::min<uint64_t>(1000000, files.rlim_cur > 256 ? files.rlim_cur - 128 : 128);
-        if (connections > max_connections) {
+        // Default: 1024, or what the descriptors allow where that is less.
+        const bool connections_given = connections != 0;
+        if (!connections_given) connections = uint32_t(std::min<uint64_t>(1024, max_connections));
+        if (connections_given && connections > max_connections) {
             throw Error(ErrorCategory::kUsage,
                         "option --connections: " + std::to_string(connections) +
                             " is more than the file descriptors allow; expected at most " +

@@ -459,7 +459,10 @@ std::string write_json(const Json::Value& value) {
 
 std::string error_json(const std::string& message) {
     Json::Value v(Json::objectValue);
-    v["error"] = message;
+    v["error"] = message.size() <= kMessageLimit
+                     ? message
+                     : message.substr(0, kMessageLimit) + "... (" + std::to_string(message.size()) +
+                           " characters)";
     return write_json(v);
 }
 

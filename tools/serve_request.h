@@ -62,7 +62,12 @@ Json::Value to_json(const Recommendations& recs);
 // Compact JSON text of `value` (one line, no trailing newline).
 std::string write_json(const Json::Value& value);
 
-// {"error": message} as text.
+// The longest error message sent whole: the Recommender's refusal of unknown items lists them
+// all, which a query of 100,000 unknown names would make megabytes long.
+constexpr size_t kMessageLimit = 2000;
+
+// {"error": message} as text, the message cut at kMessageLimit characters and marked
+// "... (N characters)".
 std::string error_json(const std::string& message);
 
 }  // namespace sparsenet::cli::serve

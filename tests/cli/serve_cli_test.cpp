@@ -1070,6 +1070,16 @@ TEST_F(Serve, SigtermDrainsKeepAliveClientsAndDropsHalfSentRequests) {
     }
     const auto signalled = Clock::now();
     server_->signal(SIGTERM);
+    // No new connection once the drain has begun: refused, or closed without an answer.
+    while (server_->log().find("signal:") == std::string::npos && since(signalled) < 30) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Raw late(port_);
+    if (late.connected()) {
+        late.send("GET /health HTTP/1.1\r\nHost: test\r\n\r\n");
+        EXPECT_EQ(late.read(30).status, 0) << "a connection opened after SIGTERM was served";
+    }
     const int code = server_->wait_exit();
     const double took = since(signalled);
     for (auto& t : clients) t.join();

@@ -136,6 +136,14 @@ TEST(ServeRequest, JsonSyntaxErrorsSayWhere) {
     EXPECT_THROW(parse_json(""), BadRequest);
 }
 
+TEST(ServeRequest, LongErrorMessagesAreCutAndMarked) {
+    EXPECT_EQ(error_json("short"), R"({"error":"short"})");
+    const std::string cut = error_json(std::string(5000, 'u'));
+    EXPECT_NE(cut.find(std::string(kMessageLimit, 'u') + "... (5000 characters)"),
+              std::string::npos);
+    EXPECT_EQ(cut.find(std::string(kMessageLimit + 1, 'u')), std::string::npos);
+}
+
 // What JsonCpp's strict mode alone let through: each refused with the cause.
 TEST(ServeRequest, StrictJsonRefusesWhatJsonCppTakes) {
     auto cause = [](const std::string& body) -> std::string {
