@@ -27,6 +27,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "serve_request.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet::cli::serve {
@@ -212,12 +213,12 @@ class Session : public std::enable_shared_from_this<Session> {
         // Refusals decided by the headers alone; the body is not read, so the connection closes.
         const auto encoding = req.find(http::field::content_encoding);
         if (encoding != req.end() && !beast::iequals(encoding->value(), "identity")) {
-            return refuse(415, "Content-Encoding " + std::string(encoding->value()) +
+            return refuse(415, "Content-Encoding " + quoted(std::string(encoding->value())) +
                                    ": not supported; send the body uncompressed");
         }
         const auto type = req.find(http::field::content_type);
         if (type != req.end() && beast::iequals(type->value().substr(0, 10), "multipart/")) {
-            return refuse(415, "Content-Type " + std::string(type->value().substr(0, 60)) +
+            return refuse(415, "Content-Type " + quoted(std::string(type->value())) +
                                    ": expected a JSON body (application/json)");
         }
         if (parser_->content_length() && *parser_->content_length() > server_.options.max_body) {

@@ -942,7 +942,7 @@ TEST_F(Serve, HttpRefusalsAreImmediateAndNameTheirCause) {
         {"POST /recommend HTTP/1.1\r\nHost: test\r\nX-Big: " + std::string(16000, 'a') + "\r\n\r\n",
          431, "over the limit of 8192 bytes"},
         {http_post("/recommend", "{}", "Content-Encoding: gzip\r\n"), 415,
-         "Content-Encoding gzip: not supported"},
+         "Content-Encoding \"gzip\": not supported"},
         {"POST /recommend HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; "
          "boundary=x\r\nContent-Length: 4\r\n\r\n--x\n",
          415, "expected a JSON body"},
