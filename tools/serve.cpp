@@ -672,6 +672,8 @@ int serve_main(int argc, char** argv) {
         // 1)) made groups of 9.3 on average and 1,632-1,993 queries/s, p99 68-74 ms; 80 made
         // groups of 15.3-15.6 and 2,320-2,396 queries/s, p99 43-46 ms; the previous server,
         // a thread per connection, groups of 15.7-15.9, 1,655-2,346 queries/s, p99 45-55 ms.
+        // This default (66 there): groups of 15.0-15.2, 2,861-3,002 queries/s, p99 36-37 ms,
+        // against the previous server's 2,704-2,885, p99 36-41 ms, in the runs alternated next.
         if (workers == 0) {
             workers = std::clamp<uint32_t>(uint32_t(slots) * (2 * group + 1), 8, 1024);
         }
