@@ -52,6 +52,12 @@ void log_line(const std::string& line) {
     std::fflush(stderr);
 }
 
+std::string format_seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return buf;
+}
+
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -731,7 +737,7 @@ int serve_main(int argc, char** argv) {
                 log_line(byte == 'F'
                              ? "stopping"
                              : "signal: finishing the requests already read (at most " +
-                                   std::to_string(header_timeout) + " s for those still arriving)");
+                                   format_seconds(header_timeout) + " s for those still arriving)");
                 server.drain();
             }
         });
