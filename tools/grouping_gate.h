@@ -68,8 +68,6 @@ class GroupingGate {
             group.push_back(queue_.front());
             queue_.pop_front();
         }
-        ++groups_;
-        grouped_ += group.size();
         const int team = widen(me, threads);
         lock.unlock();
         answer(key, group, team);
@@ -111,7 +109,9 @@ class GroupingGate {
         std::lock_guard<std::mutex> lock(mutex_);
         return queue_.size();
     }
-    // Groups run (a single query alone counts as a group of one) and the queries they held.
+    // Groups answered (a single query alone counts as a group of one) and the queries they
+    // answered; a failed group's queries count as the groups of one that each then ran alone,
+    // and a query refused counts nowhere.
     std::pair<uint64_t, uint64_t> groups() {
         std::lock_guard<std::mutex> lock(mutex_);
         return {groups_, grouped_};
@@ -186,6 +186,7 @@ class GroupingGate {
             std::vector<Result> results = run_(key, items, threads);
             if (results.size() != group.size()) throw std::logic_error("GroupingGate: run()");
             for (size_t i = 0; i < group.size(); ++i) group[i]->result = std::move(results[i]);
+            count(1, group.size());
             return;
         } catch (...) {
             if (group.size() == 1) {
@@ -196,10 +197,19 @@ class GroupingGate {
         for (Job* j : group) {
             try {
                 j->result = std::move(run_(key, {j->item}, threads).at(0));
+                count(1, 1);
             } catch (...) {
                 j->error = std::current_exception();
             }
         }
+    }
+
+    // Counts only the queries answered: a query refused (an unknown item without
+    // ignore_unknown) was ranked in no group.
+    void count(uint64_t groups, uint64_t queries) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        groups_ += groups;
+        grouped_ += queries;
     }
 
     static Result finish(Job& me) {

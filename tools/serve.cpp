@@ -1,17 +1,18 @@
-// sparsenet serve: a Recommender behind HTTP (cpp-httplib, JSON by JsonCpp). docs/serving.md.
+// sparsenet serve: a Recommender behind HTTP (Boost.Beast: tools/serve_http.h; JSON by JsonCpp).
+// docs/serving.md.
 //
-// Threads: httplib's pool answers connections (one thread per open connection, --connections);
-// computation goes through a gate of --threads slots (cores) in arrival order, a request on one
-// core, or on all the free ones when nobody waits (a screened model's scan splits over them);
-// single queries waiting together are ranked as one group (tools/grouping_gate.h, --group).
-// The model is a std::shared_ptr swapped atomically: each request copies it once, so a reload
-// never changes the model under a request in flight, and the old model is freed by the last
-// request that holds it. Loads (the first, POST /reload, SIGHUP) run on one loader thread.
-// Signals only write a byte to a pipe (self-pipe); a watcher thread does the work.
+// Threads: one event loop holds the connections (--connections) and reads requests; a pool of
+// --workers threads answers complete requests; computation goes through a gate of --threads slots
+// (cores) in arrival order, a request on one core, or on all the free ones when nobody waits (a
+// screened model's scan splits over them); single queries waiting together are ranked as one group
+// (tools/grouping_gate.h, --group). The model is a std::shared_ptr swapped atomically: each request
+// copies it once, so a reload never changes the model under a request in flight, and the old model
+// is freed by the last request that holds it. Loads (the first, POST /reload, SIGHUP) run on one
+// loader thread. Signals only write a byte to a pipe (self-pipe); a watcher thread does the work.
 #include <fcntl.h>
-#include <httplib.h>
 #include <omp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@
 #include "args.h"
 #include "common.h"
 #include "grouping_gate.h"
+#include "serve_http.h"
 #include "serve_request.h"
 #include "sparsenet/error.h"
 #include "sparsenet/recommender.h"
@@ -48,6 +50,12 @@ using Clock = std::chrono::steady_clock;
 void log_line(const std::string& line) {
     std::fprintf(stderr, "sparsenet serve: %s\n", line.c_str());
     std::fflush(stderr);
+}
+
+std::string format_seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return buf;
 }
 
 double seconds_since(Clock::time_point start) {
@@ -149,7 +157,10 @@ class ModelHolder {
                 auto model = std::make_shared<Model>();
                 model->recommender = std::move(r);
                 model->load_seconds = seconds_since(start);
-                model->loaded_at = double(std::time(nullptr));
+                // To the millisecond (a gauge printed with 9 digits had a 10 s resolution).
+                model->loaded_at = std::chrono::duration<double>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count();
                 const std::shared_ptr<const Model> old = current();
                 model->version = old ? old->version + 1 : 1;
                 std::atomic_store(&model_, std::shared_ptr<const Model>(std::move(model)));
@@ -285,7 +296,9 @@ class Metrics {
             "# HELP sparsenet_model_loaded_timestamp_seconds When the serving model was loaded "
             "(Unix time).");
         line("# TYPE sparsenet_model_loaded_timestamp_seconds gauge");
-        line("sparsenet_model_loaded_timestamp_seconds " + number(model ? model->loaded_at : 0));
+        char stamp[64];
+        std::snprintf(stamp, sizeof stamp, "%.3f", model ? model->loaded_at : 0.0);
+        line("sparsenet_model_loaded_timestamp_seconds " + std::string(stamp));
         line(
             "# HELP sparsenet_model_loads_total Model loads (the first one and reloads), by "
             "result; a failed one leaves the previous model serving.");
@@ -337,8 +350,6 @@ void install_signal_handlers() {
 
 // ---- the service ----
 
-const char* kJson = "application/json";
-
 // Known endpoints keep their name in the metrics; anything else counts as "other" (a label per
 // path a scanner tries would grow without bound).
 std::string endpoint_label(const std::string& path) {
@@ -375,102 +386,126 @@ class Service {
     Service(ModelHolder& holder, ServeOptions options)
         : holder_(holder), options_(options), gate_(options.slots, options.max_group, run_group) {}
 
-    void install(httplib::Server& server) {
-        server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-            const std::shared_ptr<const Model> model = holder_.current();
-            Json::Value v(Json::objectValue);
-            if (!model) {
-                v["status"] = "loading";
-                res.status = 503;
-            } else {
-                v["status"] = "ready";
-                v["model_version"] = Json::UInt64(model->version);
-                v["input_items"] = model->recommender->input_items();
-                v["output_items"] = model->recommender->output_items();
-            }
-            res.set_content(serve::write_json(v), kJson);
-        });
-        server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics_.text(holder_, gate_.groups()), "text/plain; version=0.0.4");
-        });
-        server.Post("/recommend", [this](const httplib::Request& req, httplib::Response& res) {
+    // One request, on a worker thread.
+    serve::HttpResponse handle(const serve::HttpRequest& req) {
+        serve::HttpResponse res;
+        struct Route {
+            const char* path;
+            const char* method;
+        };
+        static const Route kRoutes[] = {{"/recommend", "POST"},
+                                        {"/recommend/batch", "POST"},
+                                        {"/reload", "POST"},
+                                        {"/health", "GET"},
+                                        {"/metrics", "GET"}};
+        const Route* route = nullptr;
+        for (const Route& r : kRoutes) {
+            if (req.path == r.path) route = &r;
+        }
+        if (route == nullptr) {
+            res.status = 404;
+            res.body = serve::error_json(
+                "no endpoint " + serve::quoted(req.path) +
+                "; expected POST /recommend, POST /recommend/batch, POST /reload, GET /health or "
+                "GET /metrics");
+            return res;
+        }
+        // HEAD is not served: its answer would need the GET's headers without the body.
+        if (req.method != route->method) {
+            res.status = 405;
+            res.headers.push_back({"Allow", route->method});
+            res.body = serve::error_json("method " + serve::quoted(req.method) + " on " +
+                                         route->path + ": expected " + route->method);
+            return res;
+        }
+        const std::string path = route->path;
+        if (path == "/health") return health();
+        if (path == "/metrics") {
+            res.content_type = "text/plain; version=0.0.4";
+            res.body = metrics_.text(holder_, gate_.groups());
+            return res;
+        }
+        if (path == "/reload") return reload();
+        if (req.length_missing) {
+            res.status = 411;
+            res.body = serve::error_json(
+                "request body: a POST to " + path +
+                " needs a Content-Length header (or Transfer-Encoding: chunked); curl -d sends "
+                "one");
+            return res;
+        }
+        if (path == "/recommend") {
             answer("/recommend", req, res,
                    [this](const Json::Value& body, const Recommender& r, size_t* queries) {
                        const Query q = serve::parse_query(body, options_.limits);
-                       *queries = 1;
                        // Grouped only when the answers stay recommend()'s bit for bit.
-                       return serve::to_json(gate_.single(&r, q, r.screening(), team(r)));
+                       Json::Value out =
+                           serve::to_json(gate_.single(&r, q, r.screening(), team(r)));
+                       *queries = 1;
+                       return out;
                    });
-        });
-        server.Post(
-            "/recommend/batch", [this](const httplib::Request& req, httplib::Response& res) {
-                answer("/recommend/batch", req, res,
-                       [this](const Json::Value& body, const Recommender& r, size_t* queries) {
-                           const std::vector<Query> qs = serve::parse_batch(body, options_.limits);
-                           *queries = qs.size();
-                           Json::Value out(Json::objectValue);
-                           Json::Value& results = out["results"] = Json::Value(Json::arrayValue);
-                           const std::vector<Recommendations> answers = gate_.alone(
-                               [&](int t) { return r.recommend_batch(qs, t); }, team(r));
-                           for (const Recommendations& recs : answers) {
-                               results.append(serve::to_json(recs));
-                           }
-                           return out;
-                       });
-            });
-        server.Post("/reload", [this](const httplib::Request&, httplib::Response& res) {
-            const ModelHolder::Outcome outcome = holder_.wait(holder_.request());
-            Json::Value v(Json::objectValue);
-            v["model_version"] = Json::UInt64(outcome.version);
-            v["load_seconds"] = outcome.seconds;
-            if (!outcome.ok) {
-                v["error"] = "reload refused: " + outcome.error +
-                             (outcome.version > 0 ? "; still serving model version " +
-                                                        std::to_string(outcome.version)
-                                                  : std::string());
-                res.status = 500;
-            }
-            res.set_content(serve::write_json(v), kJson);
-        });
-        // httplib's own refusals (no such endpoint, a body over the limit, a malformed request
-        // line) get a JSON body too. A body over --max-body is a client error like the other
-        // limits: 400, not httplib's 413.
-        server.set_error_handler(httplib::Server::HandlerWithResponse(
-            [this](const httplib::Request& req, httplib::Response& res) {
-                if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-                std::string message;
-                if (res.status == 413) {
-                    res.status = 400;
-                    message = "request body: over the limit of " +
-                              std::to_string(options_.max_body) + " bytes (--max-body)";
-                } else if (res.status == 404) {
-                    message = "no endpoint " + req.method + " " + req.path +
-                              "; expected POST /recommend, POST /recommend/batch, POST /reload, "
-                              "GET /health or GET /metrics";
-                } else {
-                    message = "HTTP " + std::to_string(res.status) +
-                              ": the request could not be read (a POST needs a Content-Length "
-                              "header: curl -d '' for an empty body)";
-                }
-                res.set_content(serve::error_json(message), kJson);
-                return httplib::Server::HandlerResponse::Handled;
-            }));
-        server.set_exception_handler(
-            [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-                res.status = 500;
-                res.set_content(serve::error_json("internal error"), kJson);
-            });
-        server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-            metrics_.count(endpoint_label(req.path), res.status);
-        });
+        } else {
+            answer("/recommend/batch", req, res,
+                   [this](const Json::Value& body, const Recommender& r, size_t* queries) {
+                       const std::vector<Query> qs = serve::parse_batch(body, options_.limits);
+                       Json::Value out(Json::objectValue);
+                       Json::Value& results = out["results"] = Json::Value(Json::arrayValue);
+                       const std::vector<Recommendations> answers =
+                           gate_.alone([&](int t) { return r.recommend_batch(qs, t); }, team(r));
+                       for (const Recommendations& recs : answers) {
+                           results.append(serve::to_json(recs));
+                       }
+                       *queries = qs.size();
+                       return out;
+                   });
+        }
+        return res;
+    }
+
+    void count(const std::string& path, int status) {
+        metrics_.count(endpoint_label(path), status);
     }
 
   private:
+    serve::HttpResponse health() {
+        serve::HttpResponse res;
+        const std::shared_ptr<const Model> model = holder_.current();
+        Json::Value v(Json::objectValue);
+        if (!model) {
+            v["status"] = "loading";
+            res.status = 503;
+        } else {
+            v["status"] = "ready";
+            v["model_version"] = Json::UInt64(model->version);
+            v["input_items"] = model->recommender->input_items();
+            v["output_items"] = model->recommender->output_items();
+        }
+        res.body = serve::write_json(v);
+        return res;
+    }
+
+    serve::HttpResponse reload() {
+        serve::HttpResponse res;
+        const ModelHolder::Outcome outcome = holder_.wait(holder_.request());
+        Json::Value v(Json::objectValue);
+        v["model_version"] = Json::UInt64(outcome.version);
+        v["load_seconds"] = outcome.seconds;
+        if (!outcome.ok) {
+            v["error"] = "reload refused: " + outcome.error +
+                         (outcome.version > 0
+                              ? "; still serving model version " + std::to_string(outcome.version)
+                              : std::string());
+            res.status = 500;
+        }
+        res.body = serve::write_json(v);
+        return res;
+    }
+
     // The threads a request on `r` may take: all the cores for a screened model (ModelHolder).
     int team(const Recommender& r) const { return r.screening() ? gate_.slots() : 1; }
 
     template <class F>
-    void answer(const char* endpoint, const httplib::Request& req, httplib::Response& res,
+    void answer(const char* endpoint, const serve::HttpRequest& req, serve::HttpResponse& res,
                 F&& compute) {
         const auto start = Clock::now();
         // One copy per request: a reload swapping the model meanwhile leaves this one alive.
@@ -479,14 +514,10 @@ class Service {
         try {
             if (!model) {
                 res.status = 503;
-                res.set_content(serve::error_json("the model is still loading; retry when GET "
-                                                  "/health answers 200"),
-                                kJson);
+                res.headers.push_back({"Retry-After", "1"});
+                res.body = serve::error_json(
+                    "the model is still loading; retry when GET /health answers 200");
                 return;
-            }
-            if (req.body.size() > options_.max_body) {  // chunked bodies skip httplib's check
-                throw serve::BadRequest("request body: over the limit of " +
-                                        std::to_string(options_.max_body) + " bytes (--max-body)");
             }
             const Json::Value body = serve::parse_json(req.body);
             Json::Value out;
@@ -502,25 +533,25 @@ class Service {
                 (void)one_thread;
                 out = compute(body, *model->recommender, &queries);  // through gate_
             }
-            res.set_content(serve::write_json(out), kJson);
+            res.body = serve::write_json(out);
             metrics_.observe(endpoint, seconds_since(start), queries);
         } catch (const serve::BadRequest& e) {
             res.status = 400;
-            res.set_content(serve::error_json(e.what()), kJson);
+            res.body = serve::error_json(e.what());
         } catch (const Error& e) {
             // The Recommender's refusals of a query (unknown items without ignore_unknown, a
             // name given to a model without names) are the client's; anything else is ours.
             const bool client =
                 e.category() == ErrorCategory::kUsage || e.category() == ErrorCategory::kData;
             res.status = client ? 400 : 500;
-            res.set_content(serve::error_json(e.what()), kJson);
+            res.body = serve::error_json(e.what());
             if (!client) log_line(std::string("error answering ") + endpoint + ": " + e.what());
         } catch (const std::bad_alloc&) {
             res.status = 503;
-            res.set_content(serve::error_json("out of memory answering this request"), kJson);
+            res.body = serve::error_json("out of memory answering this request");
         } catch (const std::exception& e) {
             res.status = 500;
-            res.set_content(serve::error_json(std::string("internal error: ") + e.what()), kJson);
+            res.body = serve::error_json(std::string("internal error: ") + e.what());
             log_line(std::string("error answering ") + endpoint + ": " + e.what());
         }
     }
@@ -536,14 +567,16 @@ class Service {
 int serve_main(int argc, char** argv) {
     return run_command("serve", [&]() {
         std::string model_path, features_index, host = "127.0.0.1", screening = "auto";
-        uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 128, group = 16;
+        uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 0, group = 16;
+        uint32_t workers = 0;
         uint64_t max_body = 1 << 20;
         int threads = 0;
+        double idle_timeout = 60, header_timeout = 10, body_timeout = 30;
         ArgParser args("serve",
                        "Answers recommendation queries over HTTP: POST /recommend, POST "
                        "/recommend/batch, POST /reload, GET /health, GET /metrics "
-                       "(docs/serving.md). SIGHUP reloads the model file; SIGTERM finishes the "
-                       "requests in flight and exits 0.");
+                       "(docs/serving.md). SIGHUP reloads the model file; SIGTERM answers the "
+                       "requests already read, closes the connections and exits 0.");
         args.add({"-n", "--model"}, &model_path, "FILE.nc", "model file written by train", true);
         args.add({"--features-index"}, &features_index, "FILE",
                  "item names ('label<TAB>index'); default: the names the model carries, else "
@@ -555,7 +588,20 @@ int serve_main(int argc, char** argv) {
                  "or one on all N when nobody waits (fp16 screening); others wait their turn, "
                  "in arrival order");
         args.add({"--connections"}, &connections, "N",
-                 "connections served at once, one thread each (default 128)");
+                 "connections open at once (default 1024, or what ulimit -n allows); more are "
+                 "answered 503 with "
+                 "Retry-After and closed. An open connection costs a socket, not a thread");
+        args.add({"--workers"}, &workers, "N",
+                 "threads answering complete requests (default: --threads x (2 x --group + 1), "
+                 "at least 8, at most 1024); requests beyond them wait in arrival order");
+        args.add({"--idle-timeout"}, &idle_timeout, "S",
+                 "seconds a kept-alive connection may wait for its next request (default 60)");
+        args.add({"--header-timeout"}, &header_timeout, "S",
+                 "seconds from a request's first byte to the end of its headers (default 10); "
+                 "also bounds the drain on SIGTERM");
+        args.add({"--body-timeout"}, &body_timeout, "S",
+                 "seconds to read a request's body after its headers, and to write an answer "
+                 "(default 30)");
         args.add({"--max-batch"}, &max_batch, "B",
                  "most queries of one /recommend/batch request, scored as one product "
                  "(default 256)");
@@ -582,7 +628,6 @@ int serve_main(int argc, char** argv) {
              {std::pair<const char*, uint64_t>{"--max-batch", max_batch},
               {"--max-k", max_k},
               {"--group", group},
-              {"--connections", connections},
               {"--max-body", max_body}}) {
             if (value == 0) {
                 throw Error(ErrorCategory::kUsage,
@@ -592,10 +637,51 @@ int serve_main(int argc, char** argv) {
         const int slots = threads > 0
                               ? threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        if (connections > 4096) {
+        // Each connection is a file descriptor: the soft limit is raised to the hard one, and
+        // --connections must leave room for the model files and the process's own.
+        rlimit files{};
+        if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+            files.rlim_cur = files.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &files);
+            getrlimit(RLIMIT_NOFILE, &files);
+        }
+        const uint64_t max_connections =
+            std::min<uint64_t>(1000000, files.rlim_cur > 256 ? files.rlim_cur - 128 : 128);
+        // Default: 1024, or what the descriptors allow where that is less.
+        const bool connections_given = connections != 0;
+        if (!connections_given) connections = uint32_t(std::min<uint64_t>(1024, max_connections));
+        if (connections_given && connections > max_connections) {
             throw Error(ErrorCategory::kUsage,
                         "option --connections: " + std::to_string(connections) +
-                            " threads is too many; expected at most 4096");
+                            " is more than the file descriptors allow; expected at most " +
+                            std::to_string(max_connections) + " (ulimit -n)");
+        }
+        for (const auto& [flag, value] :
+             {std::pair<const char*, double>{"--idle-timeout", idle_timeout},
+              {"--header-timeout", header_timeout},
+              {"--body-timeout", body_timeout}}) {
+            if (!(value > 0 && value <= 86400)) {
+                throw Error(ErrorCategory::kUsage, std::string("option ") + flag +
+                                                       ": expected seconds above 0, at most "
+                                                       "86400; got " +
+                                                       std::to_string(value));
+            }
+        }
+        if (workers > 4096) {
+            throw Error(ErrorCategory::kUsage, "option --workers: " + std::to_string(workers) +
+                                                   " threads is too many; expected at most 4096");
+        }
+        // A query waiting in the gate holds its worker, so the workers bound the groups: enough
+        // for a group of --group per slot computing and another waiting to form, plus one per
+        // slot for batches and reloads. Measured at 64 connections on 2 cores (--group 16, the
+        // benchmark's model, alternated with the previous server): 34 workers (slots x (group +
+        // 1)) made groups of 9.3 on average and 1,632-1,993 queries/s, p99 68-74 ms; 80 made
+        // groups of 15.3-15.6 and 2,320-2,396 queries/s, p99 43-46 ms; the previous server,
+        // a thread per connection, groups of 15.7-15.9, 1,655-2,346 queries/s, p99 45-55 ms.
+        // This default (66 there): groups of 15.0-15.2, 2,861-3,002 queries/s, p99 36-37 ms,
+        // against the previous server's 2,704-2,885, p99 36-41 ms, in the runs alternated next.
+        if (workers == 0) {
+            workers = std::clamp<uint32_t>(uint32_t(slots) * (2 * group + 1), 8, 1024);
         }
         RecommenderOptions options;
         options.features_index = features_index;
@@ -609,52 +695,32 @@ int serve_main(int argc, char** argv) {
         serve_options.slots = slots;
         serve_options.max_group = group;
 
-        httplib::Server server;
-        server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
-        server.set_payload_max_length(max_body);
-        // A connection keeps its thread for up to this many requests (then the client
-        // reconnects), so that clients beyond --connections get their turn.
-        server.set_keep_alive_max_count(1000);
-        server.set_read_timeout(30, 0);
-        // An answer is written as headers then body: with Nagle's algorithm the body waited for
-        // the client's delayed ACK, 40 ms per request (measured: p50 45 ms for a 1.5 ms query).
-        server.set_tcp_nodelay(true);
-        // SO_REUSEADDR only (a restart may bind while old connections linger in TIME_WAIT).
-        // httplib's default, SO_REUSEPORT, let a second server bind a port already served and
-        // share its connections without a word.
-        int listen_socket = -1;
-        server.set_socket_options([&listen_socket](int sock) {
-            int yes = 1;
-            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-            listen_socket = sock;
-        });
-        // Listen first: a taken port fails at once, before a minute of loading.
-        int bound = int(port);
-        if (port == 0) {
-            bound = server.bind_to_any_port(host);
-            if (bound < 0) bound = -1;
-        } else if (!server.bind_to_port(host, int(port))) {
-            bound = -1;
-        }
-        if (bound < 0) {
-            throw Error(ErrorCategory::kIo, "cannot listen on " + host + ":" +
-                                                std::to_string(port) +
-                                                " (address in use, or not an address of this "
-                                                "machine)");
-        }
-        // httplib 0.11 listens with a backlog of 5: 64 clients connecting at once overflowed
-        // it, the kernel dropped their SYNs and they retried 1 to 7 s later (p99 5.7 s at 64
-        // connections for a median of 0.11 s, benchmarks/results/
-        // 2026-11-26-vm-serve-batch256-before-backlog.json). listen() again sets the backlog.
-        if (listen_socket >= 0) ::listen(listen_socket, SOMAXCONN);
+        serve::HttpOptions http;
+        http.host = host;
+        http.port = uint16_t(port);
+        http.max_connections = connections;
+        http.workers = int(workers);
+        http.max_body = max_body;
+        http.idle_timeout = idle_timeout;
+        http.header_timeout = header_timeout;
+        http.body_timeout = body_timeout;
+        // Listen first: a taken port fails at once, before a minute of loading. The service
+        // exists before the model: until the first load, queries answer 503 and /health
+        // "loading".
+        std::unique_ptr<ModelHolder> holder_box;
+        std::unique_ptr<Service> service_box;
+        serve::HttpServer server(
+            http, [&](const serve::HttpRequest& req) { return service_box->handle(req); },
+            [&](const std::string& path, int status) { service_box->count(path, status); },
+            [](const std::string& message) { return serve::error_json(message); });
+        const int bound = server.port();
         install_signal_handlers();
         log_line("listening on http://" + host + ":" + std::to_string(bound) + " (loading " +
                  model_path + ")");
-        ModelHolder holder(model_path, options, screening);
-        Service service(holder, serve_options);
-        service.install(server);
+        holder_box = std::make_unique<ModelHolder>(model_path, options, screening);
+        ModelHolder& holder = *holder_box;
+        service_box = std::make_unique<Service>(holder, serve_options);
 
-        std::atomic<bool> listening_done{false};
         std::atomic<int> exit_code{0};
         // The watcher: signals (bytes on the pipe), and the first load's outcome.
         std::thread watcher([&] {
@@ -668,15 +734,11 @@ int serve_main(int argc, char** argv) {
                     holder.request();
                     continue;
                 }
-                log_line(byte == 'F' ? "stopping" : "signal: finishing the requests in flight");
-                // stop() does nothing before listen_after_bind has started: wait for it.
-                while (!listening_done) {
-                    if (server.is_running()) {
-                        server.stop();
-                        break;
-                    }
-                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                }
+                log_line(byte == 'F'
+                             ? "stopping"
+                             : "signal: finishing the requests already read (at most " +
+                                   format_seconds(header_timeout) + " s for those still arriving)");
+                server.drain();
             }
         });
         // The first load: its failure ends the service (exit 1) with the loader's message.
@@ -690,23 +752,17 @@ int serve_main(int argc, char** argv) {
         });
         // Nothing may escape before the threads above are joined (a joinable std::thread's
         // destructor ends the process).
-        bool listened = false;
         std::exception_ptr failure;
         try {
-            listened = server.listen_after_bind();
+            server.run();
         } catch (...) {
             failure = std::current_exception();
         }
-        listening_done = true;
         first_load.join();
         const char quit = 'Q';
         [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &quit, 1);
         watcher.join();
         if (failure) std::rethrow_exception(failure);
-        if (!listened && exit_code == 0) {
-            throw Error(ErrorCategory::kIo,
-                        "listening on " + host + ":" + std::to_string(bound) + " failed");
-        }
         if (exit_code != 0) {
             std::fprintf(stderr, "sparsenet serve: error: could not load %s\n", model_path.c_str());
             return int(exit_code);

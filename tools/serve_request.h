@@ -27,9 +27,19 @@ struct RequestLimits {
     size_t max_batch = 256;     // queries per /recommend/batch request
 };
 
-// The body as JSON: strict (no comments, no trailing text, no duplicate keys), nesting at
-// most 32 deep. BadRequest naming the line and column otherwise.
+// The body as JSON: strict RFC 8259 (no comments, nothing but white space after the document,
+// valid UTF-8 in strings, no lone surrogate escapes, no duplicate keys), nesting at most 32 deep.
+// BadRequest naming the line and column and the cause otherwise.
 Json::Value parse_json(const std::string& body);
+
+// The longest JSON text of a value that a message quotes whole (longer ones are cut, marked
+// "... (N characters)").
+constexpr size_t kQuotedLimit = 200;
+
+// `value` as JSON text for a message (strings escaped: a NUL or a newline shows as \u0000, \n),
+// cut at kQuotedLimit characters.
+std::string quoted(const Json::Value& value);
+std::string quoted(const std::string& text);  // the string `text`, quoted and escaped
 
 // One query object (the body of POST /recommend):
 //   {"items": [...], "k": 10, "exclude": [...], "allow": [...], "exclude_inputs": true,
@@ -52,7 +62,12 @@ Json::Value to_json(const Recommendations& recs);
 // Compact JSON text of `value` (one line, no trailing newline).
 std::string write_json(const Json::Value& value);
 
-// {"error": message} as text.
+// The longest error message sent whole: the Recommender's refusal of unknown items lists them
+// all, which a query of 100,000 unknown names would make megabytes long.
+constexpr size_t kMessageLimit = 2000;
+
+// {"error": message} as text, the message cut at kMessageLimit characters and marked
+// "... (N characters)".
 std::string error_json(const std::string& message);
 
 }  // namespace sparsenet::cli::serve

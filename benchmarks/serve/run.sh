@@ -18,6 +18,12 @@
 #    RELOADS times; every request must succeed.
 # 4. The same server with --group 1 (each single query ranked alone): single queries at 8
 #    connections, to show what grouping gives.
+# 5. With BASE=DIR (a build folder holding another `sparsenet`, such as one built from main): that
+#    server ("base") and this one ("new") alternated, ROUNDS times (default 2): single queries
+#    and batches at each of CONNECTIONS; after each pair, the new server again with SLOW (default
+#    64) slow connections held open beside the load (benchmarks/serve/slow_clients.py: each sends
+#    a request line and a header line every 2 s, never finishing; reopened when the server drops
+#    it). Runs are named base-r1-single-c8, new-r1-batch-c64, new-slow64-r1-single-c8, ...
 # Writes benchmarks/results/<date>-<MACHINE>-serve[-<SUFFIX>].json and prints a table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,9 +56,10 @@ SPARSENET_BENCH_MODEL="$tmp/model.nc" "$build/benchmarks/sparsenet_bench_library
 
 python3 benchmarks/serve/bodies.py "$tmp"
 
-# start_server EXTRA...: a server on a free port; sets $server and $url.
+# start_server EXTRA...: a server ($SERVER_BIN, default this build's) on a free port; sets $server
+# and $url.
 start_server() {
-  "$build/sparsenet" serve -n "$tmp/model.nc" --port 0 --fp16-screening on --max-batch 256 "$@" \
+  "${SERVER_BIN:-$build/sparsenet}" serve -n "$tmp/model.nc" --port 0 --fp16-screening on --max-batch 256 "$@" \
     2>"$tmp/serve.log" &
   server=$!
   port=""
@@ -64,8 +71,15 @@ start_server() {
   curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$tmp/serve.log"; exit 1; }
   url="http://127.0.0.1:$port"
 }
-echo "== sparsenet serve"
-start_server
+# stop_server LABEL: records the server's memory and threads (after its runs), then SIGTERM.
+stop_server() {
+  echo "${1:-server} $(awk '/^(VmRSS|VmHWM|Threads):/ { printf "%s %s ", $1, $2 }' "/proc/$server/status")" \
+    >>"$tmp/proc.txt"
+  kill -TERM "$server"
+  wait "$server" || server_exit=$?
+  server=""
+}
+server_exit=0
 
 # Waits until the server has answered every request it holds (the answered count stands still
 # for 2 s).
@@ -89,6 +103,32 @@ run() {
   echo "$name: $(cat "$tmp/$name.json")"
   idle
 }
+if [ -n "${BASE:-}" ]; then
+  [ -x "$BASE/sparsenet" ] || { echo "run.sh: $BASE/sparsenet not found" >&2; exit 2; }
+  echo "== A/B: $BASE/sparsenet (base) and $build/sparsenet (new), alternated"
+  for r in $(seq "${ROUNDS:-2}"); do
+    for side in base new; do
+      if [ "$side" = base ]; then SERVER_BIN="$BASE/sparsenet"; else SERVER_BIN="$build/sparsenet"; fi
+      start_server
+      for c in $CONNECTIONS; do run "$side-r$r-single-c$c" single.txt /recommend "$c"; done
+      for c in $CONNECTIONS; do run "$side-r$r-batch-c$c" batch.txt /recommend/batch "$c"; done
+      stop_server "$side-r$r"
+    done
+    SERVER_BIN="$build/sparsenet"
+    start_server
+    python3 benchmarks/serve/slow_clients.py "${SLOW:-64}" "$port" >"$tmp/slow-r$r.txt" &
+    slow_pid=$!
+    sleep 1
+    for c in $CONNECTIONS; do run "new-slow${SLOW:-64}-r$r-single-c$c" single.txt /recommend "$c"; done
+    kill -TERM "$slow_pid"
+    wait "$slow_pid" || true
+    stop_server "new-slow-r$r"
+  done
+  unset SERVER_BIN
+fi
+
+echo "== sparsenet serve"
+start_server
 for c in $CONNECTIONS; do run "single-c$c" single.txt /recommend "$c"; done
 for c in $CONNECTIONS; do run "batch-c$c" batch.txt /recommend/batch "$c"; done
 
@@ -102,17 +142,12 @@ for _ in $(seq "$RELOADS"); do
 done
 wait "$wrk_pid"
 curl -s "$url/metrics" >"$tmp/metrics.txt"
-kill -TERM "$server"
-server_exit=0
-wait "$server" || server_exit=$?
-server=""
+stop_server "reload-under-load (after every run above)"
 
 echo "== --group 1: single queries ranked alone"
 start_server --group 1
 run "single-c8-group1" single.txt /recommend 8
-kill -TERM "$server"
-wait "$server" || server_exit=$?
-server=""
+stop_server group1
 
 out="benchmarks/results/$(date -u +%F)-$MACHINE-serve${SUFFIX:+-$SUFFIX}.json"
 python3 - "$tmp" "$out" "$load_before" "$server_exit" "$DURATION" "$MAX_REQUESTS" <<'PY'
@@ -128,15 +163,29 @@ for b in lib["benchmarks"]:
     in_process[b["name"]] = {"queries_per_s": b["items_per_second"], "p50_ms": b["p50_ms"], "p99_ms": b["p99_ms"]}
 service = {}
 names = sorted(f[:-5] for f in os.listdir(tmp) if f.endswith(".json") and f != "library.json")
+slow = {}
+for f in sorted(os.listdir(tmp)):
+    if f.startswith("slow-r") and f.endswith(".txt"):
+        lines = [l for l in open(f"{tmp}/{f}").read().splitlines() if l.startswith("{")]
+        slow[f[:-4]] = json.loads(lines[-1]) if lines else None
 for name in names:
     r = run(name)
-    per_request = int(os.environ["BATCH"]) if name.startswith("batch") else 1
+    per_request = int(os.environ["BATCH"]) if "batch" in name else 1
     seconds = r["duration_us"] / 1e6
     r["requests_per_s"] = r["requests"] / seconds
     r["queries_per_s"] = r["requests"] * per_request / seconds
     r["failed"] = r["non_2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"]
     service[name] = r
 reloads = open(f"{tmp}/reloads.txt").read().split()
+# kB from /proc/PID/status, as MB, per server, after its runs
+proc = {}
+for line in open(f"{tmp}/proc.txt"):
+    parts = line.split()
+    i = next(k for k, p in enumerate(parts) if p.endswith(":"))
+    fields = dict(zip(parts[i::2], parts[i + 1::2]))
+    proc[" ".join(parts[:i])] = {"rss_mb": int(fields.get("VmRSS:", 0)) / 1024,
+                                 "peak_rss_mb": int(fields.get("VmHWM:", 0)) / 1024,
+                                 "threads": int(fields.get("Threads:", 0))}
 result = {
     "context": {
         "date": subprocess.run(["date", "-u", "+%FT%TZ"], capture_output=True, text=True).stdout.strip(),
@@ -149,8 +198,10 @@ result = {
         "queries": f"80..120 items, Zipf popularity, k = 10, inputs excluded; batches of {os.environ['BATCH']}",
         "server": "sparsenet serve --fp16-screening on --max-batch 256 (--threads: the cores; a request on one core, or on every free core when nobody waits; --group 16, and --group 1 for single-c8-group1)",
         "client": "wrk -t1 -cN --timeout 60s -s benchmarks/serve/serve.lua, on the same machine",
+        "base": os.environ.get("BASE", ""),
+        "base_commit": os.environ.get("BASE_COMMIT", ""),
     },
-    "in_process": in_process, "service": service,
+    "in_process": in_process, "service": service, "slow_clients": slow, "server_memory": proc,
     "reload_under_load": {"reload_statuses": reloads, "server_exit_code": int(server_exit),
                           "metrics": [l for l in open(f"{tmp}/metrics.txt").read().splitlines()
                                       if l.startswith(("sparsenet_model", "sparsenet_requests_total", "sparsenet_query_groups", "sparsenet_grouped"))]},
@@ -164,4 +215,6 @@ for name, b in in_process.items():
 for name, r in service.items():
     print(f"| serve {name} | {r['queries_per_s']:,.0f} | {r['latency_p50_us']/1000:.2f} ms | {r['latency_p99_us']/1000:.2f} ms | {r['failed']} |")
 print(f"reload statuses: {' '.join(reloads)}; server exit {server_exit}")
+for label, p in proc.items():
+    print(f"{label}: RSS {p['rss_mb']:.0f} MB (peak {p['peak_rss_mb']:.0f} MB), {p['threads']} threads")
 PY

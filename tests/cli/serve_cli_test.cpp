@@ -1,22 +1,31 @@
 // `sparsenet serve` over real HTTP: the server is the real binary on a free loopback port
-// (--port 0; it prints the port), the client cpp-httplib's. Its answers are compared with the
-// in-process Recommender's and with `sparsenet predict`'s; bad requests, reloads under traffic,
-// a corrupt model on reload and SIGTERM are checked from the outside. No timing is asserted:
-// every wait has a generous deadline (a loaded 2-core machine).
+// (--port 0; it prints the port), the client cpp-httplib's, or raw sockets for what a client
+// library would not send (a half-close, pipelined requests, a request that stops halfway). Its
+// answers are compared with the in-process Recommender's and with `sparsenet predict`'s; bad
+// requests, reloads under traffic, a corrupt model on reload and SIGTERM are checked from the
+// outside. No timing is asserted: every wait has a generous deadline (a loaded 2-core machine).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <json/json.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -145,6 +154,135 @@ std::unique_ptr<httplib::Client> client(int port) {
     c->set_read_timeout(120, 0);
     c->set_write_timeout(120, 0);
     return c;
+}
+
+// A raw TCP connection, for what an HTTP client library would not send: a half-close, several
+// requests in one write, a request that stops in its headers.
+class Raw {
+  public:
+    struct Response {
+        int status = 0;
+        std::map<std::string, std::string> headers;  // names in lower case
+        std::string body;
+        std::string header(const std::string& name) const {
+            const auto it = headers.find(name);
+            return it == headers.end() ? "" : it->second;
+        }
+    };
+
+    explicit Raw(int port) {
+        fd_ = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(uint16_t(port));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+            ::close(fd_);
+            fd_ = -1;
+        }
+    }
+    ~Raw() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    bool connected() const { return fd_ >= 0; }
+
+    bool send(const std::string& data) {
+        size_t done = 0;
+        while (done < data.size()) {
+            const ssize_t n = ::send(fd_, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+            if (n <= 0) return false;
+            done += size_t(n);
+        }
+        return true;
+    }
+    void half_close() { shutdown(fd_, SHUT_WR); }
+
+    // The server has closed its side (what an HTTP client checks before it reuses a
+    // connection: a request sent after that is lost, by any server).
+    bool peer_closed() {
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, 0) <= 0) return false;
+        char byte;
+        return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    }
+
+    // The next answer, read within `seconds`; status 0 when the connection closed (or the time
+    // ran out) before a whole answer came.
+    Response read(double seconds = 60) {
+        const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(seconds));
+        Response r;
+        for (;;) {
+            const size_t end = in_.find("\r\n\r\n");
+            if (end != std::string::npos) {
+                std::istringstream head(in_.substr(0, end));
+                std::string line;
+                std::getline(head, line);
+                const size_t space = line.find(' ');
+                const int status = space == std::string::npos ? 0 : std::atoi(&line[space + 1]);
+                while (std::getline(head, line)) {
+                    if (!line.empty() && line.back() == '\r') line.pop_back();
+                    const size_t colon = line.find(':');
+                    if (colon == std::string::npos) continue;
+                    std::string name = line.substr(0, colon);
+                    std::transform(name.begin(), name.end(), name.begin(),
+                                   [](unsigned char c) { return char(std::tolower(c)); });
+                    r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+                }
+                const size_t length = std::stoul(r.header("content-length"));
+                if (in_.size() >= end + 4 + length) {
+                    r.status = status;
+                    r.body = in_.substr(end + 4, length);
+                    in_.erase(0, end + 4 + length);
+                    return r;
+                }
+                r.headers.clear();
+            }
+            if (!fill(deadline)) return Response{};
+        }
+    }
+
+    // True when the server closes the connection within `seconds` (with nothing more sent).
+    bool closed_within(double seconds) {
+        const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(seconds));
+        const size_t before = in_.size();
+        while (fill(deadline)) {
+        }
+        return in_.size() == before && eof_;
+    }
+
+  private:
+    // Reads what is there within the deadline; false at the end of the stream or the deadline.
+    bool fill(Clock::time_point deadline) {
+        if (eof_) return false;
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) return false;
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, int(left.count())) <= 0) return false;
+        char buf[65536];
+        const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+        if (n <= 0) {
+            eof_ = true;
+            return false;
+        }
+        in_.append(buf, size_t(n));
+        return true;
+    }
+    int fd_ = -1;
+    std::string in_;
+    bool eof_ = false;
+};
+
+std::string http_post(const std::string& path, const std::string& body,
+                      const std::string& extra = "") {
+    return "POST " + path + " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
+           extra + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+double since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // The shared fixture: data (120 users x 40 items), two models trained differently (A and B),
@@ -513,7 +651,7 @@ TEST_F(Serve, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) {
         // Still answering.
         EXPECT_EQ(post("/recommend", good)["items"].size(), 4u);
     }
-    // httplib's own refusals get JSON too: no such endpoint (404).
+    // Refusals of the HTTP layer get JSON too: no such endpoint (404).
     auto res = http_->Get("/no-such-endpoint");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 404);
@@ -735,6 +873,228 @@ TEST_F(Serve, SigtermWithRequestsInFlightExitsZero) {
     EXPECT_EQ(errors, 0);  // answers are 200 or the connection closes; never a 5xx
 }
 
+// A client that sends a whole request and then half-closes its side (printf ... | nc -q 3) gets
+// its answer; a /reload sent that way reports its outcome.
+TEST_F(Serve, AHalfClosedRequestIsAnswered) {
+    start();
+    Raw query(port_);
+    ASSERT_TRUE(query.connected());
+    ASSERT_TRUE(query.send(http_post("/recommend", R"({"items": [1, 2], "k": 3})")));
+    query.half_close();
+    const Raw::Response answer = query.read();
+    EXPECT_EQ(answer.status, 200) << server_->log();
+    EXPECT_EQ(parse(answer.body)["items"].size(), 3u) << answer.body;
+    EXPECT_TRUE(query.closed_within(30));
+
+    Raw reload(port_);
+    ASSERT_TRUE(reload.send("POST /reload HTTP/1.1\r\nHost: test\r\n\r\n"));  // no body
+    reload.half_close();
+    const Raw::Response reloaded = reload.read();
+    EXPECT_EQ(reloaded.status, 200) << reloaded.body;
+    EXPECT_EQ(parse(reloaded.body)["model_version"].asUInt64(), 2u) << reloaded.body;
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+// Several requests in one write are each answered, in order, on the one connection.
+TEST_F(Serve, PipelinedRequestsAreEachAnsweredInOrder) {
+    start();
+    Raw raw(port_);
+    ASSERT_TRUE(raw.send(http_post("/recommend", R"({"items": [1, 2], "k": 2})") +
+                         "GET /health HTTP/1.1\r\nHost: test\r\n\r\n" +
+                         http_post("/recommend", "not json") +
+                         http_post("/recommend/batch", R"([{"items": [3], "k": 4}])") +
+                         "GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"));
+    const Raw::Response first = raw.read(), second = raw.read(), third = raw.read(),
+                        fourth = raw.read(), fifth = raw.read();
+    EXPECT_EQ(first.status, 200);
+    EXPECT_EQ(parse(first.body)["items"].size(), 2u) << first.body;
+    EXPECT_EQ(second.status, 200);
+    EXPECT_EQ(parse(second.body)["status"].asString(), "ready") << second.body;
+    EXPECT_EQ(third.status, 400);
+    EXPECT_NE(third.body.find("invalid JSON at line 1, column 1"), std::string::npos) << third.body;
+    EXPECT_EQ(fourth.status, 200);
+    EXPECT_EQ(parse(fourth.body)["results"][0]["items"].size(), 4u) << fourth.body;
+    EXPECT_EQ(fifth.status, 200);
+    EXPECT_EQ(fifth.header("connection"), "close");
+    EXPECT_TRUE(raw.closed_within(30));
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+// What HTTP itself refuses is answered at once, with its own status and cause; a wrong method
+// on an endpoint is a 405 with Allow.
+TEST_F(Serve, HttpRefusalsAreImmediateAndNameTheirCause) {
+    start("--max-body 4096");
+    struct Case {
+        std::string request;
+        int status;
+        std::string mentions;
+    };
+    const std::vector<Case> cases = {
+        // A POST without Content-Length: its body is empty (RFC 9112), refused at once (the
+        // previous server waited 30 s for a body).
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\n\r\n", 411, "needs a Content-Length header"},
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\nContent-Length: -1\r\n\r\n", 400,
+         "Content-Length header: expected one byte count"},
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400,
+         "malformed chunked encoding"},
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\nX-Big: " + std::string(16000, 'a') + "\r\n\r\n",
+         431, "over the limit of 8192 bytes"},
+        {http_post("/recommend", "{}", "Content-Encoding: gzip\r\n"), 415,
+         "Content-Encoding \"gzip\": not supported"},
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; "
+         "boundary=x\r\nContent-Length: 4\r\n\r\n--x\n",
+         415, "expected a JSON body"},
+        {"POST /recommend HTTP/1.1\r\nHost: test\r\nContent-Length: 5000\r\n\r\n", 400,
+         "over the limit of 4096 bytes (--max-body)"},
+        {"GET /recommend HTTP/1.1\r\nHost: test\r\n\r\n", 405, "expected POST"},
+        {"DELETE /health HTTP/1.1\r\nHost: test\r\n\r\n", 405, "expected GET"},
+        {"GET /nowhere HTTP/1.1\r\nHost: test\r\n\r\n", 404, "no endpoint \"/nowhere\""},
+        {"BREW /recommend HTTP/1.1\r\nHost: test\r\n\r\n", 405, "method \"BREW\""},
+        {http_post("/recommend", R"({"items":[1],/* c */"k":1})"), 400,
+         "column 14: expected a member name"},
+    };
+    for (const Case& c : cases) {
+        Raw raw(port_);
+        const auto start_time = Clock::now();
+        ASSERT_TRUE(raw.send(c.request));
+        const Raw::Response r = raw.read(60);
+        const std::string what = c.request.substr(0, 60);
+        EXPECT_EQ(r.status, c.status) << what << "\n" << r.body;
+        EXPECT_NE(parse(r.body)["error"].asString().find(c.mentions), std::string::npos)
+            << what << "\nwanted '" << c.mentions << "' in " << r.body;
+        // Answered at once: the previous server held some of these for 30 s (a generous bound
+        // for a loaded machine, far below that).
+        EXPECT_LT(since(start_time), 10.0) << what;
+        if (c.status == 405) {
+            EXPECT_EQ(r.header("allow"), c.mentions == "expected GET" ? "GET" : "POST") << what;
+        }
+    }
+    // A POST /reload without a body needs no Content-Length (curl -X POST).
+    Raw reload(port_);
+    ASSERT_TRUE(reload.send("POST /reload HTTP/1.1\r\nHost: test\r\n\r\n"));
+    EXPECT_EQ(reload.read().status, 200);
+    // The server goes on.
+    EXPECT_EQ(post("/recommend", R"({"items": [1], "k": 2})")["items"].size(), 2u);
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+// Clients that send half a request hold a socket, not a worker: with two workers and eight such
+// clients a good request is answered within a second; connections over --connections are
+// answered 503 with Retry-After at once; a request not complete within --header-timeout gets 408.
+TEST_F(Serve, SlowClientsHoldNoWorker) {
+    start("--workers 2 --connections 10 --header-timeout 30");
+    std::vector<std::unique_ptr<Raw>> slow;
+    for (int i = 0; i < 8; ++i) {
+        slow.push_back(std::make_unique<Raw>(port_));
+        ASSERT_TRUE(slow.back()->send("POST /recommend HTTP/1.1\r\nHost: test\r\n"));
+    }
+    // The good client's connection is the ninth.
+    Raw good(port_);
+    const auto start_time = Clock::now();
+    ASSERT_TRUE(good.send(http_post("/recommend", R"({"items": [1, 2], "k": 3})")));
+    const Raw::Response answer = good.read(30);
+    EXPECT_EQ(answer.status, 200) << answer.body;
+    EXPECT_LT(since(start_time), 1.0) << "a good request waited behind slow clients";
+    // The tenth connection is served, the eleventh refused at once.
+    Raw tenth(port_);
+    ASSERT_TRUE(tenth.send("GET /health HTTP/1.1\r\nHost: test\r\n\r\n"));
+    EXPECT_EQ(tenth.read(30).status, 200);
+    Raw eleventh(port_);
+    const auto refused_at = Clock::now();
+    const Raw::Response refused = eleventh.read(30);
+    EXPECT_EQ(refused.status, 503) << refused.body;
+    EXPECT_EQ(refused.header("retry-after"), "1");
+    EXPECT_NE(refused.body.find("--connections"), std::string::npos) << refused.body;
+    EXPECT_LT(since(refused_at), 10.0);
+    slow.clear();  // else the drain waits --header-timeout for them
+    server_->signal(SIGTERM);
+    ASSERT_EQ(server_->wait_exit(), 0) << server_->log();
+
+    // --header-timeout: a request that stops in its headers is answered 408 and closed.
+    start("--header-timeout 1");
+    Raw stalled(port_);
+    ASSERT_TRUE(stalled.send("POST /recommend HTTP/1.1\r\nHost: test\r\nContent-Le"));
+    const Raw::Response timeout = stalled.read(30);
+    EXPECT_EQ(timeout.status, 408) << timeout.body;
+    EXPECT_NE(timeout.body.find("--header-timeout"), std::string::npos) << timeout.body;
+    EXPECT_TRUE(stalled.closed_within(30));
+    server_->signal(SIGTERM);
+    EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
+// SIGTERM under keep-alive traffic: every request sent is answered (the last one on each
+// connection with Connection: close) and none is dropped; a client that sent half its headers is
+// dropped after --header-timeout; the process exits 0 within that bound (plus a generous margin).
+TEST_F(Serve, SigtermDrainsKeepAliveClientsAndDropsHalfSentRequests) {
+    start("--header-timeout 3");
+    constexpr int kClients = 8;
+    Raw half(port_);
+    ASSERT_TRUE(half.send("POST /recommend HTTP/1.1\r\nHost: test\r\n"));
+    std::atomic<int> answered{0};
+    std::vector<int> dropped(kClients, 0), ended_cleanly(kClients, 0);
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c) {
+        clients.emplace_back([&, c] {
+            Raw raw(port_);
+            for (int n = 0; n < 100000; ++n) {
+                // An idle connection closed by the drain (after its second's grace: this
+                // thread was descheduled that long) is not a lost request.
+                if (raw.peer_closed()) {
+                    ended_cleanly[c] = 1;
+                    return;
+                }
+                // A request is sent whole, then its answer is read: none may be lost.
+                if (!raw.send(http_post("/recommend", R"({"items": [1, 2, 3], "k": 4})"))) {
+                    ++dropped[c];
+                    return;
+                }
+                const Raw::Response r = raw.read(60);
+                if (r.status != 200) {
+                    ++dropped[c];
+                    return;
+                }
+                ++answered;
+                if (r.header("connection") == "close") {
+                    ended_cleanly[c] = 1;
+                    return;
+                }
+            }
+        });
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (answered < 4 * kClients && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const auto signalled = Clock::now();
+    server_->signal(SIGTERM);
+    // No new connection once the drain has begun: refused, or closed without an answer.
+    while (server_->log().find("signal:") == std::string::npos && since(signalled) < 30) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Raw late(port_);
+    if (late.connected()) {
+        late.send("GET /health HTTP/1.1\r\nHost: test\r\n\r\n");
+        EXPECT_EQ(late.read(30).status, 0) << "a connection opened after SIGTERM was served";
+    }
+    const int code = server_->wait_exit();
+    const double took = since(signalled);
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(code, 0) << server_->log();
+    for (int c = 0; c < kClients; ++c) {
+        EXPECT_EQ(dropped[c], 0) << "client " << c << " lost a request it had sent";
+        EXPECT_EQ(ended_cleanly[c], 1) << "client " << c;
+    }
+    // The half-sent request held the exit for --header-timeout (3 s), not 30 s.
+    EXPECT_LT(took, 20.0);
+    const Raw::Response r = half.read(5);
+    EXPECT_TRUE(r.status == 0 || r.status == 408) << r.status;
+    EXPECT_NE(server_->log().find("stopped"), std::string::npos) << server_->log();
+}
+
 TEST_F(Serve, CommandLineErrors) {
     std::string out;
     EXPECT_EQ(cli("serve --port 0", &out), 2) << out;
@@ -743,8 +1103,10 @@ TEST_F(Serve, CommandLineErrors) {
     EXPECT_NE(out.find("--fp16-screening"), std::string::npos) << out;
     EXPECT_EQ(cli("serve -n " + file("a.nc") + " --port 70000", &out), 2) << out;
     EXPECT_NE(out.find("--port"), std::string::npos) << out;
-    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --connections 5000", &out), 2) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --connections 100000000", &out), 2) << out;
     EXPECT_NE(out.find("--connections"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --header-timeout 0", &out), 2) << out;
+    EXPECT_NE(out.find("--header-timeout"), std::string::npos) << out;
     EXPECT_EQ(cli("serve -n " + file("a.nc") + " --max-k 0", &out), 2) << out;
     EXPECT_NE(out.find("--max-k"), std::string::npos) << out;
     // A model that cannot be loaded ends the service with exit 1, naming the file.

@@ -63,8 +63,15 @@ TEST(ServeRequest, AQueryBecomesTheRecommendersQuery) {
     EXPECT_TRUE(d.options.exclude_inputs);
     EXPECT_TRUE(d.options.ignore_unknown);
     EXPECT_TRUE(d.options.allow.empty() && d.options.deny.empty());
-    // An integral number written as a real is an integer.
-    EXPECT_EQ(query(R"({"items": [2.0], "k": 3.0})").options.k, 3u);
+    // A number written as a real is not an integer, even when its value is integral.
+    EXPECT_NE(refusal(R"({"items": [1], "k": 3.0})")
+                  .find("k: expected an integer from 1 to 1000; "
+                        "got the number 3.0 (not an integer)"),
+              std::string::npos)
+        << refusal(R"({"items": [1], "k": 3.0})");
+    EXPECT_NE(refusal(R"({"items": [1e0]})").find("items[0]: expected a name (string), an id"),
+              std::string::npos);
+    EXPECT_NE(refusal(R"({"items": [[1.0, 2]]})").find("items[0][0]"), std::string::npos);
 }
 
 TEST(ServeRequest, RefusalsNameTheField) {
@@ -92,9 +99,25 @@ TEST(ServeRequest, RefusalsNameTheField) {
               std::string::npos);
     EXPECT_NE(refusal(R"(["items"])").find("request body: expected a query object"),
               std::string::npos);
-    // Long strings are shortened in messages.
+    // Values are quoted whole up to kQuotedLimit characters, then cut and marked.
     const std::string msg = refusal(R"({"items": [], "k": ")" + std::string(500, 'z') + "\"}");
-    EXPECT_LT(msg.size(), 200u) << msg;
+    EXPECT_NE(
+        msg.find("got the string \"" + std::string(kQuotedLimit - 1, 'z') + "... (502 characters)"),
+        std::string::npos)
+        << msg;
+    EXPECT_LT(msg.size(), kQuotedLimit + 100) << msg;
+    const std::string whole = refusal(R"({"items": [], "k": ")" + std::string(150, 'z') + "\"}");
+    EXPECT_NE(whole.find("\"" + std::string(150, 'z') + "\""), std::string::npos) << whole;
+    // Arrays and objects are quoted too.
+    EXPECT_NE(refusal(R"({"items": [{"a": [1, 2]}]})").find(R"(got the object {"a":[1,2]})"),
+              std::string::npos);
+    // A NUL or a newline in a name is refused, and the message shows it escaped, whole.
+    const std::string nul = refusal(R"({"items": ["ab\u0000cd"]})");
+    EXPECT_NE(nul.find(R"(items[0]: a name holds no control characters)"), std::string::npos)
+        << nul;
+    EXPECT_NE(nul.find(R"("ab\u0000cd")"), std::string::npos) << nul;
+    EXPECT_NE(refusal(R"({"items": [1], "exclude": ["x\ny"]})").find(R"(exclude[0]: )"),
+              std::string::npos);
 }
 
 TEST(ServeRequest, JsonSyntaxErrorsSayWhere) {
@@ -102,13 +125,67 @@ TEST(ServeRequest, JsonSyntaxErrorsSayWhere) {
         parse_json("{\"items\": [1,\n 2,, 3]}");
         FAIL();
     } catch (const BadRequest& e) {
-        EXPECT_NE(std::string(e.what()).find("Line 2"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("invalid JSON at line 2, column 4: expected a value"),
+                  std::string::npos)
+            << e.what();
     }
     EXPECT_THROW(parse_json("{} {}"), BadRequest);
     EXPECT_THROW(parse_json("{\"a\": 1, \"a\": 2}"), BadRequest);
     EXPECT_THROW(parse_json("{\"a\": 1} // comment"), BadRequest);
     EXPECT_THROW(parse_json(std::string(1000, '[') + std::string(1000, ']')), BadRequest);
     EXPECT_THROW(parse_json(""), BadRequest);
+}
+
+TEST(ServeRequest, LongErrorMessagesAreCutAndMarked) {
+    EXPECT_EQ(error_json("short"), R"({"error":"short"})");
+    const std::string cut = error_json(std::string(5000, 'u'));
+    EXPECT_NE(cut.find(std::string(kMessageLimit, 'u') + "... (5000 characters)"),
+              std::string::npos);
+    EXPECT_EQ(cut.find(std::string(kMessageLimit + 1, 'u')), std::string::npos);
+}
+
+// What JsonCpp's strict mode alone let through: each refused with the cause.
+TEST(ServeRequest, StrictJsonRefusesWhatJsonCppTakes) {
+    auto cause = [](const std::string& body) -> std::string {
+        try {
+            parse_json(body);
+        } catch (const BadRequest& e) {
+            return e.what();
+        }
+        ADD_FAILURE() << "accepted: " << body;
+        return "";
+    };
+    EXPECT_NE(cause(R"({"items":[1],/* c */"k":1})").find("column 14: expected a member name"),
+              std::string::npos)
+        << cause(R"({"items":[1],/* c */"k":1})");
+    EXPECT_NE(cause(R"({"items":[1]} /* c */)").find("text after the JSON document"),
+              std::string::npos);
+    EXPECT_NE(cause(std::string("{\"items\":[1]}\0garbage", 21)).find("text after the JSON"),
+              std::string::npos);
+    EXPECT_NE(cause(R"({"items":[1]}})").find("text after the JSON document ('}')"),
+              std::string::npos);
+    EXPECT_NE(cause("{\"items\":[\"a\xff\"]}").find("invalid UTF-8 (byte 0xFF)"),
+              std::string::npos);
+    EXPECT_NE(cause("{\"items\":[\"\xc0\xaf\"]}").find("invalid UTF-8"), std::string::npos);
+    EXPECT_NE(cause("{\"items\":[\"\xed\xa0\x80\"]}").find("surrogate"), std::string::npos);
+    EXPECT_NE(cause(R"({"items":["\udc00"]})").find("lone low surrogate"), std::string::npos);
+    EXPECT_NE(cause(R"({"items":["\ud800x"]})").find("lone high surrogate"), std::string::npos);
+    EXPECT_NE(cause(R"({"items":[01]})").find("leading 0"), std::string::npos);
+    EXPECT_NE(cause(R"({"items":[1.]})").find("expected a digit"), std::string::npos);
+    EXPECT_NE(cause(R"({'items':[1]})").find("expected a member name"), std::string::npos);
+    EXPECT_NE(cause("{\"items\":[\"a\tb\"]}").find("a control character in a string"),
+              std::string::npos);
+    EXPECT_NE(cause(R"({"items":[1],})").find("expected a member name"), std::string::npos);
+    EXPECT_NE(cause(std::string(40, '[') + std::string(40, ']')).find("deeper than 32"),
+              std::string::npos);
+    EXPECT_NE(cause(std::string(100000, '[')).find("deeper than 32"), std::string::npos);
+    EXPECT_NE(cause(R"({"items":[1], "k": 1, "k": 2})").find("Duplicate key"), std::string::npos)
+        << cause(R"({"items":[1], "k": 1, "k": 2})");
+    // Valid UTF-8, escapes and surrogate pairs pass, and so does white space around the document.
+    EXPECT_EQ(parse_json("\r\n {\"items\": [\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\", "
+                         "\"\\ud83d\\ude00\\n\\/\"], \"k\": -0.5e+2} \n")["k"]
+                  .asDouble(),
+              -50.0);
 }
 
 TEST(ServeRequest, BatchesArePathedByIndex) {
@@ -400,6 +477,8 @@ TEST(GroupingGate, AFailedGroupAnswersEachQueryAlone) {
     EXPECT_EQ(answers, (std::vector<int>{10, -1, 30}));
     EXPECT_EQ(errors[1], "negative -2");
     EXPECT_EQ(t.groups, (std::vector<std::vector<int>>{{1, -2, 3}, {1}, {-2}, {3}}));
+    // Counted: the two queries answered, each alone; the refused one nowhere.
+    EXPECT_EQ(t.gate.groups(), (std::pair<uint64_t, uint64_t>{2, 2}));
     // The gate goes on: a query finds the slot free and runs at once.
     EXPECT_EQ(t.gate.single(1, 4, true), 40);
     EXPECT_EQ(t.gate.waiting(), 0u);
