@@ -8,7 +8,8 @@
 # corpus (<build-dir>/corpus/<target>, which keeps what earlier runs found; the committed
 # tests/fuzz/corpus is never written). Prints libFuzzer's final stats per target and a summary.
 # Exits 1 when a target crashed (or leaked, timed out, ran out of memory); the input that did it
-# is left in <build-dir>/crashes/<target>/. Environment: FUZZ_TARGETS="fuzz_config ..." runs a
+# is left in <build-dir>/crashes/<target>/. A crash inside netCDF-C or HDF5 (the known bug of
+# docs/reliability.md, finding 4) is kept and reported but fails the run only with FUZZ_STRICT=1. Environment: FUZZ_TARGETS="fuzz_config ..." runs a
 # subset; JOBS (default 2) for the build; FUZZ_NICE (default 10) the niceness of the runs;
 # FUZZ_KEEP_GOING=1 runs libFuzzer's fork mode (one job at a time), which goes on after a crash,
 # timeout or OOM and keeps every input that caused one (for long runs; known crashes of a
@@ -57,6 +58,24 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 # HDF5 prints its error stack for every corrupt file it is given: noise here.
 export HDF5_DEBUG=none
 
+# A crash whose first stack frame outside the sanitizer runtime is in netCDF-C or HDF5 is a known
+# bug of those libraries, inside nc_open, before sparsenet sees any data (docs/reliability.md,
+# "Fuzzing", finding 4: HDF5 1.10.8 frees an uninitialised link table when a dense link index is
+# corrupt; fuzz_model reached it within 9 inputs of its seeds on 2026-11-28). Each input a target
+# kept is replayed alone and classified by that frame: dependency crashes are listed and kept, and
+# fail the run only with FUZZ_STRICT=1; anything else (a frame of sparsenet, a leak, a timeout, an
+# out-of-memory, an uncaught exception) fails it.
+first_frame() {  # the first frame of the report outside the sanitizers' own functions
+    awk '/ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:/ { on = 1 }
+         on && /^ *#[0-9]+ 0x/ { print; exit_after = 1 }' "$1" |
+        grep -v -E ' in (__(asan|lsan|ubsan|sanitizer|interceptor)[A-Za-z0-9_:]*|operator (new|delete)|malloc|calloc|realloc|free)[^A-Za-z0-9_:]' |
+        head -1
+}
+dependency_crash() {  # $1: a replay's log
+    grep -q -E 'ERROR: AddressSanitizer|runtime error:|deadly signal' "$1" &&
+        first_frame "$1" | grep -q -E '/lib[^ ]*/(libhdf5|libnetcdf)[^/ ]*\.so'
+}
+
 keep_going=()
 if [[ -n "${FUZZ_KEEP_GOING:-}" ]]; then
     keep_going=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
@@ -100,6 +119,25 @@ for target in "${targets[@]}"; do
         execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")"
         rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")"
     fi
+    # Replay what the run kept: known dependency crashes do not fail it (above).
+    known=0
+    if (( status != 0 )) || compgen -G "$crashes/*" >/dev/null; then
+        others=0
+        for input in "$crashes"/*; do
+            [[ -f "$input" ]] || continue
+            replay="$input.replay.log"
+            "$exe" "$input" -rss_limit_mb=2048 -malloc_limit_mb=4400 -timeout=10 >"$replay" 2>&1 &&
+                { rm -f "$replay"; continue; }  # does not fail alone: not counted either way
+            if dependency_crash "$replay"; then
+                known=$((known + 1))
+                echo "--- $target: $(basename "$input"): a netCDF-C/HDF5 crash: $(first_frame "$replay" | sed 's/^ *//')"
+            else
+                others=$((others + 1))
+            fi
+        done
+        if (( others == 0 && known > 0 )) && [[ -z "${FUZZ_STRICT:-}" ]]; then status=0; fi
+        if (( others > 0 && status == 0 )); then status=1; fi
+    fi
     elapsed=$((SECONDS - started))
     cov="$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$done_line")"
     ft="$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$done_line")"
@@ -109,9 +147,12 @@ for target in "${targets[@]}"; do
         ls -l "$crashes"
         grep -E 'ERROR: |SUMMARY: |runtime error|terminate called|==[0-9]+==' "$log" | head -20 || true
     fi
+    result="ok"
+    if (( known > 0 )); then result="ok ($known netCDF-C/HDF5 crash input(s) kept in $crashes)"; fi
+    if (( status != 0 )); then result="CRASH (exit $status)"; fi
     summary+=("$(printf '%-14s %6s s (ran %s s)  execs %-10s exec/s %-7s cov %-6s ft %-7s %s' \
         "$target" "$seconds" "$elapsed" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
-        "$( ((status == 0)) && echo ok || echo "CRASH (exit $status)")")")
+        "$result")")
 done
 
 # Crashed inputs leave their scratch file (tests/fuzz/fuzz_util.h) and libomp's registration
