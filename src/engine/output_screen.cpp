@@ -34,9 +34,13 @@
 
 namespace sparsenet::engine {
 
-uint16_t to_fp16(float value) { return formulas::fp16_bits(value); }
+uint16_t to_fp16(float value) {
+    return formulas::fp16_bits(value);
+}
 
-float from_fp16(uint16_t value) { return formulas::fp16_to_float(value); }
+float from_fp16(uint16_t value) {
+    return formulas::fp16_to_float(value);
+}
 
 namespace {
 

@@ -21,8 +21,7 @@ struct Predictor::Impl {
         if (first_row + count > data.rows()) {
             throw Error(ErrorCategory::kUsage, "rows out of range");
         }
-        net.forward(data.bindings(), BatchRows{nullptr, first_row, count},
-                    defer_output_activation);
+        net.forward(data.bindings(), BatchRows{nullptr, first_row, count}, defer_output_activation);
     }
 };
 

@@ -144,7 +144,6 @@ TEST_F(CudaParity, GemmEveryTransposeAndShape) {
                     }
 }
 
-
 // The three GEMMs of a layer on zero-padded views (backend/gemm_extents.h: the device runs n and
 // k over the padding, 130 -> 132, or 136 for BF16): forward z = a . w, input delta d = z . w^T,
 // weight gradient dw = a^T . z. The logical values are the CPU's (which runs the logical
@@ -168,11 +167,11 @@ TEST_F(CudaParity, GemmOverZeroPaddedViews) {
                 const Dense<float> a = form == 1
                                            ? testing::random_dense<float>(batch, out, pad, seed)
                                            : testing::random_dense<float>(batch, in, 0, seed);
-                const Dense<float> b = form == 0 ? testing::random_dense<float>(in, out, pad, seed + 1)
-                                       : form == 1
-                                           ? testing::random_dense<float>(in, out, pad, seed + 1)
-                                           : testing::random_dense<float>(batch, out, pad, seed + 1);
-                Dense<float> c = form == 0   ? testing::random_dense<float>(batch, out, pad, seed + 2)
+                const Dense<float> b =
+                    form == 0   ? testing::random_dense<float>(in, out, pad, seed + 1)
+                    : form == 1 ? testing::random_dense<float>(in, out, pad, seed + 1)
+                                : testing::random_dense<float>(batch, out, pad, seed + 1);
+                Dense<float> c = form == 0 ? testing::random_dense<float>(batch, out, pad, seed + 2)
                                  : form == 1 ? testing::random_dense<float>(batch, in, 0, seed + 2)
                                              : testing::random_dense<float>(in, out, pad, seed + 2);
                 DevMat ad(dev(), a), bd(dev(), b), cd(dev(), c);

@@ -1,6 +1,7 @@
 // Mixed precision (--precision bf16): the BF16 rounding shared by the CPU and CUDA
 // (kernels/formulas/precision.h), the fp16 conversions of the CPU's fp16 screen (the same file),
-// the CPU's bf16 gemm against a double-precision reference of the rounded operands, and the bf16 gemm on the device against the CPU's (parity_harness.h).
+// the CPU's bf16 gemm against a double-precision reference of the rounded operands, and the bf16
+// gemm on the device against the CPU's (parity_harness.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -133,7 +134,10 @@ uint16_t reference_fp16(float x) {
     uint16_t lo = 0, hi = 0x7bff;
     while (lo < hi) {
         const uint16_t mid = uint16_t((lo + hi + 1) / 2);
-        if (fp16_value(mid) <= a) lo = mid; else hi = uint16_t(mid - 1);
+        if (fp16_value(mid) <= a)
+            lo = mid;
+        else
+            hi = uint16_t(mid - 1);
     }
     if (fp16_value(lo) == a) return uint16_t(sign | lo);
     const uint16_t up = uint16_t(lo + 1);  // 0x7c00 (infinity) only past 65520: excluded above
@@ -151,7 +155,8 @@ TEST(Fp16Rounding, EveryFp16ValueByDefinitionAndBack) {
         if (e == 0x1f) {
             ASSERT_TRUE((h & 0x3ff) ? std::isnan(f) : std::isinf(f)) << std::hex << h;
             ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << std::hex << h;
-            // A NaN comes back quiet with the payload's upper bits: the same pattern, quiet bit set.
+            // A NaN comes back quiet with the payload's upper bits: the same pattern, quiet bit
+            // set.
             ASSERT_EQ(formulas::fp16_bits(f), (h & 0x3ff) ? (h | 0x200) : h) << std::hex << h;
             continue;
         }
@@ -164,19 +169,19 @@ TEST(Fp16Rounding, EveryFp16ValueByDefinitionAndBack) {
 TEST(Fp16Rounding, TiesOverflowAndSubnormals) {
     using formulas::fp16_bits;
     EXPECT_EQ(fp16_bits(1.0f), 0x3c00);
-    EXPECT_EQ(fp16_bits(1.0f + 0x1p-11f), 0x3c00);            // a tie: to the even neighbour
-    EXPECT_EQ(fp16_bits(1.0f + 3 * 0x1p-11f), 0x3c02);        // a tie: to the even neighbour
+    EXPECT_EQ(fp16_bits(1.0f + 0x1p-11f), 0x3c00);      // a tie: to the even neighbour
+    EXPECT_EQ(fp16_bits(1.0f + 3 * 0x1p-11f), 0x3c02);  // a tie: to the even neighbour
     EXPECT_EQ(fp16_bits(std::nextafter(1.0f + 0x1p-11f, 2.0f)), 0x3c01);
     EXPECT_EQ(fp16_bits(65504.0f), 0x7bff);
     EXPECT_EQ(fp16_bits(std::nextafter(65520.0f, 0.0f)), 0x7bff);
-    EXPECT_EQ(fp16_bits(65520.0f), 0x7c00);                   // half an ulp over: infinity
+    EXPECT_EQ(fp16_bits(65520.0f), 0x7c00);  // half an ulp over: infinity
     EXPECT_EQ(fp16_bits(-std::numeric_limits<float>::max()), 0xfc00);
-    EXPECT_EQ(fp16_bits(0x1p-24f), 0x0001);                   // the smallest subnormal
-    EXPECT_EQ(fp16_bits(0x1p-25f), 0x0000);                   // a tie with zero: zero
+    EXPECT_EQ(fp16_bits(0x1p-24f), 0x0001);  // the smallest subnormal
+    EXPECT_EQ(fp16_bits(0x1p-25f), 0x0000);  // a tie with zero: zero
     EXPECT_EQ(fp16_bits(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
-    EXPECT_EQ(fp16_bits(-0x1p-26f), 0x8000);                  // the sign of a zero is kept
-    EXPECT_EQ(fp16_bits(3 * 0x1p-25f), 0x0002);               // a subnormal tie: to even
-    EXPECT_EQ(fp16_bits(0x1p-14f - 0x1p-25f), 0x0400);        // rounds up into the normals
+    EXPECT_EQ(fp16_bits(-0x1p-26f), 0x8000);            // the sign of a zero is kept
+    EXPECT_EQ(fp16_bits(3 * 0x1p-25f), 0x0002);         // a subnormal tie: to even
+    EXPECT_EQ(fp16_bits(0x1p-14f - 0x1p-25f), 0x0400);  // rounds up into the normals
     EXPECT_EQ(fp16_bits(std::numeric_limits<float>::denorm_min()), 0x0000);
     EXPECT_EQ(fp16_bits(from_bits(0x7f800001u)) & 0x7e00, 0x7e00);  // a signalling NaN: quiet
     EXPECT_EQ(fp16_bits(from_bits(0xffc00000u)), 0xfe00);
@@ -205,7 +210,9 @@ TEST(Fp16Rounding, MatchesTheDefinitionOnRandomFloats) {
 __attribute__((target("f16c"))) uint16_t f16c_bits(float x) {
     return uint16_t(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
 }
-__attribute__((target("f16c"))) float f16c_float(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) float f16c_float(uint16_t h) {
+    return _cvtsh_ss(h);
+}
 // CPUID leaf 1, ECX bit 29 (Clang 14's __builtin_cpu_supports does not know "f16c").
 bool cpu_has_f16c() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -232,7 +239,8 @@ TEST(Fp16Rounding, SameBitsAsF16cAndTheCompilersFloat16) {
     if (cpu_has_f16c()) {
         for (uint32_t h = 0; h < 0x10000; ++h)
             ASSERT_EQ(to_bits(formulas::fp16_to_float(uint16_t(h))),
-                      to_bits(f16c_float(uint16_t(h)))) << std::hex << h;
+                      to_bits(f16c_float(uint16_t(h))))
+                << std::hex << h;
         for (float x : floats)
             ASSERT_EQ(formulas::fp16_bits(x), f16c_bits(x)) << std::hex << to_bits(x);
         ++compared;

@@ -191,9 +191,8 @@ TEST(TopK, ActivationInsideIsBiasActivationForwardThenTopK) {
                         std::mt19937_64 rng(seed);
                         for (float& v : bias) v = float(int(rng() % 200) - 100) / 50.0f;
                         const float* b = with_bias ? bias.data() : nullptr;
-                        const Dataset ex = testing::random_dataset(rows + 3, uint32_t(n),
-                                                                   testing::RowShape::kPowerLaw, false,
-                                                                   seed + 1);
+                        const Dataset ex = testing::random_dataset(
+                            rows + 3, uint32_t(n), testing::RowShape::kPowerLaw, false, seed + 1);
                         const testing::TestBatch batch =
                             testing::make_batch(ex.rows, rows, true, seed + 2);
                         CsrBatchView exv = testing::csr_view(ex, batch);

@@ -182,9 +182,9 @@ TEST_F(Cli, PredictLoadsInParallelWithTheSameResultsAndErrors) {
                   " --timings --device cpu"),
               0)
         << out_;
-    for (const char* phase : {"predict: load_data ", "predict: load_model ", "predict: load ",
-                              "predict: score ", "predict: top_k ", "predict: write ",
-                              "predict: sync ", "predict: total "}) {
+    for (const char* phase :
+         {"predict: load_data ", "predict: load_model ", "predict: load ", "predict: score ",
+          "predict: top_k ", "predict: write ", "predict: sync ", "predict: total "}) {
         EXPECT_NE(out_.find(phase), std::string::npos) << phase << " in: " << out_;
     }
     EXPECT_EQ(out_.find("load_device"), std::string::npos) << "the CPU starts nothing: " << out_;

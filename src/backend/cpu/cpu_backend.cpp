@@ -293,13 +293,12 @@ void CpuBackend::top_k_impl(ConstMatrixView scores, const CsrBatchView* exclude,
                             const TopKActivation* activation) {
     with_scratch(Op::kTopK, [&] {
         const cpu::RowActivation<float> act =
-            activation != nullptr
-                ? cpu::RowActivation<float>{&activation->params, activation->bias}
-                : cpu::RowActivation<float>{};
+            activation != nullptr ? cpu::RowActivation<float>{&activation->params, activation->bias}
+                                  : cpu::RowActivation<float>{};
         if (exclude != nullptr) {
             const cpu::CsrT<float> ex = csr(*exclude);
-            cpu::top_k(cmat(scores), &ex, k, out_scores, out_indices, top_k_scratch_, threads_,
-                       act, &top_k_rows_);
+            cpu::top_k(cmat(scores), &ex, k, out_scores, out_indices, top_k_scratch_, threads_, act,
+                       &top_k_rows_);
         } else {
             cpu::top_k(cmat(scores), static_cast<const cpu::CsrT<float>*>(nullptr), k, out_scores,
                        out_indices, top_k_scratch_, threads_, act, &top_k_rows_);

@@ -100,7 +100,7 @@ class CpuBackend final : public Backend {
     std::vector<double> row_loss_;
     std::vector<double> column_kl_;
     std::vector<cpu::ScoreIndex<float>> top_k_scratch_;
-    std::vector<float> top_k_rows_;  // top_k with an activation: each thread's activated row
+    std::vector<float> top_k_rows_;       // top_k with an activation: each thread's activated row
     std::vector<float> bf16_a_, bf16_b_;  // gemm's operands rounded to BF16 (Precision::kBf16)
 };
 

@@ -546,9 +546,9 @@ void top_k(CMatT<T> scores, const CsrT<T>* exclude, size_t k, T* out_scores, uin
 #pragma omp parallel num_threads(team) if (par)
     {
         ScoreIndex<T>* buf = scratch.data() + size_t(omp_get_thread_num()) * cap;
-        T* activated =
-            act.params != nullptr ? act_rows.data() + size_t(omp_get_thread_num()) * row_stride
-                                  : nullptr;
+        T* activated = act.params != nullptr
+                           ? act_rows.data() + size_t(omp_get_thread_num()) * row_stride
+                           : nullptr;
 #pragma omp for schedule(dynamic, 4)
         for (size_t b = 0; b < rows; ++b) {
             const T* sr = scores.row(b);

@@ -662,8 +662,8 @@ void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrix
     // n and k over zero padding where the views allow it, so that cuBLAS runs its vectorised
     // kernels (backend/gemm_extents.h: the dsstne-bench output GEMMs ran `align1` kernels).
     const bool bf16 = precision_ == Precision::kBf16;
-    const GemmExtents e = gpu_gemm_extents(trans_a, trans_b, a, b, c,
-                                           bf16 ? kGemmVectorBf16 : kGemmVectorFloats);
+    const GemmExtents e =
+        gpu_gemm_extents(trans_a, trans_b, a, b, c, bf16 ? kGemmVectorBf16 : kGemmVectorFloats);
     const size_t m = e.m, n = e.n, k = e.k;
     const size_t imax = size_t(INT_MAX);
     check(m <= imax && n <= imax && k <= imax && a.ld <= imax && b.ld <= imax && c.ld <= imax,
@@ -672,8 +672,7 @@ void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrix
     // read column-major is its transpose: so B comes first with its own transpose flag.
     const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const std::string shape =
-        std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
     if (bf16) {
         // BF16 copies of both operands over the extents the GEMM runs (contiguous: ld = the
         // copy's columns), products and sums in FP32, C in FP32. The copy of a weight operand is
@@ -691,9 +690,9 @@ void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrix
         cuda::check_cublas(
             cuda::cublas().gemm_ex(cublas_, op_b, op_a, int(n), int(m), int(k), &alpha, b16,
                                    CUDA_R_16BF, int(std::max<size_t>(b_run.cols, 1)), a16,
-                                   CUDA_R_16BF, int(std::max<size_t>(a_run.cols, 1)), &beta,
-                                   c.data, CUDA_R_32F, int(std::max<size_t>(c.ld, 1)),
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                   CUDA_R_16BF, int(std::max<size_t>(a_run.cols, 1)), &beta, c.data,
+                                   CUDA_R_32F, int(std::max<size_t>(c.ld, 1)), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx",
             "computing a " + shape + " BF16 GEMM on cuda:" + std::to_string(device_));
         return;
