@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/network_impl.h"
+#include "engine/small_network_util.h"
 #include "library/library_test_util.h"
 #include "sparsenet/config.h"
 #include "sparsenet/network.h"
@@ -52,24 +53,8 @@ std::string network_json(const std::string& extra = "", const std::string& outpu
       ]})";
 }
 
-Dataset planted(const std::string& name) {
-    GenerateOptions g;
-    g.users = 300;
-    g.items = 83;
-    g.nnz = 4000;
-    g.seed = 5;
-    Dataset d = generate(g).train;
-    d.name = name;
-    return d;
-}
-
-Network make_network(const std::string& json) {
-    NetworkOptions no;
-    no.device = "cpu";
-    no.threads = 2;
-    no.seed = 11;
-    return Network::create(NetworkConfig::from_json(json), {{"in", 83}, {"out", 83}}, no);
-}
+using testing::make_network;
+using testing::planted;
 
 struct TrainedRun {
     std::vector<std::vector<float>> parameters;
