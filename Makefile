@@ -44,8 +44,9 @@ test-asan-full: deps
 	cmake --build --preset asan-full -j $(JOBS)
 	ctest --preset asan-full -j $(JOBS)
 
-# The Recommender's concurrency test and serve's grouping gate (GroupingGate.*) under
-# ThreadSanitizer, in build-tsan (CMakePresets.json "tsan": the library and those two tests).
+# The Recommender's concurrency test, serve's grouping gate (GroupingGate.*) and its HTTP front end
+# (HttpServer.*) under
+# ThreadSanitizer, in build-tsan (CMakePresets.json "tsan": the library and those tests).
 # About 2 minutes from scratch on 2 cores.
 test-tsan: deps
 	cmake --preset tsan

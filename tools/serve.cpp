@@ -592,8 +592,9 @@ int serve_main(int argc, char** argv) {
                  "answered 503 with "
                  "Retry-After and closed. An open connection costs a socket, not a thread");
         args.add({"--workers"}, &workers, "N",
-                 "threads answering complete requests (default: --threads x (2 x --group + 1), "
-                 "at least 8, at most 1024); requests beyond them wait in arrival order");
+                 "event loops holding the connections, and threads answering the requests of "
+                 "connections that share a loop (default: --threads x (2 x --group + 1), at "
+                 "least 8, at most 1024); requests beyond them wait in arrival order");
         args.add({"--idle-timeout"}, &idle_timeout, "S",
                  "seconds a kept-alive connection may wait for its next request (default 60)");
         args.add({"--header-timeout"}, &header_timeout, "S",
@@ -671,7 +672,8 @@ int serve_main(int argc, char** argv) {
             throw Error(ErrorCategory::kUsage, "option --workers: " + std::to_string(workers) +
                                                    " threads is too many; expected at most 4096");
         }
-        // A query waiting in the gate holds its worker, so the workers bound the groups: enough
+        // A query waiting in the gate holds its thread (its loop's or a worker's), so the
+        // workers bound the groups: enough
         // for a group of --group per slot computing and another waiting to form, plus one per
         // slot for batches and reloads. Measured at 64 connections on 2 cores (--group 16, the
         // benchmark's model, alternated with the previous server): 34 workers (slots x (group +

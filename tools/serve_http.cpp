@@ -1,5 +1,8 @@
-// The HTTP front end of `sparsenet serve` (serve_http.h). Everything on the loop thread touches
-// the sessions; workers only run the handler and post the answer back.
+// The HTTP front end of `sparsenet serve` (serve_http.h). One thread accepts; --workers threads
+// each run an event loop of their own, holding the connections given to it (the loop with the
+// fewest at the time). A connection alone on its loop is answered on the loop's thread; one that
+// shares its loop hands its requests to a pool of --workers threads, so that a handler that
+// blocks (a reload, a wait for a compute slot, a batch) never holds a neighbour's reads.
 //
 // Why Beast and not cpp-httplib 0.11 (Debian's, the previous front end): httplib gives each
 // connection a pool thread for its whole life, reading with blocking calls, so with
@@ -7,6 +10,14 @@
 // waited 34.7 s; its keep-alive loop looked at the socket, not at its own read buffer, so a
 // pipelined second request waited 5 s and was dropped; and it has one read timeout for headers
 // and body alike. An event loop keeps a waiting client at the cost of its socket.
+//
+// Why the handler runs on the thread that read the request: with one loop thread handing each
+// request to a pool of workers and the worker posting the answer back, a single query at one
+// connection took p50 1.52-1.58 ms against 0.86-0.91 ms answered on the reading thread (2-core
+// VM, the benchmark's ML-20M-shaped model, alternated runs): two thread wake-ups per request,
+// each waiting for a core. One io_context run by all the threads, a strand per connection, was
+// in between (1.25-1.53 ms): its reactor wakes another thread for every event. With at most
+// --workers connections open each has a loop to itself, and no request changes thread.
 #include "serve_http.h"
 
 #include <netinet/in.h>
@@ -22,6 +33,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -50,9 +62,9 @@ std::string format_seconds(double s) {
     return buf;
 }
 
-// A fixed pool of threads running tasks in arrival order. The queue needs no bound: a
-// connection has at most one request in a worker at a time, so it holds at most
-// --max-connections tasks.
+// A fixed pool of threads running tasks in arrival order, for the requests of connections that
+// share their loop. The queue needs no bound: a connection has at most one request in a worker at
+// a time, so it holds at most --max-connections tasks.
 class Workers {
   public:
     explicit Workers(int n) {
@@ -104,43 +116,87 @@ struct HttpServer::Impl {
     Handler handler;
     Logger logger;
     ErrorBody error_body;
-    asio::io_context loop;
-    tcp::acceptor acceptor{loop};
+    using Guard = asio::executor_work_guard<asio::io_context::executor_type>;
+    // A connection's loop: one thread, so nothing in a session needs a lock.
+    struct Loop {
+        asio::io_context context{1};
+        std::optional<Guard> guard;
+        std::atomic<size_t> connections{0};  // written by the accepting thread
+        std::atomic<bool> busy{false};       // a handler runs on the loop's thread
+    };
+    // The accepting thread's loop: the acceptor and the members below it live on it.
+    asio::io_context accepting{1};
+    tcp::acceptor acceptor{accepting};
+    std::vector<std::unique_ptr<Loop>> loops;
     std::unique_ptr<Workers> workers;
-    // Loop thread only:
-    std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+    std::unordered_map<Session*, std::pair<std::weak_ptr<Session>, Loop*>> sessions;
     size_t refusing = 0;  // sockets being answered 503 (over --max-connections)
-    bool draining = false;
-    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+    std::optional<Guard> guard;
+    // Written by the accepting thread, read by the sessions (a request read after the drain began
+    // gets Connection: close).
+    std::atomic<bool> draining{false};
 
     void accept();
     void drain_now();
+    // From a session's loop.
     void closed(Session* s) {
-        sessions.erase(s);
-        maybe_finish();
+        asio::post(accepting, [this, s] {
+            const auto it = sessions.find(s);
+            if (it == sessions.end()) return;
+            --it->second.second->connections;
+            sessions.erase(it);
+            maybe_finish();
+        });
     }
     void maybe_finish() {
-        if (draining && sessions.empty() && refusing == 0) guard.reset();
+        if (!draining || !sessions.empty() || refusing != 0) return;
+        guard.reset();
+        for (auto& loop : loops) loop->guard.reset();
+    }
+    // The loop with the fewest connections, counting one more where a handler runs now (a new
+    // connection there would wait for it).
+    Loop& least_loaded() {
+        auto load = [](const Loop& l) { return l.connections + (l.busy ? 1 : 0); };
+        Loop* best = loops.front().get();
+        for (auto& loop : loops) {
+            if (load(*loop) < load(*best)) best = loop.get();
+        }
+        return *best;
     }
 };
 
 namespace {
 
-// One connection: wait for a request, read its headers and its body under their deadlines, hand
-// it to a worker, write the answer, and again while the connection is kept alive. Pipelined
-// requests wait in `buffer_` and are answered in order, one at a time.
+// One connection: wait for a request, read its headers and its body under their deadlines, run
+// the handler, write the answer, and again while the connection is kept alive. Pipelined
+// requests wait in `buffer_` and are answered in order, one at a time. Everything here runs on
+// the thread of the socket's loop (the timer shares its executor).
 class Session : public std::enable_shared_from_this<Session> {
   public:
-    Session(HttpServer::Impl& server, tcp::socket socket)
-        : server_(server), socket_(std::move(socket)), timer_(server.loop) {}
+    Session(HttpServer::Impl& server, HttpServer::Impl::Loop& loop, tcp::socket socket)
+        : server_(server),
+          loop_(loop),
+          socket_(std::move(socket)),
+          timer_(socket_.get_executor()) {}
 
-    void start() { next(); }
+    void start() {
+        asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->next(); });
+    }
 
-    // From the loop, on drain. An idle connection gets a second's grace: a keep-alive client
+    // On drain, from the accepting thread: runs on the session's loop.
+    void drain() {
+        asio::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->drain_here(); });
+    }
+
+  private:
+    // On drain. An idle connection gets a second's grace: a keep-alive client
     // whose next request is already on its way gets it answered (with Connection: close)
     // instead of a reset. One reading a request gets at most --header-timeout more; one
     // computing or writing closes after its answer.
-    void drain() {
+    void drain_here() {
+        // Closed, its removal from the server's set still on its way: a timer armed now would
+        // keep the loop running for nothing.
+        if (closed_) return;
         const Clock::time_point now = Clock::now();
         if (state_ == State::kIdle) {
             arm(std::min(deadline_, now + kDrainGrace), "");
@@ -151,7 +207,6 @@ class Session : public std::enable_shared_from_this<Session> {
 
     static constexpr std::chrono::seconds kDrainGrace{1};
 
-  private:
     enum class State { kIdle, kReading, kBusy, kWriting, kClosing };
 
     // The deadline of the operation under way: when it passes the socket's operations are
@@ -309,18 +364,31 @@ class Session : public std::enable_shared_from_this<Session> {
         request.length_missing = length_missing_;
         keep_alive_ = req.keep_alive() && !length_missing_;
         version_ = req.version();
+        if (loop_.connections == 1) {  // alone on the loop: nobody waits for this thread
+            loop_.busy = true;
+            HttpResponse response = handle(request);
+            loop_.busy = false;
+            return write(std::move(response));
+        }
         server_.workers->post([self = shared_from_this(), request = std::move(request)] {
-            HttpResponse response;
-            try {
-                response = self->server_.handler(request);
-            } catch (...) {
-                response.status = 500;
-                response.body = self->server_.error_body("internal error");
-            }
-            asio::post(self->server_.loop, [self, response = std::move(response)]() mutable {
-                self->write(std::move(response));
-            });
+            HttpResponse response = self->handle(request);
+            asio::post(self->socket_.get_executor(),
+                       [self, response = std::move(response)]() mutable {
+                           self->write(std::move(response));
+                       });
         });
+    }
+
+    // May block (a reload, a wait for a compute slot).
+    HttpResponse handle(const HttpRequest& request) const {
+        try {
+            return server_.handler(request);
+        } catch (...) {
+            HttpResponse response;
+            response.status = 500;
+            response.body = server_.error_body("internal error");
+            return response;
+        }
     }
 
     // A request refused by the front end: the answer, then the connection closes (what follows
@@ -389,6 +457,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
 
     HttpServer::Impl& server_;
+    HttpServer::Impl::Loop& loop_;
     tcp::socket socket_;
     asio::steady_timer timer_;
     beast::flat_buffer buffer_;
@@ -406,6 +475,7 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 // Over --max-connections: 503 with Retry-After, then closed, at the cost of one small write.
+// From the accepting thread; the refusal's own operations run on its socket's loop.
 void refuse_connection(HttpServer::Impl& server, tcp::socket socket) {
     struct Refusal {
         tcp::socket socket;
@@ -416,8 +486,9 @@ void refuse_connection(HttpServer::Impl& server, tcp::socket socket) {
     const std::string body = server.error_body(
         "too many connections: " + std::to_string(server.options.max_connections) +
         " are open (--connections); retry in a second");
+    const auto executor = socket.get_executor();
     auto r = std::make_shared<Refusal>(Refusal{
-        std::move(socket), asio::steady_timer(server.loop),
+        std::move(socket), asio::steady_timer(executor),
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: "
         "1\r\nConnection: close\r\nContent-Length: " +
             std::to_string(body.size()) + "\r\n\r\n" + body});
@@ -427,8 +498,10 @@ void refuse_connection(HttpServer::Impl& server, tcp::socket socket) {
         error_code ignored;
         r->socket.close(ignored);
         r->timer.cancel();
-        --server.refusing;
-        server.maybe_finish();
+        asio::post(server.accepting, [&server] {
+            --server.refusing;
+            server.maybe_finish();
+        });
     };
     r->timer.expires_after(std::chrono::seconds(1));
     r->timer.async_wait([done](error_code ec) {
@@ -459,13 +532,15 @@ void refuse_connection(HttpServer::Impl& server, tcp::socket socket) {
 }  // namespace
 
 void HttpServer::Impl::accept() {
-    acceptor.async_accept([this](error_code ec, tcp::socket socket) {
+    Loop& target = least_loaded();
+    acceptor.async_accept(target.context, [this, &target](error_code ec, tcp::socket socket) {
         if (draining) return;
         if (ec) {
             if (ec == asio::error::operation_aborted) return;
             // Out of file descriptors (EMFILE) or another passing failure: try again shortly
             // rather than spin.
-            auto timer = std::make_shared<asio::steady_timer>(loop, std::chrono::milliseconds(50));
+            auto timer =
+                std::make_shared<asio::steady_timer>(accepting, std::chrono::milliseconds(50));
             timer->async_wait([this, timer](error_code) {
                 if (!draining) accept();
             });
@@ -483,8 +558,9 @@ void HttpServer::Impl::accept() {
                 socket.close(ignored);
             }
         } else {
-            auto session = std::make_shared<Session>(*this, std::move(socket));
-            sessions.emplace(session.get(), session);
+            auto session = std::make_shared<Session>(*this, target, std::move(socket));
+            sessions.emplace(session.get(), std::make_pair(session, &target));
+            ++target.connections;
             session->start();
         }
         accept();
@@ -497,8 +573,8 @@ void HttpServer::Impl::drain_now() {
     error_code ignored;
     acceptor.close(ignored);
     std::vector<std::shared_ptr<Session>> open;
-    for (auto& [raw, weak] : sessions) {
-        if (auto s = weak.lock()) open.push_back(std::move(s));
+    for (auto& [raw, entry] : sessions) {
+        if (auto s = entry.first.lock()) open.push_back(std::move(s));
     }
     for (auto& s : open) s->drain();
     maybe_finish();
@@ -513,7 +589,7 @@ HttpServer::HttpServer(HttpOptions options, Handler handler, Logger logger, Erro
     const HttpOptions& o = impl_->options;
     const std::string where = o.host + ":" + std::to_string(o.port);
     error_code ec;
-    tcp::resolver resolver(impl_->loop);
+    tcp::resolver resolver(impl_->accepting);
     const auto endpoints =
         resolver.resolve(o.host, std::to_string(o.port),
                          tcp::resolver::passive | tcp::resolver::numeric_service, ec);
@@ -547,17 +623,42 @@ uint16_t HttpServer::port() const {
 }
 
 void HttpServer::run() {
-    impl_->workers = std::make_unique<Workers>(impl_->options.workers);
-    impl_->guard.emplace(impl_->loop.get_executor());
-    impl_->accept();
-    impl_->loop.run();
+    Impl& impl = *impl_;
+    for (int i = 0; i < std::max(1, impl.options.workers); ++i) {
+        impl.loops.push_back(std::make_unique<Impl::Loop>());
+        impl.loops.back()->guard.emplace(impl.loops.back()->context.get_executor());
+    }
+    impl.workers = std::make_unique<Workers>(impl.options.workers);
+    impl.guard.emplace(impl.accepting.get_executor());
+    impl.accept();
+    // Every loop returns when the drain has closed every connection (the guards are gone and no
+    // operation is left), or at once when one of them failed.
+    std::mutex failure_mutex;
+    std::exception_ptr failure;
+    auto serve = [&](asio::io_context& context) {
+        try {
+            context.run();
+        } catch (...) {
+            {
+                std::lock_guard<std::mutex> lock(failure_mutex);
+                if (!failure) failure = std::current_exception();
+            }
+            impl.accepting.stop();
+            for (auto& loop : impl.loops) loop->context.stop();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (auto& loop : impl.loops) threads.emplace_back(serve, std::ref(loop->context));
+    serve(impl.accepting);
+    for (std::thread& t : threads) t.join();
     // Every session is closed: no task is left in the workers (a session closes only after the
     // worker's answer was posted back and written).
-    impl_->workers.reset();
+    impl.workers.reset();
+    if (failure) std::rethrow_exception(failure);
 }
 
 void HttpServer::drain() {
-    asio::post(impl_->loop, [impl = impl_.get()] { impl->drain_now(); });
+    asio::post(impl_->accepting, [impl = impl_.get()] { impl->drain_now(); });
 }
 
 }  // namespace sparsenet::cli::serve

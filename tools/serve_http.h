@@ -1,8 +1,10 @@
 // sparsenet serve: the HTTP front end (Boost.Beast on Boost.Asio, header-only, Debian's
-// libboost-dev). One event-loop thread holds every connection: it reads requests (headers, then
-// body, each under its own deadline), answers what HTTP itself refuses, and hands each complete
-// request to a fixed pool of worker threads; the answer is written back by the loop. A slow, idle
-// or half-open client costs a socket and a buffer, never a worker. docs/serving.md, "Connections".
+// libboost-dev). `workers` event loops, a thread each, hold the connections (one more thread
+// accepts them and gives each to the least-loaded loop): a loop reads requests (headers, then
+// body, each under its own deadline), answers what HTTP itself refuses, and runs the handler on
+// its own thread when the connection is alone on it, else on a pool of `workers` threads (the loop
+// writes the answer). A slow, idle or half-open client costs a socket and a buffer, never a
+// thread. docs/serving.md, "Connections".
 #pragma once
 
 #include <cstddef>
@@ -36,7 +38,7 @@ struct HttpOptions {
     std::string host = "127.0.0.1";
     uint16_t port = 8080;           // 0: any free port (HttpServer::port() says which)
     size_t max_connections = 1024;  // open at once; more are answered 503 and closed
-    int workers = 8;                // threads answering complete requests
+    int workers = 8;                // event loops, and threads for connections sharing one
     size_t max_body = 1 << 20;      // bytes
     uint32_t max_header = 8192;     // request line and headers, bytes
     double idle_timeout = 60.0;     // s: a kept-alive connection waiting for its next request
@@ -46,7 +48,8 @@ struct HttpOptions {
 
 class HttpServer {
   public:
-    // Runs on a worker thread; may block (a reload, a wait for a compute slot).
+    // Runs on a loop's or a worker's thread, on many at once; may block (a reload, a wait for a
+    // compute slot).
     using Handler = std::function<HttpResponse(const HttpRequest&)>;
     // Every answer written, the handler's and the front end's own refusals (path "" when the
     // request line was not read).
@@ -70,7 +73,7 @@ class HttpServer {
     // read (Connection: close), drop requests still arriving after --header-timeout.
     void drain();
 
-    struct Impl;  // serve_http.cpp: the loop, the sessions, the workers
+    struct Impl;  // serve_http.cpp: the loops, the sessions, the workers
 
   private:
     std::unique_ptr<Impl> impl_;
