@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The Python test environment of `make test`: a venv in $1 (default build/pyenv) with pinned
-# numpy, scipy, pytest and nanobind (the last for building the extension module inside the CMake
+# numpy, scipy, pytest, nanobind (for building the extension module inside the CMake
 # build tree, python/CMakeLists.txt). Idempotent: an existing venv with the same pins is kept
 # (a stamp file records them), so a warm `make test` spends nothing here.
 set -euo pipefail
 venv=${1:-build/pyenv}
-pins=(numpy==2.3.5 scipy==1.16.3 pytest==8.4.2 nanobind==2.9.2)
+pins=(numpy==2.3.5 scipy==1.16.3 pytest==8.4.2 nanobind==2.9.2 prometheus-client==0.23.1)
 stamp="$venv/.sparsenet-pins"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "${pins[*]}" ]; then
   exit 0
