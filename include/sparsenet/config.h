@@ -99,16 +99,26 @@ struct SharedWeights {
 // save and load it like any matrix. kEase: EASE^R (Steck 2019), B = I - P diag(1/diag(P)) with
 // P = (X^T X + lambda I)^-1 and X the source layer's training rows, so diag(B) = 0; the edge's
 // matrix is scale * B. The item-item linear path beside a nonlinear one (docs/quality.md).
+// kGraphFilter: a graph filter over the degree-normalised item-item matrix (GF-CF, Shen et al.,
+// CIKM 2021): with R~ = Du^-user_exponent X Di^-item_exponent (Du, Di: the users' and items'
+// degrees, row and column sums of X), B = R~^T R~ + ideal_weight * Di^-b V V^T Di^b (b =
+// item_exponent; GF-CF: 1/2), V the top `k` right singular vectors of R~ (k 0: the linear
+// filter alone); the matrix is scale * B.
 // in_training false: the edge is left out of training's forward pass (the nonlinear part learns
 // alone) and joins every inference-mode pass (scores, predictions, validation, evaluate_loss):
 // an ensemble of the two models, expressed as one network.
-enum class LinearFit { kEase };
+enum class LinearFit { kEase, kGraphFilter };
 struct FixedWeights {
     std::string source;  // one of this layer's sources: an Input layer as wide as this layer
     LinearFit fit = LinearFit::kEase;
-    float lambda = 0.0f;  // > 0: the L2 weight of the fit
+    float lambda = 0.0f;  // kEase: > 0, the L2 weight of the fit
     float scale = 1.0f;   // the matrix is scale * B
     bool in_training = true;
+    // kGraphFilter:
+    uint32_t k = 0;              // singular vectors of the ideal low-pass part
+    float ideal_weight = 0.0f;   // its weight beside the linear filter
+    float user_exponent = 0.5f;  // R~ = Du^-user_exponent X Di^-item_exponent
+    float item_exponent = 0.5f;
 };
 
 struct LayerConfig {

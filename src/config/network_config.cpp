@@ -372,9 +372,11 @@ const std::vector<std::string> kLayerNotImpl = {"Kernel", "KernelStride", "Batch
                                                 "Function"};
 const std::vector<std::string> kSharedWeightsKeys = {"InputLayer", "SourceInputLayer",
                                                      "SourceOutputLayer", "Transposed"};
-const std::vector<std::string> kFixedWeightsKeys = {"Source", "Fit", "Lambda", "Scale",
-                                                    "InTraining"};
-const std::vector<EnumName<LinearFit>> kLinearFits = {{"EASE", LinearFit::kEase}};
+const std::vector<std::string> kFixedWeightsKeys = {"Source",      "Fit",          "Lambda",
+                                                    "Scale",       "InTraining",   "K",
+                                                    "IdealWeight", "UserExponent", "ItemExponent"};
+const std::vector<EnumName<LinearFit>> kLinearFits = {{"EASE", LinearFit::kEase},
+                                                      {"GraphFilter", LinearFit::kGraphFilter}};
 const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
 const std::vector<std::string> kDenoisingKeys = {"p"};
 const std::vector<std::string> kDeltaBoostKeys = {"one", "zero"};
@@ -692,11 +694,14 @@ void parse_entries(const Ctx& ctx, const Field& f, const std::string& key,
     }
 }
 
-// One FixedWeights entry: {Source, Fit, Lambda, Scale, InTraining}; Source and Lambda are
-// required, Fit is EASE (the only fit so far), Scale 1 and InTraining true by default.
+// One FixedWeights entry: {Source, Fit, Scale, InTraining} and the fit's own keys: Lambda
+// (EASE, required), K, IdealWeight, UserExponent, ItemExponent (GraphFilter). Source is
+// required, Fit is EASE, Scale 1 and InTraining true by default; a key of the other fit is
+// refused by its path.
 FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
     ObjectView o(ctx, *f.value, f.path, kFixedWeightsKeys, kNone,
-                 "an object with keys Source, Fit, Lambda, Scale, InTraining");
+                 "an object with keys Source, Fit, Lambda (EASE), K, IdealWeight, UserExponent, "
+                 "ItemExponent (GraphFilter), Scale, InTraining");
     FixedWeights w;
     Field source = o.get("Source");
     if (!source) {
@@ -704,15 +709,49 @@ FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
              "a non-empty string (an Input layer among this layer's sources)");
     }
     w.source = get_string(ctx, source, "a non-empty string (a layer name)", false);
-    if (Field g = o.get("Fit")) w.fit = get_enum(ctx, g, "Fit", kLinearFits, kNone, "EASE");
-    Field lambda = o.get("Lambda");
-    const std::string lambda_expected = "a number > 0 (the fit's L2 weight)";
-    if (!lambda) fail(ctx, lambda.path, "missing required key Lambda", lambda_expected);
-    const double d = get_number(ctx, lambda, lambda_expected);
-    if (!(d > 0.0)) {
-        fail(ctx, lambda.path, "value " + format_number(d) + " is out of range", lambda_expected);
+    if (Field g = o.get("Fit")) {
+        w.fit = get_enum(ctx, g, "Fit", kLinearFits, kNone, "EASE or GraphFilter");
     }
-    w.lambda = to_float(ctx, lambda, d, lambda_expected);
+    const bool ease = w.fit == LinearFit::kEase;
+    for (const char* key : {"Lambda", "K", "IdealWeight", "UserExponent", "ItemExponent"}) {
+        const bool ease_key = std::string(key) == "Lambda";
+        if (Field g = o.get(key); g && ease_key != ease) {
+            fail(ctx, g.path,
+                 std::string(key) + " is not a key of Fit " + (ease ? "EASE" : "GraphFilter"),
+                 ease ? "Lambda (EASE's keys: Source, Fit, Lambda, Scale, InTraining)"
+                      : "K, IdealWeight, UserExponent, ItemExponent (GraphFilter's keys)");
+        }
+    }
+    if (ease) {
+        Field lambda = o.get("Lambda");
+        const std::string lambda_expected = "a number > 0 (the fit's L2 weight)";
+        if (!lambda) fail(ctx, lambda.path, "missing required key Lambda", lambda_expected);
+        const double d = get_number(ctx, lambda, lambda_expected);
+        if (!(d > 0.0)) {
+            fail(ctx, lambda.path, "value " + format_number(d) + " is out of range",
+                 lambda_expected);
+        }
+        w.lambda = to_float(ctx, lambda, d, lambda_expected);
+    } else {
+        if (Field g = o.get("K")) {
+            w.k = uint32_t(get_count(ctx, g, 0, 100000,
+                                     "an integer in [0, 100000] (singular vectors; 0: the "
+                                     "linear filter alone)"));
+        }
+        if (Field g = o.get("IdealWeight")) {
+            w.ideal_weight = get_float_in(ctx, g, 0, kInf, false, "a number >= 0");
+        }
+        if (Field g = o.get("UserExponent")) {
+            w.user_exponent = get_float_in(ctx, g, 0, 1, false, "a number in [0, 1]");
+        }
+        if (Field g = o.get("ItemExponent")) {
+            w.item_exponent = get_float_in(ctx, g, 0, 1, false, "a number in [0, 1]");
+        }
+        if (w.ideal_weight > 0.0f && w.k == 0) {
+            fail(ctx, o.child("K"), "IdealWeight > 0 needs K",
+                 "K > 0 singular vectors for the ideal low-pass part");
+        }
+    }
     if (Field g = o.get("Scale")) w.scale = get_float(ctx, g, "a number (the matrix is Scale * B)");
     if (Field g = o.get("InTraining")) w.in_training = get_bool(ctx, g);
     return w;

@@ -144,7 +144,8 @@ bool operator==(const SharedWeights& a, const SharedWeights& b) {
 
 bool operator==(const FixedWeights& a, const FixedWeights& b) {
     return a.source == b.source && a.fit == b.fit && a.lambda == b.lambda && a.scale == b.scale &&
-           a.in_training == b.in_training;
+           a.in_training == b.in_training && a.k == b.k && a.ideal_weight == b.ideal_weight &&
+           a.user_exponent == b.user_exponent && a.item_exponent == b.item_exponent;
 }
 
 // Layers are equal when they behave the same: activation parameters are compared where the
@@ -306,9 +307,16 @@ std::string layer_json(const LayerConfig& l) {
             r += ", \"FixedWeights\": [";
             for (size_t i = 0; i < l.fixed_weights.size(); ++i) {
                 const FixedWeights& fw = l.fixed_weights[i];
-                r += std::string(i > 0 ? ", " : "") + "{ \"Source\": " + json_string(fw.source) +
-                     ", \"Fit\": \"EASE\", \"Lambda\": " + json_float(fw.lambda) +
-                     ", \"Scale\": " + json_float(fw.scale) +
+                r += std::string(i > 0 ? ", " : "") + "{ \"Source\": " + json_string(fw.source);
+                if (fw.fit == LinearFit::kEase) {
+                    r += ", \"Fit\": \"EASE\", \"Lambda\": " + json_float(fw.lambda);
+                } else {
+                    r += ", \"Fit\": \"GraphFilter\", \"K\": " + std::to_string(fw.k) +
+                         ", \"IdealWeight\": " + json_float(fw.ideal_weight) +
+                         ", \"UserExponent\": " + json_float(fw.user_exponent) +
+                         ", \"ItemExponent\": " + json_float(fw.item_exponent);
+                }
+                r += ", \"Scale\": " + json_float(fw.scale) +
                      ", \"InTraining\": " + json_bool(fw.in_training) + " }";
             }
             r += "]";

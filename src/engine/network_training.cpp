@@ -160,7 +160,17 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
         const Dataset x = it->second->expanded();
         for (const FixedWeights& fw : destination.config.fixed_weights) {
             if (fw.source != source.config.name) continue;
-            const std::vector<float> b = ease_matrix(x, fw.lambda, fw.scale);
+            std::vector<float> b;
+            if (fw.fit == LinearFit::kEase) {
+                b = ease_matrix(x, fw.lambda, fw.scale);
+            } else {
+                GraphFilterFit gf;
+                gf.k = fw.k;
+                gf.ideal_weight = fw.ideal_weight;
+                gf.user_exponent = fw.user_exponent;
+                gf.item_exponent = fw.item_exponent;
+                b = graph_filter_matrix(x, gf, fw.scale);
+            }
             // The whole matrix: fixed edges are never split.
             const EdgeSplit& block = net_.plan.edges[wi];
             net_.upload_rows(net_.params.edges[wi].w, block.ld, 0, block.local_rows,

@@ -241,6 +241,49 @@ TEST(ConfigTopology, FixedWeightsTakesAnObjectOrAnArrayWithDefaults) {
     EXPECT_FALSE(d == c);
 }
 
+TEST(ConfigTopology, GraphFilterFixedWeightsHaveTheirOwnKeys) {
+    NetworkConfig c =
+        NetworkConfig::from_json(fixed(R"({ "Source": "In", "Fit": "GraphFilter" })"));
+    const FixedWeights& f = c.layers[3].fixed_weights[0];
+    EXPECT_EQ(f.fit, LinearFit::kGraphFilter);
+    EXPECT_EQ(f.k, 0u);
+    EXPECT_EQ(f.ideal_weight, 0.0f);
+    EXPECT_EQ(f.user_exponent, 0.5f);
+    EXPECT_EQ(f.item_exponent, 0.5f);
+    expect_round_trip(c);
+    c = NetworkConfig::from_json(
+        fixed(R"({ "Source": "In", "Fit": "graphfilter", "K": 256, "IdealWeight": 0.3,
+                   "UserExponent": 0.25, "ItemExponent": 1, "Scale": 4 })"));
+    EXPECT_EQ(c.layers[3].fixed_weights[0].k, 256u);
+    EXPECT_EQ(c.layers[3].fixed_weights[0].ideal_weight, 0.3f);
+    EXPECT_EQ(c.layers[3].fixed_weights[0].item_exponent, 1.0f);
+    expect_round_trip(c);
+    EXPECT_CONTAINS(c.to_json(), R"("Fit": "GraphFilter", "K": 256, "IdealWeight": 0.3, )"
+                                 R"("UserExponent": 0.25, "ItemExponent": 1, "Scale": 4)");
+    NetworkConfig d = c;
+    d.layers[3].fixed_weights[0].k = 128;
+    EXPECT_FALSE(d == c);
+
+    const std::string gf = R"("Source": "In", "Fit": "GraphFilter", )";
+    expect_config_error(fixed("{ " + gf + R"("Lambda": 5 })"),
+                        {"$.Layers[3].FixedWeights.Lambda: Lambda is not a key of Fit GraphFilter",
+                         "K, IdealWeight, UserExponent, ItemExponent"});
+    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 5, "K": 4 })"),
+                        {"$.Layers[3].FixedWeights.K: K is not a key of Fit EASE"});
+    expect_config_error(fixed("{ " + gf + R"("K": -1 })"), {"$.Layers[3].FixedWeights.K:"});
+    expect_config_error(fixed("{ " + gf + R"("K": 2.5 })"), {"$.Layers[3].FixedWeights.K:"});
+    expect_config_error(
+        fixed("{ " + gf + R"("IdealWeight": -0.1, "K": 3 })"),
+        {"$.Layers[3].FixedWeights.IdealWeight: value -0.1 is out of range", "a number >= 0"});
+    expect_config_error(
+        fixed("{ " + gf + R"("UserExponent": 1.5 })"),
+        {"$.Layers[3].FixedWeights.UserExponent: value 1.5 is out of range", "a number in [0, 1]"});
+    expect_config_error(fixed("{ " + gf + R"("ItemExponent": "half" })"),
+                        {"$.Layers[3].FixedWeights.ItemExponent:"});
+    expect_config_error(fixed("{ " + gf + R"("IdealWeight": 0.3 })"),
+                        {"$.Layers[3].FixedWeights.K: IdealWeight > 0 needs K"});
+}
+
 TEST(ConfigTopology, FixedWeightsErrorsNameThePath) {
     expect_config_error(fixed(R"({ "Lambda": 1 })"),
                         {"$.Layers[3].FixedWeights.Source: missing required key Source"});
@@ -249,11 +292,13 @@ TEST(ConfigTopology, FixedWeightsErrorsNameThePath) {
         {"$.Layers[3].FixedWeights.Lambda: missing required key Lambda", "a number > 0"});
     expect_config_error(fixed(R"({ "Source": "In", "Lambda": 0 })"),
                         {"$.Layers[3].FixedWeights.Lambda: value 0 is out of range"});
-    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 1, "Fit": "SLIM" })"),
-                        {"$.Layers[3].FixedWeights.Fit: unknown value \"SLIM\"", "EASE"});
+    expect_config_error(
+        fixed(R"({ "Source": "In", "Lambda": 1, "Fit": "SLIM" })"),
+        {"$.Layers[3].FixedWeights.Fit: unknown value \"SLIM\"", "EASE or GraphFilter"});
     expect_config_error(fixed(R"({ "Source": "In", "Lambda": 1, "Scal": 2 })"),
                         {"$.Layers[3].FixedWeights.Scal: unknown key \"Scal\"",
-                         "Source, Fit, Lambda, Scale, InTraining"});
+                         "Source, Fit, Lambda, Scale, InTraining, K, IdealWeight, UserExponent, "
+                         "ItemExponent"});
     expect_config_error(fixed(R"([])"), {"$.Layers[3].FixedWeights: empty array"});
     expect_config_error(fixed(R"({ "Source": "H1", "Lambda": 1 })"),
                         {"$.Layers[3].FixedWeights.Source: layer \"H1\" is not a Source of "
