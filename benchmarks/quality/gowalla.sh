@@ -5,8 +5,9 @@
 # lambda chosen on validation, both scored by `sparsenet evaluate`; writes
 # benchmarks/results/<date>-<machine>-quality-gowalla.json.
 # Needs the build (make) and benchmarks/.venv (benchmarks/setup-venv.sh). Extra arguments go to
-# protocol_a.py (e.g. --no-ease, --epochs N, --config FILE).
+# protocol_a.py (e.g. --no-ease, --epochs N, --config FILE, --seeds 1 for one seed). Three seeds by
+# default: the model is selected and trained once per seed (docs/quality.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-exec benchmarks/quality/protocol_a.py --dataset gowalla --config configs/protocol-a-gowalla.json --epochs 40 \
+exec benchmarks/quality/protocol_a.py --dataset gowalla --seeds 1,2,3 --config configs/protocol-a-gowalla.json --epochs 40 \
   --ease-lambdas 50,100,200 "$@"

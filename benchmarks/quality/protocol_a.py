@@ -14,9 +14,16 @@ The EASE peer (benchmarks/peers/ease.py) picks lambda on the same validation spl
 the whole train file, writes its test top-20 as a recs file, and that file is scored by
 `sparsenet evaluate --recs` (and by the peer's own numpy code, as a cross-check).
 
+With --seeds 1,2,3 the model is selected and trained once per seed: the seed is the validation
+carve-out's (Gowalla, Yelp2018; ML-1M's validation file is fixed) and the training's (`train
+--seed`: initial weights, shuffling, dropout). `model` then holds the means over the seeds
+(`test_recall@20`, `validation_recall@20`, `test_ndcg@20`; `chosen_epoch`: the median), their
+standard deviation and range, and `per_seed` each seed's values and curves. Without --seeds: one
+run with the split's seed 1 and the config's own seed, as before.
+
 usage: protocol_a.py --dataset gowalla|yelp2018|ml1m [--config configs/X.json] [--epochs N]
        [--build build] [--python PY] [--ease-lambdas 200,500,1000] [--no-ease] [--no-model]
-       [--train-flags "..."] [--threads 2] [--work DIR] [--tag T]
+       [--train-flags "..."] [--threads 2] [--work DIR] [--tag T] [--seeds 1,2,3]
 """
 import argparse
 import datetime
@@ -24,6 +31,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,20 +74,82 @@ def epochs_of(metrics_path):
     return [json.loads(line) for line in open(metrics_path)]
 
 
-def train_curve(a, sparsenet, train, target, model, metrics, epochs, log):
+def train_curve(a, sparsenet, train, target, model, metrics, epochs, log, seed=None):
     """Trains `epochs` epochs on `train`; after each, Recall/NDCG@20 of `target` (input: train)."""
     if os.path.exists(metrics):
         os.remove(metrics)
     t0 = time.perf_counter()
+    seeded = ["--seed", str(seed)] if seed is not None else []
     run([sparsenet, "train", "-c", a.config, "-i", train, "-n", model, "-e", str(epochs),
          "--threads", str(a.threads), "--validate-input", train, "--validate-target", target,
-         "--validate-k", "20", "--metrics-out", metrics, "-q"] + shlex.split(a.train_flags), log)
+         "--validate-k", "20", "--metrics-out", metrics, "-q"] + seeded +
+        shlex.split(a.train_flags), log)
     wall = time.perf_counter() - t0
     rows = epochs_of(metrics)
     curve = [{"epoch": r["epoch"], "loss": r["loss"], "seconds": r["seconds"],
               "recall@20": r["validation"]["recall@20"], "ndcg@20": r["validation"]["ndcg@20"]}
              for r in rows]
     return curve, wall
+
+
+def select_and_train(a, sparsenet, src, has_validation, work, seed, log):
+    """Steps 1-2 for one seed: the split (carve-out seed `seed`, default 1) and the model (epoch
+    chosen on validation, then trained on all of train). Returns (file of the split, the fit
+    file, the model's values or None with --no-model)."""
+    # 1. Split: one users/items index for every file, so rows and columns align.
+    split = os.path.join(work, "split")
+    cmd = [sparsenet, "split", "fixed", "--train", os.path.join(src, "train.txt"),
+           "--test", os.path.join(src, "test.txt"), "-o", split, "-q"]
+    if has_validation:
+        cmd += ["--validation", os.path.join(src, "valid.txt")]
+    else:
+        cmd += ["--carve-validation", "0.1", "--seed", str(1 if seed is None else seed)]
+    run(cmd, log)
+    f = lambda name: os.path.join(split, name)  # noqa: E731
+    fit = f("train.nc") if has_validation else f("train_fit.nc")
+    if a.no_model:
+        return f, fit, None
+
+    # 2. The model: epoch chosen on validation, then trained on all of train.
+    select, select_wall = train_curve(a, sparsenet, fit, f("validation.nc"),
+                                      os.path.join(work, "select.nc"),
+                                      os.path.join(work, "select.jsonl"), a.epochs, log, seed)
+    best = max(select, key=lambda r: r["recall@20"])
+    final, final_wall = train_curve(a, sparsenet, f("train.nc"), f("test.nc"),
+                                    os.path.join(work, "final.nc"),
+                                    os.path.join(work, "final.jsonl"), a.epochs, log, seed)
+    chosen = final[best["epoch"] - 1]
+    peak = max(final, key=lambda r: r["recall@20"])
+    one = {
+        "config": os.path.relpath(a.config, ROOT),
+        "config_json": json.load(open(a.config)), "train_flags": a.train_flags,
+        "epochs": a.epochs, "chosen_epoch": best["epoch"],
+        "validation_recall@20": best["recall@20"],
+        "test_recall@20": chosen["recall@20"], "test_ndcg@20": chosen["ndcg@20"],
+        "test_best_epoch": peak["epoch"], "test_best_recall@20": peak["recall@20"],
+        "test_best_ndcg@20": peak["ndcg@20"],
+        "train_seconds_per_epoch": sum(r["seconds"] for r in final) / len(final),
+        "wall_seconds": {"select": select_wall, "final": final_wall},
+        "validation_curve": select, "test_curve": final}
+    print(f"model{'' if seed is None else f' (seed {seed})'}: epoch {best['epoch']} chosen on "
+          f"validation (Recall@20 {best['recall@20']:.4f}); test Recall@20 "
+          f"{chosen['recall@20']:.4f} NDCG@20 {chosen['ndcg@20']:.4f}; best test epoch "
+          f"{peak['epoch']}: {peak['recall@20']:.4f} / {peak['ndcg@20']:.4f}", flush=True)
+    return f, fit, one
+
+
+def summarize(runs):
+    """The seeds' means (schema of one run's `model`), spreads and per-seed values."""
+    out = {k: runs[0][k] for k in ("config", "config_json", "train_flags", "epochs")}
+    for key in ("test_recall@20", "validation_recall@20", "test_ndcg@20",
+                "test_best_recall@20", "train_seconds_per_epoch"):
+        values = [r[key] for r in runs]
+        out[key] = statistics.fmean(values)
+        out[key + "_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+        out[key + "_range"] = [min(values), max(values)]
+    out["chosen_epoch"] = int(statistics.median(r["chosen_epoch"] for r in runs))
+    out["per_seed"] = runs
+    return out
 
 
 def main():
@@ -96,6 +166,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "sparsenet-quality"))
     p.add_argument("--tag", default="", help="suffix of the results file name")
+    p.add_argument("--seeds", default="",
+                   help="comma-separated seeds: the model selected and trained once per seed "
+                        "(validation carve-out and training); default: one run, carve-out seed 1")
     p.add_argument("--data", default=DATA,
                    help="folder holding <dataset>/train.txt ... (default $SPARSENET_DATA_DIR or "
                         "../shared/data)")
@@ -116,45 +189,29 @@ def main():
               "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
               "published": PUBLISHED[a.dataset]}
 
-    # 1. Split: one users/items index for every file, so rows and columns align.
-    split = os.path.join(work, "split")
-    cmd = [sparsenet, "split", "fixed", "--train", os.path.join(src, "train.txt"),
-           "--test", os.path.join(src, "test.txt"), "-o", split, "-q"]
-    if has_validation:
-        cmd += ["--validation", os.path.join(src, "valid.txt")]
-    else:
-        cmd += ["--carve-validation", "0.1", "--seed", "1"]
-    run(cmd, log)
-    f = lambda name: os.path.join(split, name)  # noqa: E731
-    fit = f("train.nc") if has_validation else f("train_fit.nc")
-    result["validation"] = "valid.txt" if has_validation else "10% of train per user, seed 1"
-
-    # 2. The model: epoch chosen on validation, then trained on all of train.
-    if not a.no_model:
-        select, select_wall = train_curve(a, sparsenet, fit, f("validation.nc"),
-                                          os.path.join(work, "select.nc"),
-                                          os.path.join(work, "select.jsonl"), a.epochs, log)
-        best = max(select, key=lambda r: r["recall@20"])
-        final, final_wall = train_curve(a, sparsenet, f("train.nc"), f("test.nc"),
-                                        os.path.join(work, "final.nc"),
-                                        os.path.join(work, "final.jsonl"), a.epochs, log)
-        chosen = final[best["epoch"] - 1]
-        peak = max(final, key=lambda r: r["recall@20"])
-        result["model"] = {
-            "config": os.path.relpath(a.config, ROOT),
-            "config_json": json.load(open(a.config)), "train_flags": a.train_flags,
-            "epochs": a.epochs, "chosen_epoch": best["epoch"],
-            "validation_recall@20": best["recall@20"],
-            "test_recall@20": chosen["recall@20"], "test_ndcg@20": chosen["ndcg@20"],
-            "test_best_epoch": peak["epoch"], "test_best_recall@20": peak["recall@20"],
-            "test_best_ndcg@20": peak["ndcg@20"],
-            "train_seconds_per_epoch": sum(r["seconds"] for r in final) / len(final),
-            "wall_seconds": {"select": select_wall, "final": final_wall},
-            "validation_curve": select, "test_curve": final}
-        print(f"model: epoch {best['epoch']} chosen on validation (Recall@20 "
-              f"{best['recall@20']:.4f}); test Recall@20 {chosen['recall@20']:.4f} NDCG@20 "
-              f"{chosen['ndcg@20']:.4f}; best test epoch {peak['epoch']}: "
-              f"{peak['recall@20']:.4f} / {peak['ndcg@20']:.4f}", flush=True)
+    seeds = [int(x) for x in a.seeds.split(",")] if a.seeds else [None]
+    runs = []
+    for seed in seeds:
+        seed_work = work if seed is None else os.path.join(work, f"seed-{seed}")
+        os.makedirs(seed_work, exist_ok=True)
+        f, fit, one = select_and_train(a, sparsenet, src, has_validation, seed_work, seed, log)
+        if seed == seeds[0]:
+            first_split, first_fit = f, fit
+            result["validation"] = ("valid.txt" if has_validation else
+                                    f"10% of train per user, seed {1 if seed is None else seed}")
+        if one:
+            runs.append({"seed": seed, **one})
+    f, fit = first_split, first_fit
+    if runs and seeds == [None]:
+        result["model"] = {k: v for k, v in runs[0].items() if k != "seed"}
+    elif runs:
+        result["seeds"] = seeds
+        result["model"] = summarize(runs)
+        m = result["model"]
+        print(f"model over seeds {seeds}: test Recall@20 {m['test_recall@20']:.4f} "
+              f"(std {m['test_recall@20_std']:.4f}, range {m['test_recall@20_range'][0]:.4f}-"
+              f"{m['test_recall@20_range'][1]:.4f}); validation {m['validation_recall@20']:.4f}",
+              flush=True)
 
     # 3. The EASE peer: lambda on validation, refit on train, scored through a recs file.
     if not a.no_ease:
