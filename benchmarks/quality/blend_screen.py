@@ -69,7 +69,10 @@ def graph_filter_weights(X, k, ideal_weight, a=0.5, b=0.5):
         _, _, vt = sla.svds(R.astype(np.float64), k=k, random_state=0)
         V = vt.T.astype(np.float32)
         inv = np.where(ci > 0, 1.0 / np.maximum(ci, 1e-30), 0.0).astype(np.float32)
-        B += np.float32(ideal_weight) * (ci.astype(np.float32)[:, None] * (V @ V.T)) * inv[None, :]
+        left = np.float32(ideal_weight) * ci.astype(np.float32)
+        for r0 in range(0, B.shape[0], 2048):  # by blocks of rows: Gowalla's B alone is 6.7 GB
+            r1 = min(r0 + 2048, B.shape[0])
+            B[r0:r1] += left[r0:r1, None] * (V[r0:r1] @ V.T) * inv[None, :]
     return B
 
 
