@@ -146,7 +146,10 @@ void prepare_device(const std::string& device, bool share_gpus = false);
 struct MemoryPlan {
     int ranks = 1;
     uint32_t batch = 0;
+    // The GEMMs' arithmetic; kBf16: every matrix a GEMM reads keeps a BF16 copy (bf16_weights).
+    Precision precision = Precision::kFp32;
     double weights = 0;                 // every owned matrix (this rank's block)
+    double bf16_weights = 0;            // kBf16: 2 B per weight of each matrix a GEMM reads
     double biases = 0;                  // every non-input layer's bias
     double optimizer_state = 0;         // state slots of the trained weights and biases
     double row_clocks = 0;              // exact Momentum/Nesterov sparse updates: 4 B per row
@@ -165,10 +168,12 @@ struct MemoryPlan {
 // The shape of each dataset a run reads, by name (read_dataset_shape of the files).
 // data_parallel: a rank of --parallel data (whole network; every dense gradient is written, to
 // be summed over the ranks).
+// precision: the GEMMs' (under kBf16 every matrix a GEMM reads keeps a BF16 copy, 2 B a
+// weight, beside its FP32 master).
 MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
                        uint32_t batch, const OptimizerOptions& optimizer, float decay,
-                       bool data_parallel = false);
+                       bool data_parallel = false, Precision precision = Precision::kFp32);
 
 // The plan as text: one line per part and the total, "for one device" or "per rank of N".
 std::string describe_memory(const MemoryPlan& plan, bool device_is_host);

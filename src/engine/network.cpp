@@ -597,6 +597,7 @@ void Network::Impl::initialize_weights(uint64_t seed) {
                     host.data());
     }
     initialize_biases();
+    sync_bf16_copies();
 }
 
 void Network::Impl::initialize_biases() {
@@ -1048,6 +1049,7 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
             bias_slot(bias, s).upload(host.data(), host.size());
         }
     }
+    sync_bf16_copies();  // the file holds the FP32 masters: their copies are rounded here
 }
 
 io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* training) const {
@@ -1188,7 +1190,9 @@ Precision Network::precision() const {
     return impl_->backend->precision();
 }
 void Network::set_precision(Precision p) {
+    impl_->catch_up_all();  // the copies round current weights
     impl_->backend->set_precision(p);
+    impl_->sync_bf16_copies();  // allocated in kBf16, freed otherwise
 }
 int Network::rank() const {
     return impl_->plan.job_rank;
@@ -1279,6 +1283,7 @@ void Network::set_parameter(const std::string& name, const std::vector<float>& v
     const engine::EdgeSplit& block = impl_->plan.edges[i];
     const std::vector<float> mine = impl_->weight_block(i, values);
     impl_->upload_rows(dst, block.ld, 0, block.local_rows, block.local_cols, mine.data());
+    impl_->refresh_bf16_copy(i);
 }
 
 }  // namespace sparsenet

@@ -165,6 +165,7 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
             const EdgeSplit& block = net_.plan.edges[wi];
             net_.upload_rows(net_.params.edges[wi].w, block.ld, 0, block.local_rows,
                              block.local_cols, b.data());
+            net_.refresh_bf16_copy(int(wi));
         }
     }
     net_.params.fits_pending = false;
