@@ -25,6 +25,7 @@
 #include "cuda_common.cuh"
 #include "cuda_row_update.cuh"
 #include "formulas/optimizer.h"
+#include "formulas/precision.h"
 
 namespace sparsenet::cuda {
 
