@@ -90,6 +90,14 @@ class Network {
     // --compare-fp32 scores twice so).
     Precision precision() const;
     void set_precision(Precision p);
+    // Inference only, under Precision::kBf16 (predict and serve with --precision bf16 when asked):
+    // frees the FP32 weights of every matrix that only GEMMs read, keeping their BF16 copies,
+    // which those GEMMs read anyway: half the memory of those weights, the same scores. Matrices
+    // a sparse input multiplies (csr_matmul, FP32 in every precision) keep their FP32 weights.
+    // Afterwards training, save, get_parameter / set_parameter of a freed matrix and
+    // set_precision throw Error(kUsage). Error(kUsage) outside kBf16.
+    void keep_only_bf16_weights();
+    bool only_bf16_weights() const;  // whether keep_only_bf16_weights ran
     // Model parallelism: this process's rank among the ranks that split the network, and their
     // number (0 and 1 for a network of one process).
     int rank() const;

@@ -1172,6 +1172,7 @@ void Network::Impl::write_file(const std::string& path,
 }
 
 void Network::save(const std::string& path) const {
+    impl_->require_fp32_weights("saving " + path);
     impl_->catch_up_all();
     host_memory_guard("saving a model", [&] { impl_->write_file(path, nullptr); });
 }
@@ -1189,7 +1190,36 @@ std::string Network::device() const {
 Precision Network::precision() const {
     return impl_->backend->precision();
 }
+void Network::keep_only_bf16_weights() {
+    Impl& net = *impl_;
+    if (net.backend->precision() != Precision::kBf16) {
+        throw Error(ErrorCategory::kUsage,
+                    std::string("keeping only the BF16 weights needs precision bf16; the "
+                                "network computes in ") +
+                        to_string(net.backend->precision()));
+    }
+    net.catch_up_all();
+    for (size_t wi = 0; wi < net.graph.edges.size(); ++wi) {
+        engine::EdgeParams& matrix = net.params.edges[wi];
+        if (matrix.w_bf16.size() == 0) continue;  // no copy: csr_matmul alone, or not an owner
+        bool gemm_only = true;
+        for (const GraphEdge& w : net.graph.edges) {
+            if (w.owner == int(wi) && net.graph.layers[w.source].is_input()) gemm_only = false;
+        }
+        if (!gemm_only) continue;
+        matrix.w = DeviceArray<float>();
+        matrix.state1 = DeviceArray<float>();
+        matrix.state2 = DeviceArray<float>();
+        net.params.bf16_only = true;
+    }
+}
+
+bool Network::only_bf16_weights() const {
+    return impl_->params.bf16_only;
+}
+
 void Network::set_precision(Precision p) {
+    impl_->require_fp32_weights("changing the precision");
     impl_->catch_up_all();  // the copies round current weights
     impl_->backend->set_precision(p);
     impl_->sync_bf16_copies();  // allocated in kBf16, freed otherwise
@@ -1257,6 +1287,7 @@ std::vector<float> Network::get_parameter(const std::string& name) const {
         impl_->params.layers[i].bias.download(values.data(), values.size());
         return impl_->assemble_bias(i, std::move(values));
     }
+    impl_->require_fp32_weights("parameter '" + name + "'", i);
     const engine::EdgeSplit& block = impl_->plan.edges[i];
     std::vector<float> values(size_t(block.local_rows) * block.local_cols);
     impl_->download_rows(impl_->params.edges[i].w, block.ld, 0, block.local_rows, block.local_cols,
@@ -1268,6 +1299,7 @@ void Network::set_parameter(const std::string& name, const std::vector<float>& v
     impl_->catch_up_all();
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
+    if (!is_bias) impl_->require_fp32_weights("parameter '" + name + "'", i);
     DeviceArray<float>& dst = is_bias ? impl_->params.layers[i].bias : impl_->params.edges[i].w;
     const size_t whole = is_bias ? size_t(impl_->graph.layers[i].n)
                                  : size_t(impl_->graph.edges[i].rows) * impl_->graph.edges[i].cols;

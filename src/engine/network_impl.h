@@ -309,6 +309,9 @@ struct Network::Impl {
     // One round_bf16 pass of owner edge wi's weights into its copy (nothing without a copy):
     // after every write of the weights that did not write the copy in the same pass.
     void refresh_bf16_copy(int wi);
+    // Error(kUsage) naming `what` (training, a save, ...) when keep_only_bf16_weights freed FP32
+    // weights (wi >= 0: only if owner edge wi's were freed).
+    void require_fp32_weights(const std::string& what, int wi = -1) const;
 };
 
 }  // namespace sparsenet

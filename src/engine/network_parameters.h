@@ -55,6 +55,9 @@ struct Parameters {
     // Fixed edges (GraphEdge::fixed) wait for their fit: set when initialize_weights() starts a
     // new network, cleared by the fit (engine::Training::fit_fixed_weights) or by reading a file.
     bool fits_pending = false;
+    // Network::keep_only_bf16_weights ran: the FP32 w of every matrix only GEMMs read is freed
+    // (empty), its w_bf16 kept; an inference network (Network::Impl::require_fp32_weights).
+    bool bf16_only = false;
 };
 
 }  // namespace sparsenet::engine

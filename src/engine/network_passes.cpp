@@ -758,6 +758,15 @@ void Network::Impl::refresh_bf16_copy(int wi) {
     backend->round_bf16(matrix_rows(matrix.w, wi), matrix.w_bf16.data());
 }
 
+void Network::Impl::require_fp32_weights(const std::string& what, int wi) const {
+    if (!params.bf16_only) return;
+    if (wi >= 0 && params.edges[wi].w.size() > 0) return;
+    throw Error(ErrorCategory::kUsage,
+                what +
+                    ": the network keeps only the BF16 copies of its weights "
+                    "(keep_only_bf16_weights: an inference network); load the model again");
+}
+
 void Network::Impl::apply_weight_norms(int wi) {
     // A split matrix is split by output columns here (plan_split refuses WeightNorm on the other
     // split), so its columns are whole.

@@ -36,6 +36,10 @@ std::vector<int> checked_layer_indices(const Network::Impl& net) {
 
 }  // namespace
 
+Training::Training(Network& network) : net_(network.impl()) {
+    net_.require_fp32_weights("training");
+}
+
 Backend& Training::backend() const {
     return *net_.backend;
 }

@@ -22,6 +22,7 @@
 #include "sparsenet/dataset.h"
 #include "sparsenet/network.h"
 #include "sparsenet/predictor.h"
+#include "sparsenet/recommender.h"
 #include "sparsenet/trainer.h"
 #include "support/test_support.h"
 
@@ -377,6 +378,88 @@ TEST(Bf16WeightCopies, TheMemoryPlanCountsTheCopies) {
     ScopedEnv off("SPARSENET_BF16_WEIGHT_COPIES", "0");
     EXPECT_EQ(plan_memory(config, shapes, 1, 16, sgd, 0.0f, false, Precision::kBf16).bf16_weights,
               0.0);
+}
+
+// ---- predict and serve in bf16 with only the BF16 weights (issue 46 item 3) ----
+
+template <class F>
+void expect_usage_error(F&& f, const std::string& what) {
+    try {
+        f();
+        ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage) << what << ": " << e.what();
+    }
+}
+
+TEST(Bf16WeightsOnly, PredictsAndServesTheSameAndRefusesWhatNeedsTheFp32Weights) {
+    const GeneratedData data = planted();
+    const Fixture f(data.train);
+    testing::TempDir dir;
+    const std::string path = dir.file("bf16.nc");
+    {
+        NetworkOptions no;
+        no.device = "cpu";
+        no.precision = Precision::kBf16;
+        Network net = Network::create(f.config, f.widths(), no);
+        Trainer(net, f.data(), adam(1)).fit();
+        net.save(path);
+    }
+    NetworkOptions no;
+    no.device = "cpu";
+    no.precision = Precision::kBf16;
+    Network both = Network::load(path, no);
+    Network only = Network::load(path, no);
+    EXPECT_FALSE(only.only_bf16_weights());
+    only.keep_only_bf16_weights();
+    EXPECT_TRUE(only.only_bf16_weights());
+    PredictOptions po;
+    po.k = 20;
+    const TopK want = Predictor(both, {{"in", &f.in}}).top_k(po, &f.in);
+    const TopK got = Predictor(only, {{"in", &f.in}}).top_k(po, &f.in);
+    EXPECT_EQ(got.indices, want.indices);
+    EXPECT_EQ(got.scores, want.scores);
+
+    // The sparse input's matrix (csr_matmul, FP32) is kept; the hidden -> output one is not.
+    std::string input_weights, output_weights;
+    for (const Parameter& prm : only.parameters()) {
+        if (prm.name.rfind("weight:", 0) != 0) continue;
+        (prm.rows == f.in.cols ? input_weights : output_weights) = prm.name;
+    }
+    ASSERT_FALSE(input_weights.empty());
+    ASSERT_FALSE(output_weights.empty());
+    EXPECT_EQ(only.get_parameter(input_weights), both.get_parameter(input_weights));
+    expect_usage_error([&] { only.get_parameter(output_weights); }, "get_parameter");
+    expect_usage_error([&] { only.save(dir.file("again.nc")); }, "save");
+    expect_usage_error([&] { Trainer(only, f.data(), adam(1)); }, "training");
+    expect_usage_error([&] { only.set_precision(Precision::kFp32); }, "set_precision");
+    NetworkOptions fp32 = no;
+    fp32.precision = Precision::kFp32;
+    Network in_fp32 = Network::load(path, fp32);
+    expect_usage_error([&] { in_fp32.keep_only_bf16_weights(); }, "keep_only_bf16_weights in fp32");
+
+    // The Recommender: the same answers with only the BF16 weights.
+    RecommenderOptions ro;
+    ro.precision = Precision::kBf16;
+    const Recommender full(path, ro);
+    ro.bf16_weights_only = true;
+    const Recommender half(path, ro);
+    for (int user = 0; user < 20; ++user) {
+        std::vector<ItemRef> items;
+        for (uint64_t e = f.in.offsets[user]; e < f.in.offsets[user + 1]; ++e)
+            items.emplace_back(f.in.indices[e]);
+        const Recommendations a = full.recommend(items), b = half.recommend(items);
+        ASSERT_EQ(a.items.size(), b.items.size());
+        for (size_t i = 0; i < a.items.size(); ++i) {
+            EXPECT_EQ(a.items[i].id, b.items[i].id);
+            EXPECT_EQ(a.items[i].score, b.items[i].score);
+        }
+    }
+    ro.fp16_screening = true;
+    expect_usage_error([&] { Recommender screened(path, ro); }, "with fp16 screening");
+    ro.fp16_screening = false;
+    ro.precision = Precision::kFp32;
+    expect_usage_error([&] { Recommender in_fp32_too(path, ro); }, "recommender in fp32");
 }
 
 }  // namespace
