@@ -1220,7 +1220,6 @@ bool Network::only_bf16_weights() const {
 
 void Network::set_precision(Precision p) {
     impl_->require_fp32_weights("changing the precision");
-    impl_->catch_up_all();  // the copies round current weights
     impl_->backend->set_precision(p);
     impl_->sync_bf16_copies();  // allocated in kBf16, freed otherwise
 }

@@ -152,8 +152,7 @@ void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixV
     with_scratch(Op::kGemm, [&] {
         if (precision_ == Precision::kBf16) {
             // BF16 operands, FP32 products and sums, exactly (backend.h): one rounding pass
-            // over each operand into scratch, then the FP32 gemm. The pass over the weights
-            // costs a read and a write of them per gemm (docs/gpu.md, "Precision").
+            // over each operand into scratch, then the FP32 gemm (docs/gpu.md, "Precision").
             // An operand with a BF16 copy (ConstMatrixView::bf16) is widened from it instead:
             // the same floats (the copy holds the rounding of the same FP32 values), so the CPU
             // computes what the GPU's GEMM on the copy computes, and what it computed before the
