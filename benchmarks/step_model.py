@@ -17,6 +17,24 @@ layer, fully connected hidden layers and one output layer with sparse targets; e
           the optimizer, four passes over the output (bias + activation, delta, loss, column
           sum), separate hidden-layer passes, the guard's sums of squares over every activation.
 
+Three precisions of the GEMMs (--precision; storage stays FP32, value_bytes):
+
+  fp32           (and tf32: the same bytes) every GEMM reads its FP32 operands;
+  bf16           the engine since issue 46: each weight matrix a GEMM reads keeps a BF16 copy
+                 written by the step (2 B a weight written in the optimizer's pass, or one
+                 conversion pass, 4 B read + 2 B written, after a step inside the weight-gradient
+                 GEMM: SGD, Momentum), which the forward and input-delta GEMMs read (2 B a
+                 weight); activations and deltas are converted per GEMM (4 B read, 2 B written,
+                 then 2 B read by the GEMM); results, the sparse input's gather and every
+                 element-wise pass stay FP32;
+  bf16-per-gemm  the engine before issue 46: every BF16 GEMM converts both operands, the
+                 weights included, per GEMM;
+  bf16-fused     not built (a target for issue 46's GPU work): the copy written inside the
+                 pass that updates the weights in every case (the weight-gradient GEMM's
+                 epilogue for SGD, the velocity add for Momentum), and each activation and delta
+                 a GEMM reads written in BF16 (2 B, beside its FP32 value) by the kernel that
+                 produces it, so no conversion pass is left.
+
 Only operands and results count: GEMMs read each operand once and write the result once (tiles
 that re-read an operand from cache count nothing); a gathered input row is read once per batch
 (distinct rows: --distinct, default the expectation for uniformly drawn items). Scalars, the
@@ -26,9 +44,11 @@ Used by benchmarks (and scripts/gpu-validate) as a module:
     import step_model
     m = step_model.model("dsstne-bench")             # or model(config_path, batch=...)
     step_model.bytes_per_step(m)                     # fused
+    step_model.model("dsstne-bench", precision="bf16")
     step_model.floor_seconds(m, bandwidth=3.35e12, examples=138493)
 or from the command line:
     benchmarks/step_model.py --workload dsstne-bench --bandwidth 3.35e12 [--unfused] [--json]
+        [--precision fp32|bf16|bf16-per-gemm]
 """
 import argparse
 import json
@@ -44,6 +64,9 @@ WORKLOADS = {
     "mult-dae": (os.path.join(ROOT, "configs", "mult-dae.json"), 500, "adam"),
 }
 
+# The GEMMs' precisions the model knows (module docstring).
+PRECISIONS = ("fp32", "bf16", "bf16-per-gemm", "bf16-fused")
+
 # Optimizer state slots per parameter (src/kernels/formulas/optimizer.h).
 STATE_SLOTS = {"sgd": 0, "momentum": 1, "nesterov": 1, "adagrad": 1, "rmsprop": 1,
                "adadelta": 2, "adam": 2, "adamw": 2}
@@ -57,8 +80,11 @@ def expected_distinct(draws, items):
 
 
 def model(workload_or_config, batch=None, optimizer=None, mean_nnz=None, items=ITEMS,
-          distinct=None, dropout=None, value_bytes=4):
-    """The step's shape: layer widths, batch, input nonzeros per row, optimizer, dropout."""
+          distinct=None, dropout=None, value_bytes=4, precision="fp32"):
+    """The step's shape: layer widths, batch, input nonzeros per row, optimizer, dropout, and
+    the GEMMs' precision (PRECISIONS)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     if workload_or_config in WORKLOADS:
         config, default_batch, default_opt = WORKLOADS[workload_or_config]
     else:
@@ -75,7 +101,7 @@ def model(workload_or_config, batch=None, optimizer=None, mean_nnz=None, items=I
         "sizes": sizes, "batch": b, "mean_nnz": nnz, "optimizer": opt,
         "dropout": dropout if dropout is not None else drop,
         "distinct": distinct if distinct is not None else expected_distinct(b * nnz, sizes[0]),
-        "value_bytes": value_bytes,
+        "value_bytes": value_bytes, "precision": precision,
     }
 
 
@@ -92,13 +118,40 @@ def passes(m, fused=True):
     def act_pass(name, n, reads, writes):  # element-wise over a [B, n] matrix
         out.append((name, reads * B * n * f, writes * B * n * f))
 
+    precision = m.get("precision", "fp32")
+    bf16 = precision != "fp32"
+    copies = precision in ("bf16", "bf16-fused")  # the weights' BF16 copies kept by the step
+    producers = precision == "bf16-fused"  # activations and deltas written in BF16 as produced
+    produced = set()
+
+    def gemm(name, operands, written):
+        """A GEMM: operands [(what, elements, is_weight)], `written` FP32 bytes of its result.
+        In bf16 an operand without a BF16 copy is converted first (a pass of its own)."""
+        read = 0
+        for what, elems, weight in operands:
+            if not bf16:
+                read += elems * f
+            elif weight and copies:  # the copy the step wrote
+                read += elems * 2
+            elif producers:  # written once by its producer (2 B more), read by each GEMM
+                if what not in produced:
+                    produced.add(what)
+                    out.append((f"bf16 {what} written by its producer", 0, elems * 2))
+                read += elems * 2
+            else:
+                out.append((f"bf16 conversion of {what} for {name}", elems * f, elems * 2))
+                read += elems * 2
+        return read, written
+
     # ---- forward ----
     # Sparse input: every distinct stored row of W_in once, the CSR (index + value), z1 written.
     out.append(("input gather (csr_matmul)", m["distinct"] * n1 * f + entries * 8, B * n1 * f))
     for l in range(1, L + 1):
         n_in, n = sizes[l - 1], sizes[l]
         if l > 1:
-            out.append((f"gemm forward {l}", (B * n_in + n_in * n) * f, B * n * f))
+            name = f"gemm forward {l}"
+            out.append((name, *gemm(name, [(f"a{l - 1}", B * n_in, False),
+                                           (f"W{l}", n_in * n, True)], B * n * f)))
         if l == L:
             if fused:  # z + bias, activation, delta over z, loss, bias-gradient partials
                 out.append(("output epilogue", B * n * f + entries * 8, B * n * f))
@@ -116,18 +169,27 @@ def passes(m, fused=True):
     # ---- backward and update ----
     def dense_update(l, n_in, n):
         w = n_in * n * f
-        operands = (B * n_in + B * n) * f
-        if fused and m["optimizer"] == "sgd":
-            out.append((f"gemm weight gradient + SGD {l}", operands + w, w))
-        elif fused and m["optimizer"] == "momentum":
-            out.append((f"gemm weight gradient into velocity {l}", operands + w, w))
-            out.append((f"weights += velocity {l}", 2 * w, w))
-        elif fused:  # GEMM writes g, one epilogue pass reads g, the state, w; writes state, w
-            out.append((f"gemm weight gradient {l}", operands, w))
-            out.append((f"optimizer epilogue {l}", (2 + slots) * w, (1 + slots) * w))
-        else:
-            out.append((f"gemm weight gradient {l}", operands, w))
-            out.append((f"optimizer {l}", (2 + slots) * w, (1 + slots) * w))
+        copy = n_in * n * 2 if copies else 0  # the BF16 copy the step writes
+
+        def operands(name):  # the activations and the delta, never weights
+            return gemm(name, [(f"a{l - 1}", B * n_in, False), (f"dz{l}", B * n, False)], 0)[0]
+
+        if fused and m["optimizer"] in ("sgd", "momentum"):
+            sgd = m["optimizer"] == "sgd"
+            name = f"gemm weight gradient + SGD {l}" if sgd else \
+                f"gemm weight gradient into velocity {l}"
+            # bf16-fused: the pass that writes W writes its copy too.
+            in_pass = copy if producers else 0
+            out.append((name, operands(name) + w, w + (in_pass if sgd else 0)))
+            if not sgd:
+                out.append((f"weights += velocity {l}", 2 * w, w + in_pass))
+            if copies and not producers:  # the GEMM's epilogue writes FP32 only: one more pass
+                out.append((f"bf16 copy of W{l} after the step", w, copy))
+        else:  # GEMM writes g, one pass reads g, the state, w; writes the state, w (its copy)
+            name = f"gemm weight gradient {l}"
+            out.append((name, operands(name), w))
+            step = f"optimizer epilogue {l}" if fused else f"optimizer {l}"
+            out.append((step, (2 + slots) * w, (1 + slots) * w + copy))
 
     for l in range(L, 0, -1):
         n_in, n = sizes[l - 1], sizes[l]
@@ -139,7 +201,9 @@ def passes(m, fused=True):
                 act_pass(f"hidden {l} bias gradient (column sum)", n, 1, 0)
         if l > 1:
             dense_update(l, n_in, n)
-            out.append((f"gemm input delta {l}", (B * n + n_in * n) * f, B * n_in * f))
+            name = f"gemm input delta {l}"
+            out.append((name, *gemm(name, [(f"dz{l}", B * n, False), (f"W{l}", n_in * n, True)],
+                                    B * n_in * f)))
         else:  # sparse input: per touched row, the sum of its entries' dz rows and the update
             rows = m["distinct"] * n1 * f
             out.append(("input weight gradient + update",
@@ -173,23 +237,30 @@ def main():
     p.add_argument("--bandwidth", type=float, default=3.35e12, help="bytes/s (H100 SXM: 3.35e12)")
     p.add_argument("--examples", type=int, default=USERS)
     p.add_argument("--unfused", action="store_true", help="the separate-pass variant")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="the GEMMs' precision (default fp32; tf32 moves fp32's bytes)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
-    m = model(a.workload, batch=a.batch, optimizer=a.optimizer, distinct=a.distinct)
+    m = model(a.workload, batch=a.batch, optimizer=a.optimizer, distinct=a.distinct,
+              precision=a.precision)
     fused = not a.unfused
     total = bytes_per_step(m, fused)
+    # The step's bytes in each precision, side by side.
+    by_precision = {p: bytes_per_step(dict(m, precision=p), fused) for p in PRECISIONS}
     result = {"workload": a.workload, "variant": "fused" if fused else "unfused",
               "model": m, "bytes_per_step": total, "bandwidth": a.bandwidth,
               "floor_s_per_step": total / a.bandwidth,
               "floor_s_per_epoch": floor_seconds(m, a.bandwidth, a.examples, fused),
-              "examples": a.examples,
+              "examples": a.examples, "bytes_per_step_by_precision": by_precision,
               "passes": [{"pass": n, "read": r, "written": w} for n, r, w in passes(m, fused)]}
     if a.json:
         print(json.dumps(result, indent=2))
         return
     for n, r, w in passes(m, fused):
         print(f"{n:45s} {r / 1e6:10.1f} MB read {w / 1e6:10.1f} MB written")
-    print(f"{a.workload} ({result['variant']}): {total / 1e6:.1f} MB per step; at "
+    print("per step: " + ", ".join(f"{p} {b / 1e6:.1f} MB" for p, b in by_precision.items()) +
+          f" (bf16 / fp32: {by_precision['bf16'] / by_precision['fp32']:.3f})")
+    print(f"{a.workload} ({result['variant']}, {a.precision}): {total / 1e6:.1f} MB per step; at "
           f"{a.bandwidth / 1e12:.2f} TB/s {result['floor_s_per_step'] * 1e6:.0f} us per step, "
           f"{result['floor_s_per_epoch']:.3f} s per epoch of {a.examples} examples")
 

@@ -54,11 +54,11 @@ __global__ void scale_matrix_kernel(float beta, MatrixView m) {
     }
 }
 
-__global__ void round_bf16_kernel(ConstMatrixView m, uint16_t* dst) {
+__global__ void round_bf16_kernel(ConstMatrixView m, uint16_t* dst, size_t dst_ld) {
     const size_t c = SN_THIS_COLUMN();
-    if (c >= m.cols) return;
+    if (c >= dst_ld) return;
     SN_ROWS_LOOP(r, m.rows) {
-        dst[r * m.cols + c] = formulas::bf16_bits(m.data[r * m.ld + c]);
+        dst[r * dst_ld + c] = c < m.cols ? formulas::bf16_bits(m.data[r * m.ld + c]) : uint16_t(0);
     }
 }
 
@@ -210,10 +210,10 @@ void launch_scale_matrix(const Context& ctx, float beta, MatrixView m) {
     check_launch(ctx, "scale_matrix_kernel");
 }
 
-void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst) {
-    if (m.rows == 0 || m.cols == 0) return;
-    const Shape2d s = dims(elementwise_shape(m.rows, m.cols));
-    round_bf16_kernel<<<s.grid, s.block, 0, ctx.stream>>>(m, dst);
+void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst, size_t dst_ld) {
+    if (m.rows == 0 || dst_ld == 0) return;
+    const Shape2d s = dims(elementwise_shape(m.rows, dst_ld));
+    round_bf16_kernel<<<s.grid, s.block, 0, ctx.stream>>>(m, dst, dst_ld);
     check_launch(ctx, "round_bf16_kernel");
 }
 

@@ -168,9 +168,11 @@ void launch_fill(const Context& ctx, float* dst, size_t n, float value);
 void launch_add_matrix(const Context& ctx, float alpha, ConstMatrixView x, float beta,
                        MatrixView y);
 void launch_scale_matrix(const Context& ctx, float beta, MatrixView m);  // m *= beta (0: zeros)
-// dst[r * m.cols + c] = the BF16 bits of m[r, c] (formulas::bf16_bits, round to nearest even):
-// gemm's operand copies under Precision::kBf16 (dst contiguous, [m.rows, m.cols]).
-void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst);
+// dst[r * dst_ld + c] = the BF16 bits of m[r, c] (formulas::bf16_bits, round to nearest even)
+// for c < m.cols, and 0 for m.cols <= c < dst_ld: gemm's operand copies under Precision::kBf16
+// (dst contiguous, dst_ld = m.cols) and Backend::round_bf16 (the engine's weight copies,
+// dst_ld = m.ld: laid out like the weights, padding zero).
+void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst, size_t dst_ld);
 void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,
                                     const float* bias, MatrixView z);
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
@@ -244,8 +246,9 @@ void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss
                             double* loss_sum, ScratchBuffer& row_loss);
 
 // kernels/cuda_optimizer.cu
+// w_bf16 (nullable, w's layout): the BF16 bits of each updated weight, written in the same pass.
 void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& step, MatrixView w,
-                           ConstMatrixView g, float* state1, float* state2);
+                           ConstMatrixView g, float* state1, float* state2, uint16_t* w_bf16);
 void launch_optimizer_step_rows(const Context& ctx, const formulas::OptimizerStep& step,
                                 MatrixView w, const SparseRowGrad& grad, float* state1,
                                 float* state2, SparseUpdate mode, RowClock clock,

@@ -25,19 +25,23 @@
 #include "cuda_common.cuh"
 #include "cuda_row_update.cuh"
 #include "formulas/optimizer.h"
+#include "formulas/precision.h"
 
 namespace sparsenet::cuda {
 
 namespace {
 
+// w16 (nullable): the BF16 copy of the weights (Precision::kBf16), written from the updated value
+// in the same pass, so that the copy costs 2 bytes per weight written and no pass of its own.
 __global__ void optimizer_dense_kernel(formulas::OptimizerStep step, int slots, MatrixView w,
-                                       ConstMatrixView g, float* s1, float* s2) {
+                                       ConstMatrixView g, float* s1, float* s2, uint16_t* w16) {
     const size_t c = SN_THIS_COLUMN();
     if (c >= w.cols) return;
     SN_ROWS_LOOP(r, w.rows) {
         const size_t off = r * w.ld + c;
         update_element(step, slots, w.data + off, g.data[r * g.ld + c],
                        slots >= 1 ? s1 + off : nullptr, slots >= 2 ? s2 + off : nullptr);
+        if (w16 != nullptr) w16[off] = formulas::bf16_bits(w.data[off]);
     }
 }
 
@@ -170,11 +174,12 @@ __global__ void optimizer_mapped_kernel(formulas::OptimizerStep step, int slots,
 }  // namespace
 
 void launch_optimizer_step(const Context& ctx, const formulas::OptimizerStep& step, MatrixView w,
-                           ConstMatrixView g, float* state1, float* state2) {
+                           ConstMatrixView g, float* state1, float* state2, uint16_t* w_bf16) {
     if (w.rows == 0 || w.cols == 0) return;
     const int slots = formulas::optimizer_state_slots(step.kind);
     const Shape2d s = dims(elementwise_shape(w.rows, w.cols));
-    optimizer_dense_kernel<<<s.grid, s.block, 0, ctx.stream>>>(step, slots, w, g, state1, state2);
+    optimizer_dense_kernel<<<s.grid, s.block, 0, ctx.stream>>>(step, slots, w, g, state1, state2,
+                                                               w_bf16);
     check_launch(ctx, "optimizer_dense_kernel");
 }
 

@@ -35,9 +35,16 @@ struct ConstMatrixView {
     size_t cols = 0;
     size_t ld = 0;
     bool zero_padded = false;  // as MatrixView::zero_padded
+    // The same matrix rounded to BF16 (formulas::bf16_bits), laid out like data (the same ld,
+    // zeros in the padding), or nullptr. Only gemm under Precision::kBf16 reads it, instead of
+    // rounding data itself: the engine's weight copies, written once per step where the FP32
+    // master is updated (engine::EdgeParams::w_bf16). With bf16 set, data may be nullptr (an
+    // inference network that keeps only the BF16 weights); every other op needs data.
+    const uint16_t* bf16 = nullptr;
     ConstMatrixView() = default;
-    ConstMatrixView(const float* d, size_t r, size_t c, size_t l, bool padded = false)
-        : data(d), rows(r), cols(c), ld(l), zero_padded(padded) {}
+    ConstMatrixView(const float* d, size_t r, size_t c, size_t l, bool padded = false,
+                    const uint16_t* b16 = nullptr)
+        : data(d), rows(r), cols(c), ld(l), zero_padded(padded), bf16(b16) {}
     ConstMatrixView(const MatrixView& m)
         : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld), zero_padded(m.zero_padded) {}
     const float* row(size_t r) const { return data + r * ld; }
@@ -131,7 +138,8 @@ enum class Op {
     kActivationBackwardColumnSum,
     kSumSquares,
     kSparseStep,
-    kCatchUpRows,  // the last: backend_ops.cpp's op-time table and op_checks_test count to it
+    kCatchUpRows,
+    kRoundBf16,  // the last: backend_ops.cpp's op-time table and op_checks_test count to it
 };
 const char* to_string(Op op);
 

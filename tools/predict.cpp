@@ -347,6 +347,10 @@ int predict_main(int argc, char** argv) {
         args.add_flag({"--compare-fp32"}, &compare_fp32,
                       "score a second time in fp32 and print on stderr in how many rows the "
                       "top-K differs from fp32's (with --precision bf16 or tf32)");
+        bool bf16_weights_only = false;
+        args.add_flag({"--bf16-weights-only"}, &bf16_weights_only,
+                      "with --precision bf16: keep only the BF16 copies of the weights the GEMMs "
+                      "read (half their memory, the same recommendations)");
         if (!args.parse(argc, argv)) return 0;
         (void)precision_option(precision);  // a bad value fails before any file is read
         if (output_format != "text" && output_format != "npz") {
@@ -463,6 +467,14 @@ int predict_main(int argc, char** argv) {
         net_options.parallel = parse_parallel_mode(parallel);
         net_options.precision = precision_option(precision);
         Network network = Network::load(model_path, net_options);
+        if (bf16_weights_only) {
+            if (compare_fp32) {
+                throw Error(ErrorCategory::kUsage,
+                            "--bf16-weights-only and --compare-fp32 exclude each other (the "
+                            "FP32 scoring needs the FP32 weights)");
+            }
+            network.keep_only_bf16_weights();  // Error(kUsage) outside bf16
+        }
         const PhaseTimer::Clock::time_point model_end = PhaseTimer::Clock::now();
         if (device_start.joinable()) device_start.join();  // started: Network::load used it
         if (model_prefetch.joinable()) model_prefetch.join();

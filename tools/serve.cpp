@@ -616,7 +616,21 @@ int serve_main(int argc, char** argv) {
         args.add({"--fp16-screening"}, &screening, "MODE",
                  "auto | on | off: rank single queries by an fp16 scan of the output layer (the "
                  "same results; docs/library.md). auto: when the model allows it (default)");
+        std::string precision;
+        bool bf16_weights_only = false;
+        args.add({"--precision"}, &precision, "P", kPrecisionHelp);
+        args.add_flag({"--bf16-weights-only"}, &bf16_weights_only,
+                      "with --precision bf16 (or a bf16 model): keep only the BF16 copies of "
+                      "the weights the products read (half their memory, the same answers; "
+                      "no fp16 screening)");
         if (!args.parse(argc, argv)) return 0;
+        const std::optional<Precision> precision_choice = precision_option(precision);
+        if (bf16_weights_only && screening == "on") {
+            throw Error(ErrorCategory::kUsage,
+                        "--bf16-weights-only and --fp16-screening on exclude each other (the "
+                        "fp16 copy is made from the FP32 weights)");
+        }
+        if (bf16_weights_only) screening = "off";
         if (port > 65535) {
             throw Error(ErrorCategory::kUsage,
                         "option --port: " + std::to_string(port) + " is not a port (0..65535)");
@@ -690,6 +704,8 @@ int serve_main(int argc, char** argv) {
         options.device = "cpu";
         options.max_concurrent_calls = slots;
         options.max_batch = max_batch;
+        options.precision = precision_choice;
+        options.bf16_weights_only = bf16_weights_only;
         ServeOptions serve_options;
         serve_options.limits.max_k = max_k;
         serve_options.limits.max_batch = max_batch;

@@ -255,6 +255,12 @@ int train_main(int argc, char** argv) {
         // a run that cannot fit is refused (docs/memory.md).
         const std::map<std::string, DatasetShape> shapes = dataset_shapes(files);
         const float run_decay = options.decay.value_or(config.decay);
+        // The plan's precision as Network::create resolves it (a device's default is FP32 or
+        // TF32: no BF16 copies either way).
+        const Precision plan_precision = net_options.precision ? *net_options.precision
+                                         : config.training && config.training->precision
+                                             ? *config.training->precision
+                                             : Precision::kFp32;
         if (dry_run) {
             std::map<std::string, uint32_t> widths;
             for (const auto& kv : shapes) widths[kv.first] = kv.second.cols;
@@ -263,17 +269,20 @@ int train_main(int argc, char** argv) {
             std::string plan =
                 describe_model_parallel(config, widths, ranks, options.batch, opt.kind);
             const bool host = device == "cpu";
-            plan += describe_memory(plan_memory(config, shapes, 1, options.batch, opt, run_decay),
+            plan += describe_memory(plan_memory(config, shapes, 1, options.batch, opt, run_decay,
+                                                false, plan_precision),
                                     host);
             if (ranks > 1) {
-                plan += describe_memory(
-                    plan_memory(config, shapes, ranks, options.batch, opt, run_decay), host);
+                plan += describe_memory(plan_memory(config, shapes, ranks, options.batch, opt,
+                                                    run_decay, false, plan_precision),
+                                        host);
                 // A data-parallel rank holds the whole network and datasets, and writes every
                 // dense gradient (summed over the ranks, never fused into the step).
-                plan += "--parallel data, each of the " + std::to_string(ranks) + " ranks:\n" +
-                        describe_memory(plan_memory(config, shapes, 1, options.batch, opt,
-                                                    run_decay, /*data_parallel=*/true),
-                                        host);
+                plan +=
+                    "--parallel data, each of the " + std::to_string(ranks) + " ranks:\n" +
+                    describe_memory(plan_memory(config, shapes, 1, options.batch, opt, run_decay,
+                                                /*data_parallel=*/true, plan_precision),
+                                    host);
             }
             if (job_rank() == 0) std::fputs(plan.c_str(), stdout);
             return 0;
@@ -285,8 +294,9 @@ int train_main(int argc, char** argv) {
                 free_memory_for(device, threads, &free_what, &host, share_gpus);
             // A data-parallel rank holds the whole network; a model-parallel one its share.
             const int ranks = split_job && parallel != "data" ? job_size() : 1;
-            const MemoryPlan plan = plan_memory(config, shapes, ranks, options.batch, opt,
-                                                run_decay, split_job && parallel == "data");
+            const MemoryPlan plan =
+                plan_memory(config, shapes, ranks, options.batch, opt, run_decay,
+                            split_job && parallel == "data", plan_precision);
             check_memory_plan(config, shapes, plan, opt, run_decay, host, free_bytes, free_what);
         }
         auto datasets = split_job ? load_datasets(files, &config, job_size(), job_rank())

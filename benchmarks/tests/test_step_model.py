@@ -89,6 +89,44 @@ class StepModel(unittest.TestCase):
         self.assertGreater(total, 4 * w_out)
         self.assertLess(total, 9 * w_out)
 
+    def bf16_minus_fp32(self, precision, optimizer="SGD"):
+        tiny_config(self.config, optimizer)
+        m = {p: step_model.model(self.config, batch=2, mean_nnz=3, items=10, distinct=5,
+                                 precision=p) for p in ("fp32", precision)}
+        return step_model.bytes_per_step(m[precision]) - step_model.bytes_per_step(m["fp32"])
+
+    def test_bf16_by_hand(self):
+        # The tiny network's GEMMs: forward a1 [2, 4] . W [4, 10]; the weight gradient
+        # a1^T . dz [2, 10] with the SGD step (C = W, 160 B read and written); the input delta
+        # dz . W^T. A conversion reads 4 B and writes 2 B an element, a GEMM reads 2 B.
+        a1, dz, w = 8, 20, 40  # elements
+        conv = 6  # bytes per converted element
+        # bf16: W's copy (read 2 B, written by a conversion pass after the fused step: 4 + 2 B).
+        forward = (conv * a1 + 2 * (a1 + w)) - 4 * (a1 + w)
+        gradient = (conv * (a1 + dz) + 2 * (a1 + dz) + 4 * w) + conv * w - (4 * (a1 + dz) + 4 * w)
+        delta = (conv * dz + 2 * (dz + w)) - 4 * (dz + w)
+        self.assertEqual(self.bf16_minus_fp32("bf16"), forward + gradient + delta)
+        self.assertEqual(forward + gradient + delta, 304)
+        # Before issue 46 every GEMM converted W too (6 B), and read it as BF16 (2 B).
+        per_gemm = (forward + conv * w) + (gradient - conv * w) + (delta + conv * w)
+        self.assertEqual(self.bf16_minus_fp32("bf16-per-gemm"), per_gemm)
+        # Adam: the optimizer's pass writes the copy (2 B a weight); the GEMM writes g.
+        adam_gradient = conv * (a1 + dz) + 2 * (a1 + dz) - 4 * (a1 + dz) + 2 * w
+        self.assertEqual(self.bf16_minus_fp32("bf16", "Adam"), forward + adam_gradient + delta)
+        # bf16-fused: a1 and dz written once in BF16 by their producers (2 B), every GEMM reads
+        # 2 B; the step's GEMM writes W's copy in its epilogue (2 B a weight).
+        fused = (2 * a1 + 2 * (a1 + w) - 4 * (a1 + w)) \
+            + (2 * dz + 2 * (a1 + dz) + 2 * w - 4 * (a1 + dz)) + (2 * (dz + w) - 4 * (dz + w))
+        self.assertEqual(self.bf16_minus_fp32("bf16-fused"), fused)
+
+    def test_bf16_on_dsstne_bench_between_per_gemm_and_fused(self):
+        b = {p: step_model.bytes_per_step(step_model.model("dsstne-bench", precision=p))
+             for p in step_model.PRECISIONS}
+        self.assertLess(b["bf16"], b["bf16-per-gemm"])
+        self.assertLess(b["bf16-fused"], b["fp32"])
+        with self.assertRaises(ValueError):
+            step_model.model("dsstne-bench", precision="fp16")
+
     def test_expected_distinct(self):
         self.assertAlmostEqual(step_model.expected_distinct(0, 10), 0.0)
         self.assertLess(step_model.expected_distinct(10, 10), 10)

@@ -90,6 +90,14 @@ class Network {
     // --compare-fp32 scores twice so).
     Precision precision() const;
     void set_precision(Precision p);
+    // Inference only, under Precision::kBf16 (predict and serve with --precision bf16 when asked):
+    // frees the FP32 weights of every matrix that only GEMMs read, keeping their BF16 copies,
+    // which those GEMMs read anyway: half the memory of those weights, the same scores. Matrices
+    // a sparse input multiplies (csr_matmul, FP32 in every precision) keep their FP32 weights.
+    // Afterwards training, save, get_parameter / set_parameter of a freed matrix and
+    // set_precision throw Error(kUsage). Error(kUsage) outside kBf16.
+    void keep_only_bf16_weights();
+    bool only_bf16_weights() const;  // whether keep_only_bf16_weights ran
     // Model parallelism: this process's rank among the ranks that split the network, and their
     // number (0 and 1 for a network of one process).
     int rank() const;
@@ -146,7 +154,10 @@ void prepare_device(const std::string& device, bool share_gpus = false);
 struct MemoryPlan {
     int ranks = 1;
     uint32_t batch = 0;
+    // The GEMMs' arithmetic; kBf16: every matrix a GEMM reads keeps a BF16 copy (bf16_weights).
+    Precision precision = Precision::kFp32;
     double weights = 0;                 // every owned matrix (this rank's block)
+    double bf16_weights = 0;            // kBf16: 2 B per weight of each matrix a GEMM reads
     double biases = 0;                  // every non-input layer's bias
     double optimizer_state = 0;         // state slots of the trained weights and biases
     double row_clocks = 0;              // exact Momentum/Nesterov sparse updates: 4 B per row
@@ -165,10 +176,12 @@ struct MemoryPlan {
 // The shape of each dataset a run reads, by name (read_dataset_shape of the files).
 // data_parallel: a rank of --parallel data (whole network; every dense gradient is written, to
 // be summed over the ranks).
+// precision: the GEMMs' (under kBf16 every matrix a GEMM reads keeps a BF16 copy, 2 B a
+// weight, beside its FP32 master).
 MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
                        uint32_t batch, const OptimizerOptions& optimizer, float decay,
-                       bool data_parallel = false);
+                       bool data_parallel = false, Precision precision = Precision::kFp32);
 
 // The plan as text: one line per part and the total, "for one device" or "per rank of N".
 std::string describe_memory(const MemoryPlan& plan, bool device_is_host);

@@ -5,10 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "sparsenet/config.h"
 
 namespace sparsenet {
 
@@ -102,6 +105,14 @@ struct RecommenderOptions {
     // layer with one dense source and an element-wise activation (not SoftMax): Error(kUsage)
     // naming the reason otherwise. A GPU backend ignores it. docs/library.md, "fp16 screening".
     bool fp16_screening = false;
+    // The GEMMs' arithmetic (sparsenet/config.h Precision; docs/gpu.md, "Precision"); unset: the
+    // model file's $.Training.Precision, else the device's default (as Network::load).
+    std::optional<Precision> precision;
+    // With precision bf16 (set here or in the model file): keep only the BF16 copies of the
+    // weights that GEMMs read (Network::keep_only_bf16_weights): half their memory, the same
+    // answers (the GEMMs read the copies either way). Error(kUsage) in another precision and
+    // with fp16_screening (whose fp16 copy is made from the FP32 weights).
+    bool bf16_weights_only = false;
 };
 
 // Thread-safe: every const member may be called from any number of threads at once. Each call

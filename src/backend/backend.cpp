@@ -77,6 +77,8 @@ const char* to_string(Op op) {
             return "sparse_step";
         case Op::kCatchUpRows:
             return "catch_up_rows";
+        case Op::kRoundBf16:
+            return "round_bf16";
     }
     return "unknown";
 }

@@ -59,10 +59,13 @@ class Backend {
     // kBf16: gemm rounds both operands to BF16 (formulas/precision.h: round to nearest even) and
     // multiplies and sums in FP32. The CPU rounds copies of the operands and calls its FP32 gemm
     // (exact emulation: a product of two BF16 values is exact in FP32); CUDA converts them to
-    // BF16 and calls cublasGemmEx with CUBLAS_COMPUTE_32F. kTf32 on the CPU computes kFp32 (no
-    // TF32 arithmetic there). Only gemm is affected: csr_matmul and csr_weight_grad (the sparse
-    // input layer's products) and every element-wise op stay FP32 on both backends, so that CPU
-    // and CUDA agree in every mode.
+    // BF16 and calls cublasGemmEx with CUBLAS_COMPUTE_32F. An operand whose view carries its
+    // BF16 copy (ConstMatrixView::bf16: the engine's weight copies, written by round_bf16 or by
+    // optimizer_step's w_bf16) is read from the copy, not rounded again: the same values, one
+    // pass over the operand less per GEMM (the CPU widens the copy into its FP32 scratch). kTf32 on
+    // the CPU computes kFp32 (no TF32 arithmetic there). Only gemm is affected: csr_matmul and
+    // csr_weight_grad (the sparse input layer's products) and every element-wise op stay FP32 on
+    // both backends, so that CPU and CUDA agree in every mode.
     void set_precision(Precision p) {
         set_precision_impl(p);
         precision_ = p;
@@ -102,8 +105,17 @@ class Backend {
     // c = alpha * op(a) . op(b) + beta * c, op(m) = m or m^T. A zero_padded operand's padding
     // may be read as zeros and, in c, overwritten with zeros: the CUDA backend runs the extents
     // of gpu_gemm_extents (backend/gemm_extents.h), the CPU the logical ones.
+    // Under kBf16 an operand with bf16 set is read from its BF16 copy (its data may then be
+    // nullptr); under kFp32 and kTf32 the copy is ignored and data is required.
     void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
               float beta, MatrixView c);
+
+    // out[r * m.ld + j] := formulas::bf16_bits(m[r, j]) for j < cols, and 0 (BF16 +0) for
+    // cols <= j < ld: the BF16 copy of a matrix, laid out like it with its padding zero (so a
+    // GEMM may run its extents over the padding, as over the FP32 matrix's). One pass: the
+    // engine's weight copies where the update is not a pass of its own (the SGD and Momentum
+    // steps inside the weight-gradient GEMM, the sparse steps, WeightNorm) and after a load.
+    void round_bf16(ConstMatrixView m, uint16_t* out);
 
     // In place: z := f(z + bias) row by row. bias: [cols] or nullptr. SoftMax is row-wise.
     void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
@@ -239,9 +251,12 @@ class Backend {
     // weight gradient into the dense gradient of a matrix that several edges share.
     void scatter_rows(const SparseRowGrad& grad, float beta, MatrixView dense);
 
-    // Dense update of w (and its state slots, same shape) with gradient g.
+    // Dense update of w (and its state slots, same shape) with gradient g. w_bf16 (nullable,
+    // laid out like w): also receives formulas::bf16_bits of every updated weight in the same
+    // pass (its padding is not written), so that a BF16 copy of the weights costs no pass of its
+    // own (Precision::kBf16; the weights are what is rounded, bit for bit round_bf16 of the new w).
     void optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
-                        float* state1, float* state2);
+                        float* state1, float* state2, uint16_t* w_bf16 = nullptr);
 
     // Update of w from a row-sparse gradient (grad.values at grad.rows, zero elsewhere).
     // SparseUpdate::kExact: the same result as the dense update with that zero-filled gradient
@@ -340,7 +355,9 @@ class Backend {
     virtual void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) = 0;
     virtual void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) = 0;
     virtual void optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
-                                     ConstMatrixView g, float* state1, float* state2) = 0;
+                                     ConstMatrixView g, float* state1, float* state2,
+                                     uint16_t* w_bf16) = 0;
+    virtual void round_bf16_impl(ConstMatrixView m, uint16_t* out) = 0;
     virtual void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                           const SparseRowGrad& grad, float* state1, float* state2,
                                           SparseUpdate mode, RowClock clock) = 0;

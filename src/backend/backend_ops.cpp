@@ -54,7 +54,7 @@ struct OpTimes {
         const char* v = std::getenv("SPARSENET_OP_TIMES");
         return v != nullptr && *v != '\0' && std::string(v) != "0";
     }();
-    static constexpr size_t kOps = size_t(Op::kCatchUpRows) + 1;  // the last op of views.h
+    static constexpr size_t kOps = size_t(Op::kRoundBf16) + 1;  // the last op of views.h
     std::array<std::atomic<uint64_t>, kOps> ns{}, calls{};
     std::array<std::atomic<double>, kOps> flop{};
     ~OpTimes() {
@@ -135,6 +135,12 @@ void Backend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, C
     check((trans_b ? b.cols : b.rows) == k, "gemm", "inner dimensions of op(a), op(b) differ");
     check((trans_b ? b.rows : b.cols) == n, "gemm", "columns of op(b) != columns of c");
     check(a.ld >= a.cols && b.ld >= b.cols && c.ld >= c.cols, "gemm", "ld < cols");
+    // An operand kept only in BF16 (data nullptr) can be read only by a BF16 GEMM.
+    const bool bf16 = precision_ == Precision::kBf16;
+    check(((a.data != nullptr || (bf16 && a.bf16 != nullptr)) &&
+           (b.data != nullptr || (bf16 && b.bf16 != nullptr))) ||
+              m == 0 || n == 0 || k == 0,
+          "gemm", "an operand held only in BF16 outside Precision::kBf16");
     if (GemmObserver observer = g_gemm_observer.load()) {
         observer(GemmCall{this, trans_a, trans_b, alpha, beta, a, b, c},
                  g_gemm_observer_context.load());
@@ -323,13 +329,20 @@ void Backend::scatter_rows(const SparseRowGrad& grad, float beta, MatrixView den
 }
 
 void Backend::optimizer_step(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
-                             float* state1, float* state2) {
+                             float* state1, float* state2, uint16_t* w_bf16) {
     check(g.rows == w.rows && g.cols == w.cols, "optimizer_step", "shapes of w and g differ");
     check_state(step, state1, state2, "optimizer_step");
     check_ld(w, "optimizer_step", "ld of w < its columns");
     check_ld(g, "optimizer_step", "ld of g < its columns");
     const OpTimer timer(Op::kOptimizerStep, 0.0);
-    optimizer_step_impl(step, w, g, state1, state2);
+    optimizer_step_impl(step, w, g, state1, state2, w_bf16);
+}
+
+void Backend::round_bf16(ConstMatrixView m, uint16_t* out) {
+    check_ld(m, "round_bf16", "ld of m < its columns");
+    check(out != nullptr || m.rows == 0 || m.ld == 0, "round_bf16", "the BF16 output is null");
+    const OpTimer timer(Op::kRoundBf16, 0.0);
+    round_bf16_impl(m, out);
 }
 
 void Backend::optimizer_step_rows(const formulas::OptimizerStep& step, MatrixView w,

@@ -597,6 +597,7 @@ void Network::Impl::initialize_weights(uint64_t seed) {
                     host.data());
     }
     initialize_biases();
+    sync_bf16_copies();
 }
 
 void Network::Impl::initialize_biases() {
@@ -1048,6 +1049,7 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
             bias_slot(bias, s).upload(host.data(), host.size());
         }
     }
+    sync_bf16_copies();  // the file holds the FP32 masters: their copies are rounded here
 }
 
 io::ModelLayout Network::Impl::model_layout(const io::ModelTrainingState* training) const {
@@ -1170,6 +1172,7 @@ void Network::Impl::write_file(const std::string& path,
 }
 
 void Network::save(const std::string& path) const {
+    impl_->require_fp32_weights("saving " + path);
     impl_->catch_up_all();
     host_memory_guard("saving a model", [&] { impl_->write_file(path, nullptr); });
 }
@@ -1187,8 +1190,38 @@ std::string Network::device() const {
 Precision Network::precision() const {
     return impl_->backend->precision();
 }
+void Network::keep_only_bf16_weights() {
+    Impl& net = *impl_;
+    if (net.backend->precision() != Precision::kBf16) {
+        throw Error(ErrorCategory::kUsage,
+                    std::string("keeping only the BF16 weights needs precision bf16; the "
+                                "network computes in ") +
+                        to_string(net.backend->precision()));
+    }
+    net.catch_up_all();
+    for (size_t wi = 0; wi < net.graph.edges.size(); ++wi) {
+        engine::EdgeParams& matrix = net.params.edges[wi];
+        if (matrix.w_bf16.size() == 0) continue;  // no copy: csr_matmul alone, or not an owner
+        bool gemm_only = true;
+        for (const GraphEdge& w : net.graph.edges) {
+            if (w.owner == int(wi) && net.graph.layers[w.source].is_input()) gemm_only = false;
+        }
+        if (!gemm_only) continue;
+        matrix.w = DeviceArray<float>();
+        matrix.state1 = DeviceArray<float>();
+        matrix.state2 = DeviceArray<float>();
+        net.params.bf16_only = true;
+    }
+}
+
+bool Network::only_bf16_weights() const {
+    return impl_->params.bf16_only;
+}
+
 void Network::set_precision(Precision p) {
+    impl_->require_fp32_weights("changing the precision");
     impl_->backend->set_precision(p);
+    impl_->sync_bf16_copies();  // allocated in kBf16, freed otherwise
 }
 int Network::rank() const {
     return impl_->plan.job_rank;
@@ -1253,6 +1286,7 @@ std::vector<float> Network::get_parameter(const std::string& name) const {
         impl_->params.layers[i].bias.download(values.data(), values.size());
         return impl_->assemble_bias(i, std::move(values));
     }
+    impl_->require_fp32_weights("parameter '" + name + "'", i);
     const engine::EdgeSplit& block = impl_->plan.edges[i];
     std::vector<float> values(size_t(block.local_rows) * block.local_cols);
     impl_->download_rows(impl_->params.edges[i].w, block.ld, 0, block.local_rows, block.local_cols,
@@ -1264,6 +1298,7 @@ void Network::set_parameter(const std::string& name, const std::vector<float>& v
     impl_->catch_up_all();
     bool is_bias = false;
     const int i = impl_->find_parameter(name, &is_bias);
+    if (!is_bias) impl_->require_fp32_weights("parameter '" + name + "'", i);
     DeviceArray<float>& dst = is_bias ? impl_->params.layers[i].bias : impl_->params.edges[i].w;
     const size_t whole = is_bias ? size_t(impl_->graph.layers[i].n)
                                  : size_t(impl_->graph.edges[i].rows) * impl_->graph.edges[i].cols;
@@ -1279,6 +1314,7 @@ void Network::set_parameter(const std::string& name, const std::vector<float>& v
     const engine::EdgeSplit& block = impl_->plan.edges[i];
     const std::vector<float> mine = impl_->weight_block(i, values);
     impl_->upload_rows(dst, block.ld, 0, block.local_rows, block.local_cols, mine.data());
+    impl_->refresh_bf16_copy(i);
 }
 
 }  // namespace sparsenet

@@ -246,10 +246,13 @@ struct Network::Impl {
     // Every matrix and layer buffer of the network holds zeros in its padding columns (allocated
     // filled, written only over [0, cols) by every op but gemm, which writes zeros there): its
     // views are zero_padded, so that the GPU's GEMMs run aligned extents (backend/gemm_extents.h).
+    // Under Precision::kBf16 the view carries the matrix's BF16 copy (EdgeParams::w_bf16), which
+    // gemm reads instead of rounding the weights each time.
     ConstMatrixView matrix_of(const engine::GraphEdge& w) const {
         const engine::EdgeSplit& block = plan.edges[w.owner];
-        return {params.edges[w.owner].w.data(), block.local_rows, block.local_cols, block.ld,
-                /*zero_padded=*/true};
+        const engine::EdgeParams& p = params.edges[w.owner];
+        return {p.w.data(), block.local_rows,     block.local_cols,
+                block.ld,   /*zero_padded=*/true, p.w_bf16.data()};
     }
     // Layer l's activation or delta buffer: [batch, n_local], the plan's row stride.
     MatrixView layer_rows(DeviceArray<float>& buffer, int l, size_t batch) const {
@@ -288,6 +291,27 @@ struct Network::Impl {
     // WeightNorm after the step of owner edge wi: every edge using its matrix clips the incoming
     // vectors of its destination's units (columns of the matrix, or rows when transposed).
     void apply_weight_norms(int wi);
+    bool has_weight_norm(int wi) const;
+
+    // ---- BF16 weight copies (Precision::kBf16; EdgeParams::w_bf16) ----
+    // Whether some use of owner edge wi's matrix is a gemm operand (its source is not an input
+    // layer: csr_matmul and csr_weight_grad read FP32 weights in every precision).
+    bool gemm_reads_matrix(int wi) const;
+    // SPARSENET_BF16_WEIGHT_COPIES=0: no copies, every BF16 GEMM rounds the FP32 weights itself
+    // (the path of before; the same values: to compare).
+    static bool bf16_copies_enabled();
+    // Whether owner edge wi keeps a BF16 copy: the backend computes in kBf16, copies are
+    // enabled and a gemm reads the matrix.
+    bool keeps_bf16_copy(int wi) const;
+    // Allocates (and writes, one round_bf16 pass each) or frees every owner edge's copy to match
+    // keeps_bf16_copy: after the weights are initialised or loaded, and at a change of precision.
+    void sync_bf16_copies();
+    // One round_bf16 pass of owner edge wi's weights into its copy (nothing without a copy):
+    // after every write of the weights that did not write the copy in the same pass.
+    void refresh_bf16_copy(int wi);
+    // Error(kUsage) naming `what` (training, a save, ...) when keep_only_bf16_weights freed FP32
+    // weights (wi >= 0: only if owner edge wi's were freed).
+    void require_fp32_weights(const std::string& what, int wi = -1) const;
 };
 
 }  // namespace sparsenet

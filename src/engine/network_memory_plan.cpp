@@ -57,7 +57,7 @@ double dataset_bytes(const DatasetShape& s, double share) {
 }  // namespace
 
 double MemoryPlan::device_bytes() const {
-    return weights + biases + optimizer_state + row_clocks + dense_weight_gradients +
+    return weights + bf16_weights + biases + optimizer_state + row_clocks + dense_weight_gradients +
            other_gradients + activations + scratch + datasets + file_chunks;
 }
 
@@ -68,7 +68,7 @@ double MemoryPlan::total_bytes(bool device_is_host) const {
 MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
                        uint32_t batch, const OptimizerOptions& optimizer, float decay,
-                       bool data_parallel) {
+                       bool data_parallel, Precision precision) {
     const bool fuse_updates = Network::Impl::fused_updates_enabled();
     if (ranks < 1) throw Error(ErrorCategory::kUsage, "ranks must be >= 1");
     if (batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
@@ -86,6 +86,9 @@ MemoryPlan plan_memory(const NetworkConfig& config,
     step.l1 = optimizer.l1;
     step.l2 = optimizer.l2;
     MemoryPlan m;
+    m.precision = precision;
+    // Network::Impl::keeps_bf16_copy without a backend to ask for the precision.
+    const bool bf16_copies = precision == Precision::kBf16 && Network::Impl::bf16_copies_enabled();
     m.ranks = ranks;
     m.batch = batch;
     // Rows of a batch (the training data's examples cap it).
@@ -107,6 +110,8 @@ MemoryPlan plan_memory(const NetworkConfig& config,
                             : ranks == 1 ? double(engine::padded_ld(w.cols))
                                          : double(w.cols);
         m.weights += rows * cols * f;
+        if (bf16_copies && net.gemm_reads_matrix(static_cast<int>(i)))
+            m.bf16_weights += rows * cols * 2.0;
         largest_matrix = std::max(largest_matrix, double(w.rows) * w.cols);
         if (w.fixed) continue;  // never trained: no state, no gradient
         m.optimizer_state += slots * rows * cols * f;
@@ -184,11 +189,14 @@ std::string describe_memory(const MemoryPlan& p, bool device_is_host) {
     std::ostringstream out;
     out << "memory plan "
         << (p.ranks == 1 ? std::string("for one device") : "per rank of " + std::to_string(p.ranks))
-        << ", batch " << p.batch << ":\n";
+        << ", batch " << p.batch
+        << (p.precision == Precision::kBf16 ? ", precision bf16 (FP32 masters, BF16 copies)" : "")
+        << ":\n";
     const auto line = [&](const char* what, double bytes) {
         if (bytes > 0) out << "  " << what << ": " << gb(bytes) << "\n";
     };
     line("weights", p.weights);
+    line("BF16 weight copies (--precision bf16)", p.bf16_weights);
     line("biases", p.biases);
     line("optimizer state", p.optimizer_state);
     line("row clocks (exact Momentum/Nesterov sparse updates)", p.row_clocks);
@@ -237,7 +245,7 @@ void check_memory_plan(const NetworkConfig& config,
     std::string text = "the training run needs " + gb(need) + " of " +
                        (device_is_host ? "host" : "device") + " memory" +
                        (plan.ranks > 1 ? " per rank of " + std::to_string(plan.ranks) : "") +
-                       " (weights " + gb(plan.weights) + ", optimizer state " +
+                       " (weights " + gb(plan.weights + plan.bf16_weights) + ", optimizer state " +
                        gb(plan.optimizer_state + plan.row_clocks) + ", gradients " +
                        gb(plan.dense_weight_gradients + plan.other_gradients) +
                        ", activations and deltas " + gb(plan.activations) + ", datasets " +
@@ -248,7 +256,8 @@ void check_memory_plan(const NetworkConfig& config,
     // Model parallelism: the fewest ranks (up to 64) whose per-rank share fits.
     for (int p = plan.ranks + 1; p <= 64; ++p) {
         try {
-            const MemoryPlan q = plan_memory(config, datasets, p, plan.batch, optimizer, decay);
+            const MemoryPlan q = plan_memory(config, datasets, p, plan.batch, optimizer, decay,
+                                             false, plan.precision);
             if (q.total_bytes(device_is_host) <= double(free_bytes)) {
                 fits.push_back("model parallelism over " + std::to_string(p) +
                                " ranks (mpirun -np " + std::to_string(p) + ", " +
@@ -262,7 +271,8 @@ void check_memory_plan(const NetworkConfig& config,
     // A smaller batch: the largest power of two below it that fits.
     for (uint32_t b = 1u << 30; b >= 1; b >>= 1) {
         if (b >= plan.batch) continue;
-        const MemoryPlan q = plan_memory(config, datasets, plan.ranks, b, optimizer, decay);
+        const MemoryPlan q =
+            plan_memory(config, datasets, plan.ranks, b, optimizer, decay, false, plan.precision);
         if (q.total_bytes(device_is_host) <= double(free_bytes)) {
             fits.push_back("--batch " + std::to_string(b) + " (" +
                            gb(q.total_bytes(device_is_host)) + ")");

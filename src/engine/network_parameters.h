@@ -4,6 +4,8 @@
 // Allocated by Network::Impl::allocate_parameters (values) and ensure_optimizer_state (state
 // slots); written by initialize_weights / initialize_biases, restore, Network::set_parameter and
 // every optimizer step (update). Every block is this rank's (ParallelPlan gives its shape).
+// The BF16 weight copies (EdgeParams::w_bf16) are allocated by sync_bf16_copies and written at
+// each of those writes of w.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,17 @@ struct LayerParams {
 struct EdgeParams {
     DeviceArray<float> w;               // [local_rows, local_cols] row-major, this rank's block
     DeviceArray<float> state1, state2;  // optimizer state slots, the shape of w
+    // Precision::kBf16: w rounded to BF16 (formulas::bf16_bits), laid out like w (the same ld,
+    // zeros in the padding), which every GEMM that reads the matrix reads instead of rounding w
+    // itself (ConstMatrixView::bf16); empty in FP32 and TF32, and for a matrix only csr_matmul
+    // reads (Network::Impl::keeps_bf16_copy). It lives here, with the parameters, and not in
+    // the pass buffers, because it is a function of w alone: written wherever w is written (the
+    // optimizer's pass itself where the step is a pass of its own, one round_bf16 pass after
+    // a step inside the weight-gradient GEMM, a sparse step, WeightNorm, a load, an
+    // initialisation, set_parameter), so it changes once per step, not per batch or per GEMM,
+    // and has w's lifetime. It is never saved: a file holds the FP32 master, and a load rounds
+    // it again (the same bits).
+    DeviceArray<uint16_t> w_bf16;
     // Exact Momentum/Nesterov updates of a row-sparse gradient (Network::Impl::update): the
     // step each of this rank's rows is current as of ([local_rows], RowClock). Never saved:
     // every reader of the weights (a file, a parameter, an inference pass) first catches all
@@ -42,6 +55,9 @@ struct Parameters {
     // Fixed edges (GraphEdge::fixed) wait for their fit: set when initialize_weights() starts a
     // new network, cleared by the fit (engine::Training::fit_fixed_weights) or by reading a file.
     bool fits_pending = false;
+    // Network::keep_only_bf16_weights ran: the FP32 w of every matrix only GEMMs read is freed
+    // (empty), its w_bf16 kept; an inference network (Network::Impl::require_fp32_weights).
+    bool bf16_only = false;
 };
 
 }  // namespace sparsenet::engine

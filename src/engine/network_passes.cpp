@@ -465,9 +465,17 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         engine::EdgeParams& matrix = params.edges[wi];
         MatrixView wv = matrix_rows(matrix.w, int(wi));
         if (g.deferred_rows > 0 && !g.sparse_deferred) {
-            if (fused_update(static_cast<int>(wi), step)) continue;
+            if (fused_update(static_cast<int>(wi), step)) {
+                // The step ran inside the weight-gradient GEMM, whose epilogue writes FP32 only:
+                // the BF16 copy takes one pass of its own per step.
+                refresh_bf16_copy(static_cast<int>(wi));
+                continue;
+            }
             materialize_gradient(static_cast<int>(wi));
         }
+        // Whether the step's own pass writes the BF16 copy (a dense step whose weights nothing
+        // changes afterwards); else one round_bf16 pass after the step.
+        bool copy_written = false;
         if (!block.dense_grad) {
             RowClock clock;
             if (uses_row_clock(static_cast<int>(wi), optimizer, step, decay == 0.0f)) {
@@ -500,10 +508,13 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
                                              optimizer.sparse_update, clock);
             }
         } else {
+            copy_written = !has_weight_norm(static_cast<int>(wi));
             backend->optimizer_step(step, wv, dense_gradient(static_cast<int>(wi)),
-                                    matrix.state1.data(), matrix.state2.data());
+                                    matrix.state1.data(), matrix.state2.data(),
+                                    copy_written ? matrix.w_bf16.data() : nullptr);
         }
         apply_weight_norms(static_cast<int>(wi));
+        if (!copy_written) refresh_bf16_copy(static_cast<int>(wi));
     }
     formulas::OptimizerStep bias_step = step;
     bias_step.l2 = 0.0f;  // no regularisation of biases (as DSSTNE)
@@ -686,6 +697,7 @@ void Network::Impl::catch_up_batch(const engine::Bindings& data, const BatchRows
         const CsrBatchView x = data.layer_data[w.source]->view(rows);
         backend->catch_up_rows(catch_up.step, matrix_rows(matrix.w, int(wi)), &x,
                                matrix.state1.data(), {matrix.row_clock.data(), now.now});
+        refresh_bf16_copy(int(wi));  // a clocked matrix a gemm also reads (tied): rare
     }
 }
 
@@ -697,8 +709,62 @@ void Network::Impl::catch_up_all() {
         backend->catch_up_rows(catch_up.step, matrix_rows(matrix.w, int(wi)), nullptr,
                                matrix.state1.data(),
                                {matrix.row_clock.data(), uint32_t(params.optimizer_steps)});
+        refresh_bf16_copy(int(wi));
     }
     catch_up.pending = false;
+}
+
+bool Network::Impl::has_weight_norm(int wi) const {
+    for (const GraphEdge& w : graph.edges) {
+        if (w.owner == wi && graph.layers[w.destination].config.weight_norm > 0.0f) return true;
+    }
+    return false;
+}
+
+bool Network::Impl::gemm_reads_matrix(int wi) const {
+    for (const GraphEdge& w : graph.edges) {
+        if (w.owner == wi && !graph.layers[w.source].is_input()) return true;
+    }
+    return false;
+}
+
+bool Network::Impl::bf16_copies_enabled() {
+    const char* v = std::getenv("SPARSENET_BF16_WEIGHT_COPIES");
+    return v == nullptr || std::string(v) != "0";
+}
+
+bool Network::Impl::keeps_bf16_copy(int wi) const {
+    return backend->precision() == Precision::kBf16 && graph.edges[wi].owner == wi &&
+           bf16_copies_enabled() && gemm_reads_matrix(wi);
+}
+
+void Network::Impl::sync_bf16_copies() {
+    for (size_t wi = 0; wi < params.edges.size(); ++wi) {
+        engine::EdgeParams& matrix = params.edges[wi];
+        if (!keeps_bf16_copy(int(wi))) {
+            matrix.w_bf16 = DeviceArray<uint16_t>();
+            continue;
+        }
+        const size_t n = plan.edges[wi].elements();
+        if (matrix.w_bf16.size() != n)
+            matrix.w_bf16 = DeviceArray<uint16_t>(*backend, n, "BF16 weights");
+        refresh_bf16_copy(int(wi));
+    }
+}
+
+void Network::Impl::refresh_bf16_copy(int wi) {
+    engine::EdgeParams& matrix = params.edges[wi];
+    if (matrix.w_bf16.size() == 0) return;
+    backend->round_bf16(matrix_rows(matrix.w, wi), matrix.w_bf16.data());
+}
+
+void Network::Impl::require_fp32_weights(const std::string& what, int wi) const {
+    if (!params.bf16_only) return;
+    if (wi >= 0 && params.edges[wi].w.size() > 0) return;
+    throw Error(ErrorCategory::kUsage,
+                what +
+                    ": the network keeps only the BF16 copies of its weights "
+                    "(keep_only_bf16_weights: an inference network); load the model again");
 }
 
 void Network::Impl::apply_weight_norms(int wi) {

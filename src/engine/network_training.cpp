@@ -36,6 +36,10 @@ std::vector<int> checked_layer_indices(const Network::Impl& net) {
 
 }  // namespace
 
+Training::Training(Network& network) : net_(network.impl()) {
+    net_.require_fp32_weights("training");
+}
+
 Backend& Training::backend() const {
     return *net_.backend;
 }
@@ -175,6 +179,7 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
             const EdgeSplit& block = net_.plan.edges[wi];
             net_.upload_rows(net_.params.edges[wi].w, block.ld, 0, block.local_rows,
                              block.local_cols, b.data());
+            net_.refresh_bf16_copy(int(wi));
         }
     }
     net_.params.fits_pending = false;

@@ -24,7 +24,8 @@ namespace sparsenet::engine {
 
 class Training {
   public:
-    explicit Training(Network& network) : net_(network.impl()) {}
+    // Error(kUsage) for a network that keeps only its BF16 weights (keep_only_bf16_weights).
+    explicit Training(Network& network);
 
     // The network's backend and the communicator of its job's ranks.
     Backend& backend() const;

@@ -117,6 +117,15 @@ struct Recommender::Impl {
                                                                 opts.threads_per_call);
             }
         }
+        if (opts.bf16_weights_only) {
+            if (opts.fp16_screening) {
+                throw Error(ErrorCategory::kUsage,
+                            path +
+                                ": bf16_weights_only and fp16_screening exclude each other "
+                                "(the fp16 copy is made from the FP32 weights)");
+            }
+            network.keep_only_bf16_weights();
+        }
         if (!opts.features_index.empty()) {
             index_path = opts.features_index;
             names = read_index(index_path);
@@ -161,6 +170,7 @@ struct Recommender::Impl {
         // One process serves the whole model; its contexts run forward passes concurrently,
         // which a network split across ranks cannot (its passes are collectives).
         net_options.comm = CommKind::kLocal;
+        net_options.precision = opts.precision;
         return Network::load(path, net_options);
     }
 

@@ -96,6 +96,17 @@ std::vector<BadCall> bad_calls() {
          [](Backend& b) { b.gemm(false, false, 1, cmat(2, 3), cmat(2, 4), 0, mat(2, 4)); }},
         {"gemm: columns of op(b) != columns of c",
          [](Backend& b) { b.gemm(false, true, 1, cmat(2, 3), cmat(5, 3), 0, mat(2, 4)); }},
+        {"gemm: an operand held only in BF16 outside Precision::kBf16",
+         [](Backend& b) {
+             static const uint16_t copy[12] = {};
+             const ConstMatrixView only_bf16(nullptr, 3, 4, 4, false, copy);
+             b.gemm(false, false, 1, cmat(2, 3), only_bf16, 0, mat(2, 4));
+         }},
+        {"round_bf16: ld of m < its columns",
+         [](Backend& b) {
+             uint16_t out[12];
+             b.round_bf16(mat(3, 4, 3), out);
+         }},
         {"gemm: ld < cols",
          [](Backend& b) { b.gemm(false, false, 1, cmat(2, 3), cmat(3, 4), 0, mat(2, 4, 2)); }},
         {"bias_activation_forward: ld of z < its columns",
@@ -260,7 +271,7 @@ TEST(OpChecks, EveryOpOfTheTableHasABadCall) {
     std::vector<std::string> covered;
     for (const BadCall& c : bad_calls())
         covered.push_back(c.expected.substr(0, c.expected.find(':')));
-    for (int op = 0; op <= int(Op::kCatchUpRows); ++op) {
+    for (int op = 0; op <= int(Op::kRoundBf16); ++op) {
         const std::string name = to_string(Op(op));
         EXPECT_NE(std::find(covered.begin(), covered.end(), name), covered.end())
             << "no bad call for op " << name;
@@ -380,9 +391,10 @@ class RecordingBackend : public Backend {
         reached.push_back("scatter_rows");
     }
     void optimizer_step_impl(const formulas::OptimizerStep&, MatrixView, ConstMatrixView, float*,
-                             float*) override {
+                             float*, uint16_t*) override {
         reached.push_back("optimizer_step");
     }
+    void round_bf16_impl(ConstMatrixView, uint16_t*) override { reached.push_back("round_bf16"); }
     void optimizer_step_rows_impl(const formulas::OptimizerStep&, MatrixView, const SparseRowGrad&,
                                   float*, float*, SparseUpdate, RowClock) override {
         reached.push_back("optimizer_step_rows");

@@ -343,6 +343,100 @@ TEST(Bf16Gemm, IsTheFp32GemmOfRoundedOperandsAndTf32IsFp32) {
     EXPECT_NE(bf16.data, fp32.data);
 }
 
+// ---- the BF16 copies of the weights (ConstMatrixView::bf16, round_bf16, optimizer_step's
+// w_bf16): the engine rounds each weight matrix once per step and every GEMM reads the copy ----
+
+std::vector<uint16_t> copy_of(const Dense<float>& m, uint16_t pad = 0) {
+    std::vector<uint16_t> out(m.rows * m.ld, pad);
+    for (size_t r = 0; r < m.rows; ++r)
+        for (size_t j = 0; j < m.cols; ++j) out[r * m.ld + j] = bf16_bits(m.at(r, j));
+    return out;
+}
+
+TEST(Bf16Copy, RoundBf16WritesEachValuesBitsAndZerosThePadding) {
+    CpuBackend backend(2);
+    Dense<float> m = testing::random_dense<float>(37, 45, 3, 9, -4, 4, 0.0f);
+    m.at(0, 0) = std::numeric_limits<float>::infinity();
+    m.at(1, 1) = from_bits(0x3f808000u);  // a tie: to even
+    std::vector<uint16_t> out(m.rows * m.ld, 0xbeef);
+    backend.round_bf16(m.cview(), out.data());
+    EXPECT_EQ(out, copy_of(m));
+    EXPECT_EQ(out[1 * m.ld + 1], 0x3f80u);
+}
+
+// A GEMM that reads an operand's copy computes what it computes rounding the FP32 operand
+// itself, bit for bit (the CPU widens the copy: the same floats into the same sgemm), with the
+// FP32 data absent too (a network that keeps only the BF16 weights).
+TEST(Bf16Copy, GemmReadsTheCopyBitForBitWithOrWithoutTheFp32Data) {
+    CpuBackend backend(2);
+    backend.set_precision(Precision::kBf16);
+    for (size_t m : {2, 70})  // the few-rows path and OpenBLAS
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+                const size_t k = 33, n = 50;
+                const Dense<float> a = ta ? testing::random_dense<float>(k, m, 2, 3)
+                                          : testing::random_dense<float>(m, k, 2, 3);
+                const Dense<float> b = tb ? testing::random_dense<float>(n, k, 5, 4)
+                                          : testing::random_dense<float>(k, n, 5, 4);
+                const std::vector<uint16_t> a16 = copy_of(a), b16 = copy_of(b);
+                Dense<float> want(m, n, 1), with_copies(m, n, 1), only_copies(m, n, 1);
+                backend.gemm(ta, tb, 0.5f, a.cview(), b.cview(), 0.0f, want.view());
+                ConstMatrixView av = a.cview(), bv = b.cview();
+                av.bf16 = a16.data();
+                bv.bf16 = b16.data();
+                backend.gemm(ta, tb, 0.5f, av, bv, 0.0f, with_copies.view());
+                EXPECT_EQ(with_copies.data, want.data) << "m=" << m << " ta=" << ta << " tb=" << tb;
+                bv.data = nullptr;
+                backend.gemm(ta, tb, 0.5f, a.cview(), bv, 0.0f, only_copies.view());
+                EXPECT_EQ(only_copies.data, want.data) << "m=" << m << " ta=" << ta << " tb=" << tb;
+            }
+    // FP32 ignores a copy and reads the FP32 values.
+    backend.set_precision(Precision::kFp32);
+    const Dense<float> a = testing::random_dense<float>(4, 6, 0, 5);
+    const Dense<float> b = testing::random_dense<float>(6, 3, 0, 6);
+    const std::vector<uint16_t> b16 = copy_of(b);
+    Dense<float> plain(4, 3), with_copy(4, 3);
+    backend.gemm(false, false, 1.0f, a.cview(), b.cview(), 0.0f, plain.view());
+    ConstMatrixView bv = b.cview();
+    bv.bf16 = b16.data();
+    backend.gemm(false, false, 1.0f, a.cview(), bv, 0.0f, with_copy.view());
+    EXPECT_EQ(with_copy.data, plain.data);
+}
+
+formulas::OptimizerStep a_step(OptimizerKind kind) {
+    formulas::OptimizerStep step;
+    step.kind = kind;
+    step.learning_rate = 0.01f;
+    step.mu = 0.9f;
+    step.mu1 = 0.999f;
+    step.epsilon = 1e-7f;
+    step.l2 = 0.001f;
+    step.bias_correction1 = 10.0f;
+    step.bias_correction2 = 1000.0f;
+    return step;
+}
+
+// optimizer_step with w_bf16: the weights and state are those of the step without it, and the
+// copy holds the rounding of the new weights; its padding is not written.
+TEST(Bf16Copy, OptimizerStepWritesTheCopyOfTheNewWeightsInItsPass) {
+    CpuBackend backend(2);
+    for (int kind = 0; kind <= int(OptimizerKind::kAdamW); ++kind) {
+        const formulas::OptimizerStep step = a_step(OptimizerKind(kind));
+        const Dense<float> w0 = testing::random_dense<float>(40, 70, 2, 11);
+        const Dense<float> g = testing::random_dense<float>(40, 70, 2, 12);
+        const Dense<float> s0 = testing::random_dense<float>(40, 70, 2, 13, 0.0, 1.0);
+        Dense<float> w1 = w0, w2 = w0, a1 = s0, a2 = s0, b1 = s0, b2 = s0;
+        backend.optimizer_step(step, w1.view(), g.cview(), a1.data.data(), b1.data.data());
+        std::vector<uint16_t> copy(w0.rows * w0.ld, 0x7777);
+        backend.optimizer_step(step, w2.view(), g.cview(), a2.data.data(), b2.data.data(),
+                               copy.data());
+        EXPECT_EQ(w2.data, w1.data) << to_string(OptimizerKind(kind));
+        EXPECT_EQ(a2.data, a1.data);
+        EXPECT_EQ(b2.data, b1.data);
+        EXPECT_EQ(copy, copy_of(w1, 0x7777)) << to_string(OptimizerKind(kind));
+    }
+}
+
 TEST(Precision, ParsesTheCliSpellings) {
     EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
     EXPECT_EQ(parse_precision("FP32"), Precision::kFp32);
@@ -413,6 +507,92 @@ TEST_F(CudaParity, GemmBf16EveryTransposeAndShape) {
                         << "m=" << s.m << " n=" << s.n << " k=" << s.k << " ta=" << ta
                         << " tb=" << tb << " beta=" << beta;
                 }
+}
+
+// The device's copy of a matrix is the CPU's bit for bit (the same formula, no arithmetic).
+TEST_F(CudaParity, RoundBf16IsTheCpusBits) {
+    Dense<float> m = testing::random_dense<float>(130, 67, 5, 21, -3, 3, 0.0f);
+    m.at(2, 3) = -std::numeric_limits<float>::infinity();
+    DevMat md(dev(), m);
+    const size_t n = m.rows * m.ld;
+    DeviceArray<uint16_t> out = dev_array(dev(), std::vector<uint16_t>(n, 0x5555), "copy");
+    dev().round_bf16(md.cview(), out.data());
+    std::vector<uint16_t> want(n, 0x5555);
+    cpu_.round_bf16(m.cview(), want.data());
+    EXPECT_EQ(fetch(out, n), want);
+}
+
+// A BF16 GEMM reading the weights' copy (laid out with the weights' padded ld) on the device
+// against the CPU's emulation: the tolerance of GemmBf16EveryTransposeAndShape above.
+TEST_F(CudaParity, GemmBf16ReadsTheWeightCopy) {
+    struct Restore {
+        Backend& b;
+        Precision p;
+        ~Restore() { b.set_precision(p); }
+    } restore{dev(), dev().precision()};
+    dev().set_precision(Precision::kBf16);
+    cpu_.set_precision(Precision::kBf16);
+    int cases = 0;
+    for (bool tb : {false, true})
+        for (size_t k : {16, 70}) {
+            const size_t m = 33, n = 48;
+            ++cases;
+            const Dense<float> a = testing::random_dense<float>(m, k, 0, 31 + cases);
+            // The engine's layout: rows padded to a multiple of 16 floats, zeros there.
+            const size_t cols = tb ? k : n, rows = tb ? n : k;
+            const size_t ld = (cols + 15) / 16 * 16;
+            const Dense<float> b =
+                testing::random_dense<float>(rows, cols, ld - cols, 41 + cases, -1, 1, 0.0f);
+            DevMat ad(dev(), a), bd(dev(), b);
+            const size_t nb = b.rows * b.ld;
+            DeviceArray<uint16_t> b16 = dev_array(dev(), std::vector<uint16_t>(nb, 0), "copy");
+            dev().round_bf16(bd.cview(), b16.data());
+            Dense<float> c(m, n, 0), want(m, n, 0);
+            DevMat cd(dev(), c);
+            ConstMatrixView bv(nullptr, b.rows, b.cols, b.ld, /*padded=*/true, b16.data());
+            dev().gemm(false, tb, 1.0f, ad.cview(), bv, 0.0f, cd.view());
+            const Dense<float> got = cd.get(c);
+            cpu_.gemm(false, tb, 1.0f, a.cview(), b.cview(), 0.0f, want.view());
+            Dense<float> mag(m, n, 0);
+            const Dense<float> aa = abs_of(a), ba = abs_of(b);
+            cpu_.set_precision(Precision::kFp32);
+            cpu_.gemm(false, tb, 1.0f, aa.cview(), ba.cview(), 0.0f, mag.view());
+            cpu_.set_precision(Precision::kBf16);
+            ASSERT_TRUE(close_by_magnitude(want, got, mag, 1e-4)) << "tb=" << tb << " k=" << k;
+        }
+}
+
+// optimizer_step's copy on the device is the rounding of the device's own new weights, exactly
+// (the weights themselves follow the optimizer parity tests' tolerance: optimizer_test.cpp).
+TEST_F(CudaParity, OptimizerStepWritesTheBf16CopyOfItsWeights) {
+    for (OptimizerKind kind :
+         {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam}) {
+        const formulas::OptimizerStep step = [&] {
+            formulas::OptimizerStep s;
+            s.kind = kind;
+            s.learning_rate = 0.01f;
+            s.mu = 0.9f;
+            s.mu1 = 0.999f;
+            s.epsilon = 1e-7f;
+            s.bias_correction1 = 10.0f;
+            s.bias_correction2 = 1000.0f;
+            return s;
+        }();
+        const Dense<float> w = testing::random_dense<float>(50, 70, 10, 51);
+        const Dense<float> g = testing::random_dense<float>(50, 70, 10, 52);
+        const Dense<float> s0 = testing::random_dense<float>(50, 70, 10, 53, 0.0, 1.0);
+        DevMat wd(dev(), w), gd(dev(), g), s1(dev(), s0), s2(dev(), s0);
+        const size_t n = w.rows * w.ld;
+        DeviceArray<uint16_t> copy = dev_array(dev(), std::vector<uint16_t>(n, 0x1234), "copy");
+        dev().optimizer_step(step, wd.view(), gd.cview(), s1.buf.data(), s2.buf.data(),
+                             copy.data());
+        const Dense<float> w_new = wd.get(w);
+        std::vector<uint16_t> want(n, 0x1234);
+        for (size_t r = 0; r < w.rows; ++r)
+            for (size_t j = 0; j < w.cols; ++j)
+                want[r * w.ld + j] = formulas::bf16_bits(w_new.at(r, j));
+        EXPECT_EQ(fetch(copy, n), want) << to_string(kind);
+    }
 }
 
 }  // namespace

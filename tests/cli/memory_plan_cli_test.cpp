@@ -91,6 +91,23 @@ TEST_F(MemoryPlanCli, DryRunOfTenMillionItemsPrintsPerDeviceMemory) {
     EXPECT_FALSE(std::filesystem::exists(model_));
 }
 
+// --precision bf16 (the flag or $.Training.Precision): the BF16 copy of the Hidden -> Output
+// matrix beside its FP32 master (2 B a weight; the sparse input's matrix has none: csr_matmul
+// reads FP32); fp32 and tf32 plan none.
+TEST_F(MemoryPlanCli, Bf16PlansTheWeightCopies) {
+    write_data(10000000);
+    testing::write_file(config_, wide_config(256));
+    std::string out;
+    ASSERT_EQ(train("", "-b 256 --optimizer sgd --dry-run --precision bf16", &out), 0) << out;
+    EXPECT_TRUE(contains(out, "memory plan for one device, batch 256, precision bf16")) << out;
+    EXPECT_TRUE(contains(out, "  weights: 20.48 GB\n")) << out;
+    EXPECT_TRUE(contains(out, "  BF16 weight copies (--precision bf16): 5.12 GB\n")) << out;
+    for (const char* p : {"fp32", "tf32"}) {
+        ASSERT_EQ(train("", std::string("-b 256 --dry-run --precision ") + p, &out), 0) << out;
+        EXPECT_FALSE(contains(out, "BF16")) << out;
+    }
+}
+
 // The dense gradient is planned where training writes one: Adam's step is not linear in it,
 // SPARSENET_FUSED_UPDATE=0 turns the fused steps off, --parallel data sums whole gradients.
 TEST_F(MemoryPlanCli, DenseGradientsArePlannedWhereTheStepIsNotFused) {

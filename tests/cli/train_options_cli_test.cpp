@@ -214,16 +214,19 @@ TEST_F(TrainOptionsCli, OpTimesArePrintedOnRequestOnly) {
     EXPECT_EQ(out.find("op times"), std::string::npos) << out;
 }
 
-// --precision on train, predict and evaluate: a bad value is a usage error naming the flag
+// --precision on train, predict, evaluate and serve: a bad value is a usage error naming the flag
 // (before any file is read); the flag is not written into the model; predict --compare-fp32
-// reports the share of rows whose top-K differs from fp32's (none when it scores in fp32).
+// reports the share of rows whose top-K differs from fp32's (none when it scores in fp32);
+// predict --bf16-weights-only writes what bf16 writes with the FP32 weights, and is refused
+// outside bf16.
 TEST_F(TrainOptionsCli, PrecisionFlag) {
     const std::string cli = SPARSENET_CLI_PATH;
     std::string out;
     for (const std::string& cmd :
          {" train -c " + config_ + " -i " + data_ + " -n " + model_,
           " predict -n " + model_ + " --input " + data_,
-          " evaluate -n " + model_ + " --input " + data_ + " --heldout " + data_}) {
+          " evaluate -n " + model_ + " --input " + data_ + " --heldout " + data_,
+          " serve -n " + model_ + " --port 0"}) {
         EXPECT_EQ(testing::run_command(cli + cmd + " --precision fp16", &out), 2) << out;
         EXPECT_NE(out.find("option --precision: precision 'fp16' is unknown; expected fp32, tf32 "
                            "or bf16"),
@@ -257,6 +260,21 @@ TEST_F(TrainOptionsCli, PrecisionFlag) {
                 << out;
         }
     }
+
+    const std::string predict = cli + " predict -n " + model_ + " --input " + data_ +
+                                " --keep-input -k 5 --device cpu --precision ";
+    ASSERT_EQ(testing::run_command(predict + "bf16 -s " + dir_.file("both.txt"), &out), 0) << out;
+    ASSERT_EQ(testing::run_command(predict + "bf16 --bf16-weights-only -s " + dir_.file("only.txt"),
+                                   &out),
+              0)
+        << out;
+    EXPECT_EQ(testing::read_file(dir_.file("only.txt")), testing::read_file(dir_.file("both.txt")));
+    EXPECT_EQ(
+        testing::run_command(predict + "fp32 --bf16-weights-only -s " + dir_.file("no.txt"), &out),
+        2)
+        << out;
+    EXPECT_NE(out.find("keeping only the BF16 weights needs precision bf16"), std::string::npos)
+        << out;
 }
 
 }  // namespace

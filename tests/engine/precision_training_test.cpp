@@ -11,12 +11,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 
+#include "backend/backend.h"
+#include "formulas/precision.h"
 #include "sparsenet/config.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/network.h"
 #include "sparsenet/predictor.h"
+#include "sparsenet/recommender.h"
 #include "sparsenet/trainer.h"
 #include "support/test_support.h"
 
@@ -178,6 +184,282 @@ TEST(Bf16Training, GradientsAreTheFp32OnesWithinTheRoundingOfTheOperands) {
     std::printf("largest |bf16 - fp32| gradient difference: %.2e of the parameter's largest\n",
                 worst);
     EXPECT_GT(differ, total / 2);  // the rounding reaches the gradients
+}
+
+// ---- the BF16 copies of the weights (issue 46) ----
+// Under bf16 each weight matrix that a GEMM reads keeps a BF16 copy, written where its FP32
+// master is updated (in the optimizer's pass, or one pass after a step inside the weight-gradient
+// GEMM, a sparse step or WeightNorm), and every GEMM reads the copy. The master changes once per
+// step, so rounding it once per step gives the values that rounding it at every GEMM gave: the
+// reference is the run without copies (SPARSENET_BF16_WEIGHT_COPIES=0), whose GEMMs round the
+// FP32 masters themselves.
+
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (had_)
+            setenv(name_.c_str(), old_.c_str(), 1);
+        else
+            unsetenv(name_.c_str());
+    }
+
+  private:
+    std::string name_, old_;
+    bool had_ = false;
+};
+
+// Input -> H1 -> H2, Output <- {H1, H2}; wn: WeightNorm on H2 (its step is followed by a pass
+// that changes the weights); tied: an autoencoder whose output uses the input matrix transposed
+// (one matrix read by csr_matmul and by a GEMM).
+NetworkConfig copy_config(bool wn, bool tied) {
+    if (tied) {
+        return NetworkConfig::from_json(R"({"Name": "t", "ErrorFunction": "CrossEntropy",
+            "Layers": [
+            {"Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true},
+            {"Name": "H", "Kind": "Hidden", "N": 24, "Activation": "Tanh", "WeightNorm": 0.9,
+             "WeightInit": {"Scheme": "Gaussian", "Scale": 0.5}},
+            {"Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "x",
+             "Activation": "Sigmoid",
+             "SharedWeights": {"InputLayer": "H", "SourceInputLayer": "In",
+                               "SourceOutputLayer": "H", "Transposed": true}}]})");
+    }
+    return NetworkConfig::from_json(std::string(R"({"Name": "g",
+        "ErrorFunction": "CrossEntropy", "Layers": [
+        {"Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true},
+        {"Name": "H1", "Kind": "Hidden", "N": 40, "Activation": "Tanh",
+         "WeightInit": {"Scheme": "Gaussian", "Scale": 0.6, "Bias": 0.1}},
+        {"Name": "H2", "Kind": "Hidden", "N": 24, "Source": "H1", "Activation": "Tanh",)") +
+                                    (wn ? R"("WeightNorm": 0.7,)" : "") + R"(
+         "WeightInit": {"Scheme": "Uniform", "Scale": 0.7}},
+        {"Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "y", "Source": ["H1", "H2"],
+         "Activation": "SoftMax", "WeightInit": {"Scheme": "Gaussian", "Scale": 0.5}}]})");
+}
+
+struct CopyRun {
+    std::vector<double> losses;
+    std::vector<std::vector<float>> params;
+};
+
+CopyRun train_bf16(const NetworkConfig& config, OptimizerKind kind,
+                   Precision p = Precision::kBf16) {
+    const Dataset x = testing::random_dataset(96, 30, testing::RowShape::kPowerLaw, true, 21, "x");
+    const Dataset y = testing::random_dataset(96, 20, testing::RowShape::kUniform, false, 22, "y");
+    NetworkOptions no;
+    no.device = "cpu";
+    no.seed = 4;
+    no.precision = p;
+    const bool tied = config.name == "t";
+    std::map<std::string, uint32_t> widths{{"x", 30}};
+    std::map<std::string, const Dataset*> data{{"x", &x}};
+    if (!tied) widths["y"] = 20, data["y"] = &y;
+    Network net = Network::create(config, widths, no);
+    TrainOptions to;
+    to.epochs = 3;
+    to.batch = 16;
+    to.seed = 7;
+    to.optimizer.kind = kind;
+    to.optimizer.learning_rate = kind == OptimizerKind::kAdam ? 0.003f : 0.05f;
+    to.optimizer.l2 = 0.001f;
+    Trainer trainer(net, data, to);
+    CopyRun r;
+    for (const EpochStats& e : trainer.fit()) r.losses.push_back(e.loss);
+    for (const Parameter& prm : net.parameters()) r.params.push_back(net.get_parameter(prm.name));
+    return r;
+}
+
+TEST(Bf16WeightCopies, TrainingIsDeterministicAndEqualsRoundingTheWeightsOncePerStep) {
+    struct Case {
+        const char* what;
+        bool wn, tied;
+        OptimizerKind kind;
+    };
+    for (const Case c :
+         {Case{"SGD, in the weight-gradient GEMM", false, false, OptimizerKind::kSgd},
+          Case{"Momentum, in the GEMM", false, false, OptimizerKind::kMomentum},
+          Case{"Adam, the optimizer's pass", false, false, OptimizerKind::kAdam},
+          Case{"SGD with WeightNorm", true, false, OptimizerKind::kSgd},
+          Case{"Adam with WeightNorm", true, false, OptimizerKind::kAdam},
+          Case{"tied, transposed, WeightNorm", false, true, OptimizerKind::kAdam}}) {
+        const NetworkConfig config = copy_config(c.wn, c.tied);
+        const CopyRun copies = train_bf16(config, c.kind);
+        const CopyRun again = train_bf16(config, c.kind);
+        CopyRun reference;
+        {
+            ScopedEnv off("SPARSENET_BF16_WEIGHT_COPIES", "0");
+            reference = train_bf16(config, c.kind);
+        }
+        const CopyRun fp32 = train_bf16(config, c.kind, Precision::kFp32);
+        EXPECT_EQ(copies.losses, again.losses) << c.what;
+        EXPECT_EQ(copies.params, again.params) << c.what;
+        EXPECT_EQ(copies.losses, reference.losses) << c.what;
+        EXPECT_EQ(copies.params, reference.params) << c.what;
+        EXPECT_NE(copies.params, fp32.params) << c.what << ": bf16 is in effect";
+    }
+}
+
+// Every GEMM that reads a weight matrix (forward: b = W; the input delta: b = W^T; both have
+// trans_a false here) reads a copy, and the copy holds the rounding of the master at that moment;
+// the weight-gradient GEMMs (trans_a) read activations and deltas, which have no copy.
+struct GemmAudit {
+    size_t weight_gemms = 0, copies_read = 0, stale = 0, gradient_gemms = 0, gradient_copies = 0;
+};
+
+void audit_gemm(const GemmCall& call, void* context) {
+    GemmAudit& a = *static_cast<GemmAudit*>(context);
+    if (call.backend->precision() != Precision::kBf16) return;
+    if (call.trans_a) {
+        ++a.gradient_gemms;
+        a.gradient_copies += (call.a.bf16 != nullptr) + (call.b.bf16 != nullptr);
+        return;
+    }
+    ++a.weight_gemms;
+    if (call.b.bf16 == nullptr) return;
+    ++a.copies_read;
+    for (size_t r = 0; r < call.b.rows; ++r) {
+        for (size_t j = 0; j < call.b.ld; ++j) {
+            const uint16_t want =
+                j < call.b.cols ? formulas::bf16_bits(call.b.data[r * call.b.ld + j]) : 0;
+            if (call.b.bf16[r * call.b.ld + j] != want) {
+                ++a.stale;
+                return;
+            }
+        }
+    }
+}
+
+TEST(Bf16WeightCopies, EveryGemmThatReadsWeightsReadsACurrentCopy) {
+    for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+        GemmAudit audit;
+        set_gemm_observer(audit_gemm, &audit);
+        train_bf16(copy_config(true, false), kind);
+        set_gemm_observer(nullptr, nullptr);
+        EXPECT_GT(audit.weight_gemms, 100u);
+        EXPECT_EQ(audit.copies_read, audit.weight_gemms) << to_string(kind);
+        EXPECT_EQ(audit.stale, 0u) << to_string(kind);
+        EXPECT_GT(audit.gradient_gemms, 0u);
+        EXPECT_EQ(audit.gradient_copies, 0u);
+    }
+    // FP32 keeps no copies.
+    GemmAudit fp32;
+    set_gemm_observer(audit_gemm, &fp32);
+    train_bf16(copy_config(false, false), OptimizerKind::kSgd, Precision::kFp32);
+    set_gemm_observer(nullptr, nullptr);
+    EXPECT_EQ(fp32.weight_gemms, 0u);
+}
+
+// The memory plan counts the copies: 2 B per weight of each matrix a GEMM reads (not the sparse
+// input's, which csr_matmul reads in FP32), with the FP32 masters.
+TEST(Bf16WeightCopies, TheMemoryPlanCountsTheCopies) {
+    const NetworkConfig config = copy_config(false, false);
+    auto shape = [](const char* name, uint32_t cols, uint64_t nnz) {
+        DatasetShape s;
+        s.name = name;
+        s.rows = s.examples = 96;
+        s.cols = cols;
+        s.nnz = nnz;
+        return s;
+    };
+    const std::map<std::string, DatasetShape> shapes{{"x", shape("x", 30, 600)},
+                                                     {"y", shape("y", 20, 500)}};
+    OptimizerOptions sgd;
+    const MemoryPlan fp32 = plan_memory(config, shapes, 1, 16, sgd, 0.0f);
+    const MemoryPlan bf16 = plan_memory(config, shapes, 1, 16, sgd, 0.0f, false, Precision::kBf16);
+    EXPECT_EQ(fp32.bf16_weights, 0.0);
+    EXPECT_EQ(bf16.weights, fp32.weights);
+    // H1 -> H2 (40 x 24, rows of 32 floats), H1 -> Out (40 x 20), H2 -> Out (24 x 20); rows
+    // padded to 16 floats.
+    EXPECT_EQ(bf16.bf16_weights, 2.0 * (40 * 32 + 40 * 32 + 24 * 32));
+    EXPECT_EQ(bf16.device_bytes(), fp32.device_bytes() + bf16.bf16_weights);
+    EXPECT_NE(describe_memory(bf16, false).find("BF16 weight copies"), std::string::npos);
+    ScopedEnv off("SPARSENET_BF16_WEIGHT_COPIES", "0");
+    EXPECT_EQ(plan_memory(config, shapes, 1, 16, sgd, 0.0f, false, Precision::kBf16).bf16_weights,
+              0.0);
+}
+
+// ---- predict and serve in bf16 with only the BF16 weights (issue 46 item 3) ----
+
+template <class F>
+void expect_usage_error(F&& f, const std::string& what) {
+    try {
+        f();
+        ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage) << what << ": " << e.what();
+    }
+}
+
+TEST(Bf16WeightsOnly, PredictsAndServesTheSameAndRefusesWhatNeedsTheFp32Weights) {
+    const GeneratedData data = planted();
+    const Fixture f(data.train);
+    testing::TempDir dir;
+    const std::string path = dir.file("bf16.nc");
+    {
+        NetworkOptions no;
+        no.device = "cpu";
+        no.precision = Precision::kBf16;
+        Network net = Network::create(f.config, f.widths(), no);
+        Trainer(net, f.data(), adam(1)).fit();
+        net.save(path);
+    }
+    NetworkOptions no;
+    no.device = "cpu";
+    no.precision = Precision::kBf16;
+    Network both = Network::load(path, no);
+    Network only = Network::load(path, no);
+    EXPECT_FALSE(only.only_bf16_weights());
+    only.keep_only_bf16_weights();
+    EXPECT_TRUE(only.only_bf16_weights());
+    PredictOptions po;
+    po.k = 20;
+    const TopK want = Predictor(both, {{"in", &f.in}}).top_k(po, &f.in);
+    const TopK got = Predictor(only, {{"in", &f.in}}).top_k(po, &f.in);
+    EXPECT_EQ(got.indices, want.indices);
+    EXPECT_EQ(got.scores, want.scores);
+
+    // The sparse input's matrix (csr_matmul, FP32) is kept; the hidden -> output one is not.
+    std::string input_weights, output_weights;
+    for (const Parameter& prm : only.parameters()) {
+        if (prm.name.rfind("weight:", 0) != 0) continue;
+        (prm.rows == f.in.cols ? input_weights : output_weights) = prm.name;
+    }
+    ASSERT_FALSE(input_weights.empty());
+    ASSERT_FALSE(output_weights.empty());
+    EXPECT_EQ(only.get_parameter(input_weights), both.get_parameter(input_weights));
+    expect_usage_error([&] { only.get_parameter(output_weights); }, "get_parameter");
+    expect_usage_error([&] { only.save(dir.file("again.nc")); }, "save");
+    expect_usage_error([&] { Trainer(only, f.data(), adam(1)); }, "training");
+    expect_usage_error([&] { only.set_precision(Precision::kFp32); }, "set_precision");
+    NetworkOptions fp32 = no;
+    fp32.precision = Precision::kFp32;
+    Network in_fp32 = Network::load(path, fp32);
+    expect_usage_error([&] { in_fp32.keep_only_bf16_weights(); }, "keep_only_bf16_weights in fp32");
+
+    // The Recommender: the same answers with only the BF16 weights.
+    RecommenderOptions ro;
+    ro.precision = Precision::kBf16;
+    const Recommender full(path, ro);
+    ro.bf16_weights_only = true;
+    const Recommender half(path, ro);
+    for (int user = 0; user < 20; ++user) {
+        std::vector<ItemRef> items;
+        for (uint64_t e = f.in.offsets[user]; e < f.in.offsets[user + 1]; ++e)
+            items.emplace_back(f.in.indices[e]);
+        const Recommendations a = full.recommend(items), b = half.recommend(items);
+        ASSERT_EQ(a.items.size(), b.items.size());
+        for (size_t i = 0; i < a.items.size(); ++i) {
+            EXPECT_EQ(a.items[i].id, b.items[i].id);
+            EXPECT_EQ(a.items[i].score, b.items[i].score);
+        }
+    }
+    ro.fp16_screening = true;
+    expect_usage_error([&] { Recommender screened(path, ro); }, "with fp16 screening");
+    ro.fp16_screening = false;
+    ro.precision = Precision::kFp32;
+    expect_usage_error([&] { Recommender in_fp32_too(path, ro); }, "recommender in fp32");
 }
 
 }  // namespace

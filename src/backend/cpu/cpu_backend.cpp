@@ -152,10 +152,18 @@ void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixV
     with_scratch(Op::kGemm, [&] {
         if (precision_ == Precision::kBf16) {
             // BF16 operands, FP32 products and sums, exactly (backend.h): one rounding pass
-            // over each operand into scratch, then the FP32 gemm. The pass over the weights
-            // costs a read and a write of them per gemm (docs/gpu.md, "Precision").
-            cpu::gemm(trans_a, trans_b, alpha, cpu::round_bf16_copy(cmat(a), bf16_a_, threads_),
-                      cpu::round_bf16_copy(cmat(b), bf16_b_, threads_), beta, mat(c), threads_);
+            // over each operand into scratch, then the FP32 gemm (docs/gpu.md, "Precision").
+            // An operand with a BF16 copy (ConstMatrixView::bf16) is widened from it instead:
+            // the same floats (the copy holds the rounding of the same FP32 values), so the CPU
+            // computes what the GPU's GEMM on the copy computes, and what it computed before the
+            // copies existed.
+            auto operand = [&](const ConstMatrixView& v, std::vector<float>& scratch) {
+                return v.bf16 != nullptr
+                           ? cpu::widen_bf16_copy(v.bf16, v.rows, v.cols, v.ld, scratch, threads_)
+                           : cpu::round_bf16_copy(cmat(v), scratch, threads_);
+            };
+            cpu::gemm(trans_a, trans_b, alpha, operand(a, bf16_a_), operand(b, bf16_b_), beta,
+                      mat(c), threads_);
             return;
         }
         cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
@@ -261,8 +269,13 @@ void CpuBackend::scatter_rows_impl(const SparseRowGrad& grad, float beta, Matrix
 }
 
 void CpuBackend::optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
-                                     ConstMatrixView g, float* state1, float* state2) {
-    cpu::optimizer_step(step, mat(w), cmat(g), state1, state2, threads_);
+                                     ConstMatrixView g, float* state1, float* state2,
+                                     uint16_t* w_bf16) {
+    cpu::optimizer_step(step, mat(w), cmat(g), state1, state2, threads_, w_bf16);
+}
+
+void CpuBackend::round_bf16_impl(ConstMatrixView m, uint16_t* out) {
+    cpu::round_bf16_into(cmat(m), out, threads_);
 }
 
 void CpuBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,

@@ -77,7 +77,8 @@ class CpuBackend final : public Backend {
     void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
     void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) override;
     void optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
-                             float* state1, float* state2) override;
+                             float* state1, float* state2, uint16_t* w_bf16) override;
+    void round_bf16_impl(ConstMatrixView m, uint16_t* out) override;
     void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                   const SparseRowGrad& grad, float* state1, float* state2,
                                   SparseUpdate mode, RowClock clock) override;
@@ -100,8 +101,9 @@ class CpuBackend final : public Backend {
     std::vector<double> row_loss_;
     std::vector<double> column_kl_;
     std::vector<cpu::ScoreIndex<float>> top_k_scratch_;
-    std::vector<float> top_k_rows_;       // top_k with an activation: each thread's activated row
-    std::vector<float> bf16_a_, bf16_b_;  // gemm's operands rounded to BF16 (Precision::kBf16)
+    std::vector<float> top_k_rows_;  // top_k with an activation: each thread's activated row
+    // gemm's operands rounded to BF16, or widened from their BF16 copies (Precision::kBf16)
+    std::vector<float> bf16_a_, bf16_b_;
 };
 
 }  // namespace sparsenet

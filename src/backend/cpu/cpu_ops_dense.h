@@ -152,6 +152,35 @@ inline CMatT<float> round_bf16_copy(CMatT<float> m, std::vector<float>& out, int
     return CMatT<float>(out.data(), m.rows, m.cols, m.cols);
 }
 
+// The BF16 copy of m (Backend::round_bf16): out has m's layout, [cols, ld) set to zero.
+inline void round_bf16_into(CMatT<float> m, uint16_t* out, int threads) {
+    const bool par = threads > 1 && m.rows * m.ld >= (size_t(1) << 16);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < m.rows; ++r) {
+        const float* src = m.row(r);
+        uint16_t* dst = out + r * m.ld;
+#pragma omp simd
+        for (size_t j = 0; j < m.cols; ++j) dst[j] = formulas::bf16_bits(src[j]);
+        for (size_t j = m.cols; j < m.ld; ++j) dst[j] = 0;
+    }
+}
+
+// A BF16 copy (laid out with ld) widened to floats in `out` (contiguous, ld = cols): exact, so
+// gemm on it computes what gemm on round_bf16_copy of the FP32 matrix computes, bit for bit.
+inline CMatT<float> widen_bf16_copy(const uint16_t* m, size_t rows, size_t cols, size_t ld,
+                                    std::vector<float>& out, int threads) {
+    out.resize(rows * cols);
+    const bool par = threads > 1 && rows * cols >= (size_t(1) << 16);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < rows; ++r) {
+        const uint16_t* src = m + r * ld;
+        float* dst = out.data() + r * cols;
+#pragma omp simd
+        for (size_t j = 0; j < cols; ++j) dst[j] = formulas::bf16_to_float(src[j]);
+    }
+    return CMatT<float>(out.data(), rows, cols, cols);
+}
+
 // ---- activations ----
 
 // SoftMax of one row in place, with max subtraction; the normaliser is summed in double.
@@ -712,7 +741,7 @@ inline void dispatch_optimizer(OptimizerKind kind, F&& f) {
 // Dense update of w (and its state slots, laid out like w with w's ld) with gradient g.
 template <class T>
 void optimizer_step(const formulas::OptimizerStep& step, MatT<T> w, CMatT<T> g, T* state1,
-                    T* state2, int threads) {
+                    T* state2, int threads, uint16_t* w_bf16 = nullptr) {
     const size_t rows = w.rows, n = w.cols;
     if (rows == 0 || n == 0) return;
     const bool par = parallel_worth(rows * n, threads);
@@ -723,6 +752,13 @@ void optimizer_step(const formulas::OptimizerStep& step, MatT<T> w, CMatT<T> g, 
             const size_t off = r * w.ld;
             optimizer_row<K>(step, w.data + off, g.row(r), state1 ? state1 + off : nullptr,
                              state2 ? state2 + off : nullptr, n);
+            // The BF16 copy of the row while it is in cache (Backend::optimizer_step).
+            if (w_bf16 != nullptr) {
+                const T* wr = w.data + off;
+                uint16_t* out = w_bf16 + off;
+#pragma omp simd
+                for (size_t j = 0; j < n; ++j) out[j] = formulas::bf16_bits(float(wr[j]));
+            }
         }
     });
 }

@@ -674,23 +674,32 @@ void CudaBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrix
     const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
     if (bf16) {
-        // BF16 copies of both operands over the extents the GEMM runs (contiguous: ld = the
-        // copy's columns), products and sums in FP32, C in FP32. The copy of a weight operand is
-        // one extra pass over the weights per GEMM; the optimizer's update pass writing it
-        // instead is not done yet (docs/gpu.md, "Precision").
-        ConstMatrixView a_run = a, b_run = b;
-        a_run.cols = trans_a ? a.cols : k;  // a: [m, k], or [k, m] transposed
-        b_run.cols = trans_b ? k : n;       // b: [k, n], or [n, k] transposed
-        uint16_t* a16 =
-            bf16_a_.get_as<uint16_t>(ctx_, a_run.rows * a_run.cols, "gemm's BF16 operand a");
-        uint16_t* b16 =
-            bf16_b_.get_as<uint16_t>(ctx_, b_run.rows * b_run.cols, "gemm's BF16 operand b");
-        cuda::launch_round_bf16(ctx_, a_run, a16);
-        cuda::launch_round_bf16(ctx_, b_run, b16);
+        // Products and sums in FP32, C in FP32. An operand with a BF16 copy
+        // (ConstMatrixView::bf16: the engine's weights, laid out like the FP32 matrix with zero
+        // padding, written by the step that updates them) is read in place; any other (the
+        // activations and deltas) is converted here over the extents the GEMM runs (contiguous:
+        // ld = the copy's columns), one pass per GEMM.
+        auto operand = [&](const ConstMatrixView& v, size_t run_cols, cuda::ScratchBuffer& scratch,
+                           const char* what, size_t* ld) {
+            if (v.bf16 != nullptr) {
+                *ld = std::max<size_t>(v.ld, 1);
+                return v.bf16;
+            }
+            ConstMatrixView run = v;
+            run.cols = run_cols;
+            uint16_t* copy = scratch.get_as<uint16_t>(ctx_, run.rows * run.cols, what);
+            cuda::launch_round_bf16(ctx_, run, copy, run.cols);
+            *ld = std::max<size_t>(run.cols, 1);
+            return static_cast<const uint16_t*>(copy);
+        };
+        size_t lda = 1, ldb = 1;
+        // a: [m, k], or [k, m] transposed; b: [k, n], or [n, k] transposed.
+        const uint16_t* a16 =
+            operand(a, trans_a ? a.cols : k, bf16_a_, "gemm's BF16 operand a", &lda);
+        const uint16_t* b16 = operand(b, trans_b ? k : n, bf16_b_, "gemm's BF16 operand b", &ldb);
         cuda::check_cublas(
             cuda::cublas().gemm_ex(cublas_, op_b, op_a, int(n), int(m), int(k), &alpha, b16,
-                                   CUDA_R_16BF, int(std::max<size_t>(b_run.cols, 1)), a16,
-                                   CUDA_R_16BF, int(std::max<size_t>(a_run.cols, 1)), &beta, c.data,
+                                   CUDA_R_16BF, int(ldb), a16, CUDA_R_16BF, int(lda), &beta, c.data,
                                    CUDA_R_32F, int(std::max<size_t>(c.ld, 1)), CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx",
@@ -830,9 +839,15 @@ void CudaBackend::scatter_rows_impl(const SparseRowGrad& grad, float beta, Matri
 }
 
 void CudaBackend::optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w,
-                                      ConstMatrixView g, float* state1, float* state2) {
+                                      ConstMatrixView g, float* state1, float* state2,
+                                      uint16_t* w_bf16) {
     activate();
-    cuda::launch_optimizer_step(ctx_, step, w, g, state1, state2);
+    cuda::launch_optimizer_step(ctx_, step, w, g, state1, state2, w_bf16);
+}
+
+void CudaBackend::round_bf16_impl(ConstMatrixView m, uint16_t* out) {
+    activate();
+    cuda::launch_round_bf16(ctx_, m, out, std::max(m.ld, m.cols));
 }
 
 void CudaBackend::optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,

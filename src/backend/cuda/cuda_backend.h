@@ -103,7 +103,8 @@ class CudaBackend final : public Backend {
     void add_matrix_impl(float alpha, ConstMatrixView x, float beta, MatrixView y) override;
     void scatter_rows_impl(const SparseRowGrad& grad, float beta, MatrixView dense) override;
     void optimizer_step_impl(const formulas::OptimizerStep& step, MatrixView w, ConstMatrixView g,
-                             float* state1, float* state2) override;
+                             float* state1, float* state2, uint16_t* w_bf16) override;
+    void round_bf16_impl(ConstMatrixView m, uint16_t* out) override;
     void optimizer_step_rows_impl(const formulas::OptimizerStep& step, MatrixView w,
                                   const SparseRowGrad& grad, float* state1, float* state2,
                                   SparseUpdate mode, RowClock clock) override;
