@@ -102,6 +102,19 @@ struct RecommenderOptions {
     // layer with one dense source and an element-wise activation (not SoftMax): Error(kUsage)
     // naming the reason otherwise. A GPU backend ignores it. docs/library.md, "fp16 screening".
     bool fp16_screening = false;
+    // An ANN index file (`sparsenet ann-index`, docs/serving.md "ANN index"; not a features
+    // index): single queries and batches take candidates from it, over-fetched, drop the
+    // excluded ones (the query's items, deny, outside allow) and rank the rest exactly with the
+    // output layer's own formula. Built from another model: Error(kData) naming the file. An
+    // index built exhaustively (kind flat) answers exactly what the model answers without one.
+    // Needs the CPU backend and an output layer fit for fp16_screening; it replaces the screen.
+    std::string ann_index;
+    // The index's accuracy knob (IVF: cells probed; hnsw: efSearch); 0: the file's.
+    uint32_t ann_probe = 0;
+    // Candidates fetched per query before filtering; 0: max(4 k, k + 100). A query whose
+    // filters leave fewer than k of them fetches 4x more, and when the index has no more, is
+    // answered by the exact full product.
+    uint32_t ann_fetch = 0;
 };
 
 // Thread-safe: every const member may be called from any number of threads at once. Each call
@@ -163,6 +176,14 @@ class Recommender {
     std::string name_of(uint32_t id) const;
     // Whether single queries are screened (fp16_screening asked for, on a CPU backend).
     bool screening() const;
+    // Whether queries are answered from an ANN index (RecommenderOptions::ann_index).
+    bool ann() const;
+    // Queries answered from the ANN index since construction, and those of them that fell back
+    // to the exact product (filters left too few candidates).
+    uint64_t ann_queries() const;
+    uint64_t ann_fallbacks() const;
+    // Bytes the ANN index and its exact re-ranking vectors take (0 without an index).
+    size_t ann_memory_bytes() const;
 
   private:
     struct Impl;

@@ -1,0 +1,567 @@
+// ANN index (ann_index.h): the file, the faiss index behind it, and the exact re-ranking.
+//
+// File layout (host byte order, little-endian on every supported machine):
+//   "sparsenet-ann\n" + 2 zero bytes   magic, 16 bytes
+//   u32 version (1)
+//   str kind, str output layer, str model path (as given when built; informational)
+//   u64 items, u32 width (source units), u32 dims (of the stored vectors), u64 fingerprint,
+//   f32 radius R, u32 lists, u32 probe
+//   u64 bytes, then that many bytes: the faiss index (faiss::write_index)
+// str: u32 length, then the bytes.
+#include "engine/ann_index.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include "sparsenet/error.h"
+#include "sparsenet/network.h"
+
+#if defined(SPARSENET_WITH_ANN)
+#include <faiss/Index.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_factory.h>
+#include <faiss/index_io.h>
+#endif
+
+namespace sparsenet::engine {
+
+namespace {
+
+constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e', 'n', 'e',
+                             't', '-', 'a', 'n', 'n', '\n', 0, 0};
+constexpr uint32_t kVersion = 1;
+
+uint64_t mix(uint64_t h, uint64_t w) {
+    h ^= w * 0x9E3779B97F4A7C15ull;
+    h = (h << 31) | (h >> 33);
+    return h * 0xBF58476D1CE4E5B9ull;
+}
+
+uint64_t hash_floats(uint64_t h, const float* p, size_t count) {
+    size_t i = 0;
+    for (; i + 2 <= count; i += 2) {
+        uint64_t w;
+        std::memcpy(&w, p + i, sizeof w);
+        h = mix(h, w);
+    }
+    if (i < count) {
+        uint32_t w;
+        std::memcpy(&w, p + i, sizeof w);
+        h = mix(h, w);
+    }
+    return h;
+}
+
+DenseOutputEdge checked_edge(const Network& network, int output, const std::string& what) {
+    DenseOutputEdge edge = dense_output_edge(network, output);
+    if (!edge.unsupported.empty()) {
+        throw Error(ErrorCategory::kUsage,
+                    what + ": " + edge.unsupported +
+                        " (an ANN index needs an output layer with one dense source and an "
+                        "element-wise monotone activation, whose scores rank as inner products)");
+    }
+    if (network.device() != "cpu") {
+        throw Error(ErrorCategory::kUsage, what + ": an ANN index serves from the CPU backend; "
+                                                  "the model was loaded on '" +
+                                               network.device() + "' (use device \"cpu\")");
+    }
+    return edge;
+}
+
+uint32_t default_lists(uint64_t items) {
+    const double target = 4.0 * std::sqrt(double(items));
+    uint32_t lists = 1;
+    while (lists * 2 <= target && lists < (1u << 16)) lists *= 2;
+    return std::max<uint32_t>(1, std::min<uint64_t>(lists, std::max<uint64_t>(1, items / 39)));
+}
+
+// The item vectors of the index: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...] of `dims` floats.
+std::vector<float> item_vectors(const DenseOutputEdge& e, uint32_t dims, float* radius) {
+    const size_t n = e.n, k = e.k;
+    std::vector<float> x(n * dims, 0.0f);
+    for (size_t q = 0; q < k; ++q) {
+        if (e.transposed) {
+            for (size_t j = 0; j < n; ++j) x[j * dims + q] = e.stored[j * e.ld + q];
+        } else {
+            const float* row = e.stored + q * e.ld;
+            for (size_t j = 0; j < n; ++j) x[j * dims + q] = row[j];
+        }
+    }
+    double r2 = 0.0;
+    std::vector<double> norms(n);
+    for (size_t j = 0; j < n; ++j) {
+        x[j * dims + k] = e.bias[j];
+        double s = 0.0;
+        for (size_t q = 0; q <= k; ++q) s += double(x[j * dims + q]) * x[j * dims + q];
+        norms[j] = s;
+        r2 = std::max(r2, s);
+    }
+    for (size_t j = 0; j < n; ++j) x[j * dims + k + 1] = float(std::sqrt(std::max(0.0, r2 - norms[j])));
+    *radius = float(std::sqrt(r2));
+    return x;
+}
+
+void put_u32(std::ostream& o, uint32_t v) { o.write(reinterpret_cast<const char*>(&v), 4); }
+void put_u64(std::ostream& o, uint64_t v) { o.write(reinterpret_cast<const char*>(&v), 8); }
+void put_str(std::ostream& o, const std::string& s) {
+    put_u32(o, uint32_t(s.size()));
+    o.write(s.data(), std::streamsize(s.size()));
+}
+
+// Reads the file's fields, throwing Error(kIo) naming it at the first that is missing.
+struct Reader {
+    std::ifstream in;
+    std::string path;
+    void get(void* p, size_t bytes, const char* field) {
+        in.read(static_cast<char*>(p), std::streamsize(bytes));
+        if (size_t(in.gcount()) != bytes) {
+            throw Error(ErrorCategory::kIo, path + ": truncated ANN index (ends in its " + field +
+                                                "); rebuild it with `sparsenet ann-index`");
+        }
+    }
+    uint32_t u32(const char* field) {
+        uint32_t v;
+        get(&v, 4, field);
+        return v;
+    }
+    uint64_t u64(const char* field) {
+        uint64_t v;
+        get(&v, 8, field);
+        return v;
+    }
+    std::string str(const char* field) {
+        const uint32_t size = u32(field);
+        if (size > 65536) {
+            throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its " +
+                                                std::string(field) + " claims " +
+                                                std::to_string(size) + " bytes)");
+        }
+        std::string s(size, '\0');
+        get(s.data(), size, field);
+        return s;
+    }
+};
+
+std::string hex(uint64_t v) {
+    char buf[20];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+}  // namespace
+
+uint64_t output_fingerprint(const DenseOutputEdge& e) {
+    uint64_t h = mix(0x5350415253454E45ull, (uint64_t(e.n) << 32) | e.k);
+    h = mix(h, e.transposed ? 1 : 0);
+    h = mix(h, uint64_t(e.activation.kind));
+    const size_t rows = e.transposed ? e.n : e.k, cols = e.transposed ? e.k : e.n;
+    for (size_t r = 0; r < rows; ++r) h = hash_floats(h, e.stored + r * e.ld, cols);
+    return hash_floats(h, e.bias, e.n);
+}
+
+// ---- the index ----
+
+struct AnnIndex::Impl {
+    std::string path, kind, layer;
+    uint64_t items = 0;
+    uint32_t width = 0, dims = 0, lists = 0, probe = 0;
+    uint64_t fingerprint = 0;
+    float radius = 0.0f;
+    size_t index_bytes = 0;
+#if defined(SPARSENET_WITH_ANN)
+    std::unique_ptr<faiss::Index> index;
+#endif
+};
+
+bool AnnIndex::available() {
+#if defined(SPARSENET_WITH_ANN)
+    return true;
+#else
+    return false;
+#endif
+}
+
+void ann_unavailable(const std::string& what) {
+    throw Error(ErrorCategory::kUsage,
+                what + ": this sparsenet was built without ANN index support (CMake did not find "
+                       "faiss: install libfaiss-dev, scripts/install-deps, and configure with "
+                       "-DSPARSENET_ANN=ON)");
+}
+
+const char* AnnIndex::kinds() {
+    return "flat, ivf-sq8, ivf-pq, hnsw";
+}
+
+#if !defined(SPARSENET_WITH_ANN)
+
+AnnBuildReport AnnIndex::build(const Network&, int, const std::string&, const AnnBuildOptions&,
+                               const std::string& out_path) {
+    ann_unavailable(out_path);
+}
+AnnIndex::AnnIndex(const std::string& path, const Network&, int, const std::string&) {
+    ann_unavailable(path);
+}
+void AnnIndex::set_probe(uint32_t) {}
+void AnnIndex::search(const float*, size_t, std::vector<int64_t>& ids, std::vector<float>&) const {
+    ids.clear();
+}
+size_t AnnIndex::memory_bytes() const {
+    return 0;
+}
+
+#else
+
+namespace {
+
+// The faiss index's accuracy knob.
+void apply_probe(faiss::Index* index, uint32_t probe) {
+    if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(index)) {
+        ivf->nprobe = std::min<size_t>(probe, ivf->nlist);
+    } else if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(index)) {
+        hnsw->hnsw.efSearch = int(probe);
+    }
+}
+
+// omp_set_num_threads for a scope: faiss's loops open OpenMP teams of the calling thread's size.
+class OmpThreads {
+  public:
+    explicit OmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+    ~OmpThreads() { omp_set_num_threads(saved_); }
+
+  private:
+    int saved_;
+};
+
+}  // namespace
+
+AnnBuildReport AnnIndex::build(const Network& network, int output, const std::string& model_path,
+                               const AnnBuildOptions& o, const std::string& out_path) {
+    const DenseOutputEdge edge = checked_edge(network, output, model_path);
+    AnnBuildReport report;
+    report.kind = o.kind;
+    report.items = edge.n;
+    report.width = edge.k;
+    const uint32_t dims = (edge.k + 2 + 7) / 8 * 8;
+    std::string factory;
+    uint32_t probe = o.probe;
+    if (o.kind == "flat") {
+        factory = "Flat";
+    } else if (o.kind == "ivf-sq8" || o.kind == "ivf-pq") {
+        report.lists = o.lists ? o.lists : default_lists(edge.n);
+        if (report.lists > edge.n) {
+            throw Error(ErrorCategory::kUsage,
+                        "--lists " + std::to_string(report.lists) + " exceeds the " +
+                            std::to_string(edge.n) + " items of " + model_path +
+                            "; expected at most one cell per item");
+        }
+        factory = "IVF" + std::to_string(report.lists) + ",";
+        if (o.kind == "ivf-sq8") {
+            factory += "SQ8";
+        } else {
+            const uint32_t bytes = o.pq_bytes ? o.pq_bytes : dims / 8;
+            if (dims % bytes != 0) {
+                throw Error(ErrorCategory::kUsage,
+                            "--pq-bytes " + std::to_string(bytes) + " does not divide the " +
+                                std::to_string(dims) +
+                                " dimensions of the item vectors; expected a divisor of it");
+            }
+            factory += "PQ" + std::to_string(bytes);
+        }
+        if (!probe) probe = std::max<uint32_t>(1, std::min<uint32_t>(report.lists, 32));
+    } else if (o.kind == "hnsw") {
+        if (o.hnsw_m < 2 || o.hnsw_m > 256) {
+            throw Error(ErrorCategory::kUsage, "--hnsw-m " + std::to_string(o.hnsw_m) +
+                                                   ": expected 2 to 256 links per node");
+        }
+        factory = "HNSW" + std::to_string(o.hnsw_m);
+        if (!probe) probe = 256;
+    } else {
+        throw Error(ErrorCategory::kUsage, "--kind '" + o.kind + "': expected one of " +
+                                               std::string(kinds()));
+    }
+    report.probe = probe;
+    report.fingerprint = output_fingerprint(edge);
+
+    const int threads =
+        o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    OmpThreads team(threads);
+    const auto start = std::chrono::steady_clock::now();
+    float radius = 0.0f;
+    std::vector<float> x = item_vectors(edge, dims, &radius);
+    std::unique_ptr<faiss::Index> index;
+    faiss::VectorIOWriter blob;
+    try {
+        index.reset(faiss::index_factory(int(dims), factory.c_str(), faiss::METRIC_L2));
+        if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(index.get())) {
+            ivf->cp.niter = 10;
+            ivf->cp.max_points_per_centroid = 64;
+            ivf->cp.seed = 1234;
+        }
+        if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(index.get())) {
+            hnsw->hnsw.efConstruction = int(o.ef_construction);
+        }
+        index->train(faiss::Index::idx_t(edge.n), x.data());
+        index->add(faiss::Index::idx_t(edge.n), x.data());
+        apply_probe(index.get(), probe);
+        faiss::write_index(index.get(), &blob);
+    } catch (const faiss::FaissException& e) {
+        throw Error(ErrorCategory::kUsage, out_path + ": faiss could not build the '" + o.kind +
+                                               "' ANN index: " + e.what());
+    }
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report.index_bytes = blob.data.size();
+
+    std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorCategory::kIo, out_path + ": cannot open for writing (-o)");
+    out.write(kMagic, sizeof kMagic);
+    put_u32(out, kVersion);
+    put_str(out, o.kind);
+    put_str(out, layer_views(network).at(size_t(output)).name);
+    put_str(out, model_path);
+    put_u64(out, edge.n);
+    put_u32(out, edge.k);
+    put_u32(out, dims);
+    put_u64(out, report.fingerprint);
+    out.write(reinterpret_cast<const char*>(&radius), 4);
+    put_u32(out, report.lists);
+    put_u32(out, probe);
+    put_u64(out, blob.data.size());
+    out.write(reinterpret_cast<const char*>(blob.data.data()), std::streamsize(blob.data.size()));
+    out.flush();
+    if (!out) throw Error(ErrorCategory::kIo, out_path + ": write failed (disk full?)");
+    report.file_bytes = uint64_t(out.tellp());
+    return report;
+}
+
+AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
+                   const std::string& model_path)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& m = *impl_;
+    m.path = path;
+    Reader r{std::ifstream(path, std::ios::binary), path};
+    if (!r.in) {
+        throw Error(ErrorCategory::kIo, path + ": cannot open the ANN index (" +
+                                            std::strerror(errno) + ")");
+    }
+    char magic[sizeof kMagic] = {};
+    r.in.read(magic, sizeof magic);
+    if (size_t(r.in.gcount()) != sizeof magic || std::memcmp(magic, kMagic, sizeof magic) != 0) {
+        throw Error(ErrorCategory::kIo, path + ": not a sparsenet ANN index (expected a file "
+                                               "written by `sparsenet ann-index`)");
+    }
+    const uint32_t version = r.u32("version");
+    if (version != kVersion) {
+        throw Error(ErrorCategory::kIo, path + ": ANN index format version " +
+                                            std::to_string(version) + "; this sparsenet reads " +
+                                            std::to_string(kVersion) + " (rebuild it)");
+    }
+    m.kind = r.str("kind");
+    m.layer = r.str("layer name");
+    const std::string built_from = r.str("model path");
+    m.items = r.u64("item count");
+    m.width = r.u32("width");
+    m.dims = r.u32("dimensions");
+    m.fingerprint = r.u64("fingerprint");
+    r.get(&m.radius, 4, "radius");
+    m.lists = r.u32("cell count");
+    m.probe = r.u32("probe");
+    const uint64_t bytes = r.u64("faiss index size");
+
+    const DenseOutputEdge edge = checked_edge(network, output, model_path);
+    const std::string layer = layer_views(network).at(size_t(output)).name;
+    const uint64_t fingerprint = output_fingerprint(edge);
+    if (m.layer != layer || m.items != edge.n || m.width != edge.k ||
+        m.fingerprint != fingerprint) {
+        throw Error(ErrorCategory::kData,
+                    path + ": this ANN index was built from another model (" + built_from +
+                        ": layer '" + m.layer + "', " + std::to_string(m.items) + " items x " +
+                        std::to_string(m.width) + " units, weights fingerprint " +
+                        hex(m.fingerprint) + "); " + model_path + " has layer '" + layer + "', " +
+                        std::to_string(edge.n) + " items x " + std::to_string(edge.k) +
+                        " units, fingerprint " + hex(fingerprint) +
+                        "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
+    }
+    if (m.dims < m.width + 2 || m.dims > m.width + 64) {
+        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (" + std::to_string(m.dims) +
+                                            " dimensions for " + std::to_string(m.width) +
+                                            " units)");
+    }
+    faiss::VectorIOReader blob;
+    const uint64_t header = uint64_t(r.in.tellg());
+    r.in.seekg(0, std::ios::end);
+    const uint64_t total = uint64_t(r.in.tellg());
+    if (total < header + bytes) {
+        throw Error(ErrorCategory::kIo, path + ": truncated ANN index (" + std::to_string(total) +
+                                            " bytes; its header announces " +
+                                            std::to_string(header + bytes) +
+                                            "); rebuild it with `sparsenet ann-index`");
+    }
+    r.in.seekg(std::streamoff(header));
+    blob.data.resize(bytes);
+    r.get(blob.data.data(), bytes, "faiss index");
+    try {
+        m.index.reset(faiss::read_index(&blob));
+    } catch (const faiss::FaissException& e) {
+        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (faiss: " + e.what() + ")");
+    }
+    if (!m.index || uint64_t(m.index->ntotal) != m.items || uint32_t(m.index->d) != m.dims) {
+        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its faiss index holds " +
+                                            std::to_string(m.index ? m.index->ntotal : 0) +
+                                            " items; the header says " + std::to_string(m.items) +
+                                            ")");
+    }
+    m.index_bytes = bytes;
+    apply_probe(m.index.get(), m.probe);
+}
+
+void AnnIndex::set_probe(uint32_t probe) {
+    if (probe == 0) return;
+    impl_->probe = probe;
+    apply_probe(impl_->index.get(), probe);
+}
+
+size_t AnnIndex::memory_bytes() const {
+    return impl_->index_bytes;
+}
+
+void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
+                      std::vector<float>& scratch) const {
+    const Impl& m = *impl_;
+    fetch = std::min<size_t>(fetch, m.items);
+    ids.assign(fetch, -1);
+    scratch.assign(m.dims + fetch, 0.0f);
+    std::copy_n(h, m.width, scratch.begin());
+    scratch[m.width] = 1.0f;
+    static_assert(sizeof(faiss::Index::idx_t) == sizeof(int64_t));
+    {
+        OmpThreads one(1);
+        m.index->search(1, scratch.data(), faiss::Index::idx_t(fetch), scratch.data() + m.dims,
+                        reinterpret_cast<faiss::Index::idx_t*>(ids.data()));
+    }
+    ids.erase(std::remove(ids.begin(), ids.end(), int64_t(-1)), ids.end());
+}
+
+#endif  // SPARSENET_WITH_ANN
+
+AnnIndex::~AnnIndex() = default;
+const std::string& AnnIndex::kind() const {
+    return impl_->kind;
+}
+const std::string& AnnIndex::path() const {
+    return impl_->path;
+}
+uint64_t AnnIndex::items() const {
+    return impl_->items;
+}
+uint32_t AnnIndex::probe() const {
+    return impl_->probe;
+}
+
+// ---- exact re-ranking ----
+
+AnnRanker::AnnRanker(const Network& network, int output)
+    : edge_(checked_edge(network, output, "ANN index")) {
+    const size_t n = edge_.n, k = edge_.k;
+    if (edge_.transposed && edge_.ld == k) {
+        item_rows_ = edge_.stored;
+    } else {
+        rows_.resize(n * k);
+        for (size_t q = 0; q < k; ++q) {
+            for (size_t j = 0; j < n; ++j) {
+                rows_[j * k + q] =
+                    edge_.transposed ? edge_.stored[j * edge_.ld + q] : edge_.stored[q * edge_.ld + j];
+            }
+        }
+        item_rows_ = rows_.data();
+    }
+    bias_.assign(edge_.bias, edge_.bias + n);
+}
+
+void AnnRanker::rank(Backend& be, const float* h, const std::vector<uint32_t>& candidates,
+                     uint32_t k, Scratch& s, float* out_scores, uint32_t* out_ids) const {
+    // As OutputScreen::rank_approximated: the candidates' columns through the full path's ops.
+    const size_t c = candidates.size(), width = edge_.k;
+    s.gathered.resize(c * width);
+    if (edge_.transposed) {  // gemm(h, rows^T): rows [c, k]
+        for (size_t i = 0; i < c; ++i) {
+            std::copy_n(item_rows_ + size_t(candidates[i]) * width, width,
+                        s.gathered.begin() + i * width);
+        }
+    } else {  // gemm(h, columns): [k, c]
+        for (size_t i = 0; i < c; ++i) {
+            const float* row = item_rows_ + size_t(candidates[i]) * width;
+            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = row[q];
+        }
+    }
+    s.bias.resize(c);
+    s.scores.resize(std::max<size_t>(c, 1));
+    for (size_t i = 0; i < c; ++i) s.bias[i] = bias_[candidates[i]];
+    s.top_scores.resize(k);
+    s.top_slots.resize(k);
+    if (c > 0) {
+        const MatrixView scores{s.scores.data(), 1, c, c};
+        const ConstMatrixView hv(h, 1, width, width);
+        if (edge_.transposed) {
+            be.gemm(false, true, 1.0f, hv, ConstMatrixView(s.gathered.data(), c, width, width),
+                    0.0f, scores);
+        } else {
+            be.gemm(false, false, 1.0f, hv, ConstMatrixView(s.gathered.data(), width, c, c), 0.0f,
+                    scores);
+        }
+        be.bias_activation_forward(edge_.activation, s.bias.data(), scores);
+        be.top_k(scores, nullptr, k, s.top_scores.data(), s.top_slots.data());
+    } else {
+        std::fill(s.top_scores.begin(), s.top_scores.end(),
+                  -std::numeric_limits<float>::infinity());
+        std::fill(s.top_slots.begin(), s.top_slots.end(), UINT32_MAX);
+    }
+    for (size_t i = 0; i < k; ++i) {
+        out_scores[i] = s.top_scores[i];
+        out_ids[i] = s.top_slots[i] == UINT32_MAX ? UINT32_MAX : candidates[s.top_slots[i]];
+    }
+}
+
+}  // namespace sparsenet::engine
+
+namespace sparsenet {
+
+bool ann_index_available() {
+    return engine::AnnIndex::available();
+}
+
+AnnIndexReport build_ann_index(const std::string& model_path, const std::string& out_path,
+                               const AnnIndexOptions& options) {
+    if (!engine::AnnIndex::available()) engine::ann_unavailable(out_path);
+    NetworkOptions net_options;
+    net_options.device = "cpu";
+    net_options.comm = CommKind::kLocal;
+    const Network network = Network::load(model_path, net_options);
+    const std::vector<engine::LayerView> layers = engine::layer_views(network);
+    int output = -1;
+    for (size_t l = 0; l < layers.size() && output < 0; ++l) {
+        const bool match = options.output_layer.empty() ? layers[l].output
+                                                        : layers[l].name == options.output_layer;
+        if (match && !layers[l].input) output = int(l);
+    }
+    if (output < 0) {
+        throw Error(ErrorCategory::kUsage,
+                    model_path + ": " +
+                        (options.output_layer.empty()
+                             ? std::string("the network has no Output layer")
+                             : "no non-input layer '" + options.output_layer + "' (--layer)"));
+    }
+    return engine::AnnIndex::build(network, output, model_path, options, out_path);
+}
+
+}  // namespace sparsenet

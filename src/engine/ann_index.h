@@ -1,0 +1,114 @@
+// ANN index: approximate maximum-inner-product search over the output layer's item vectors
+// (docs/serving.md, "ANN index"). Not DSSTNE's "index" (label files, index_file.h): that name
+// stays with the label files; this one is always an "ANN index", its files `.ann`.
+//
+// For an output layer fed by one dense edge with an element-wise monotone activation f, item j's
+// score is f(h . w_j + b_j), so its rank is that of the inner product of [h, 1] with
+// v_j = [w_j, b_j]. The index stores x_j = [v_j, sqrt(R^2 - |v_j|^2)] (R = max |v_j|) and
+// searches the query [h, 1, 0] by L2 distance: |q - x_j|^2 = |q|^2 + R^2 - 2 q . v_j, the same
+// order as the inner product (the classic reduction of MIPS to nearest neighbours), which
+// k-means cells and graph search handle far better than raw inner products.
+//
+// The index only proposes candidates; AnnRanker scores them exactly, with the full path's own
+// ops (gemm over their fp32 weights, bias_activation_forward, top_k): the same bits as the full
+// forward pass for every candidate (the argument of output_screen.cpp).
+//
+// The search library is faiss (Debian's libfaiss-dev), compiled in when CMake finds it
+// (SPARSENET_ANN); without it available() is false and building or loading one throws
+// Error(kUsage) saying so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "sparsenet/ann_index.h"
+#include "engine/network_scoring.h"
+
+namespace sparsenet {
+
+class Network;
+
+namespace engine {
+
+using AnnBuildOptions = AnnIndexOptions;
+using AnnBuildReport = AnnIndexReport;
+
+// Error(kUsage): `what` (a file) needs ANN index support this build lacks.
+[[noreturn]] void ann_unavailable(const std::string& what);
+
+// Identifies an output layer's weights and biases: a 64-bit hash of their bits, with the shape.
+uint64_t output_fingerprint(const DenseOutputEdge& edge);
+
+class AnnIndex {
+  public:
+    // Whether this build can build and load ANN indexes (faiss was found at configure time).
+    static bool available();
+    static const char* kinds();  // "flat, ivf-sq8, ivf-pq, hnsw"
+
+    // Builds the ANN index of layer `output` of `network` (loaded from `model_path`) into
+    // `out_path`. Error(kUsage) for a layer whose items are not inner products (SoftMax, several
+    // sources: DenseOutputEdge::unsupported) or bad options, kIo when the file cannot be written.
+    static AnnBuildReport build(const Network& network, int output, const std::string& model_path,
+                                const AnnBuildOptions& options, const std::string& out_path);
+
+    // Loads `path` for layer `output` of `network`: Error(kIo) naming the file when it is not a
+    // sparsenet ANN index, is truncated or corrupt; Error(kData) naming it when it was built from
+    // another model (another layer name, shape or fingerprint of the weights).
+    AnnIndex(const std::string& path, const Network& network, int output,
+             const std::string& model_path);
+    ~AnnIndex();
+    AnnIndex(const AnnIndex&) = delete;
+    AnnIndex& operator=(const AnnIndex&) = delete;
+
+    const std::string& kind() const;
+    const std::string& path() const;
+    uint64_t items() const;
+    uint32_t probe() const;
+    // The accuracy knob (IVF: cells probed; hnsw: efSearch; flat: none). Not thread-safe: set it
+    // before concurrent searches. 0 keeps the file's.
+    void set_probe(uint32_t probe);
+    size_t memory_bytes() const;  // the index in memory (not the re-ranking vectors)
+
+    // Up to `fetch` candidate items for a query whose source activations are h [width], best
+    // first by the index's (approximate) order, into ids (cleared first). Thread-safe; runs on
+    // the calling thread only. Fewer than fetch when the probed cells hold fewer items.
+    void search(const float* h, size_t fetch, std::vector<int64_t>& ids,
+                std::vector<float>& scratch) const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Exact scores of chosen items of a dense output layer, by the full path's own ops.
+class AnnRanker {
+  public:
+    // Copies the item rows [n, k] (unless the network's matrix already is that, packed) and the
+    // biases. Error(kUsage) when the layer cannot be ranked so (edge.unsupported).
+    AnnRanker(const Network& network, int output);
+    int source() const { return edge_.source; }
+    size_t width() const { return edge_.k; }
+    size_t memory_bytes() const { return (rows_.size() + bias_.size()) * sizeof(float); }
+
+    struct Scratch {
+        std::vector<float> gathered, bias, scores, top_scores;
+        std::vector<uint32_t> top_slots;
+    };
+    // Top-k of `candidates` (distinct item ids) for source activations h: out_scores / out_ids
+    // [k], best first, ties to the lower id when the candidates are sorted ascending; UINT32_MAX
+    // past the candidates' end.
+    void rank(Backend& be, const float* h, const std::vector<uint32_t>& candidates, uint32_t k,
+              Scratch& s, float* out_scores, uint32_t* out_ids) const;
+
+  private:
+    DenseOutputEdge edge_;
+    std::vector<float> rows_;
+    const float* item_rows_ = nullptr;  // [n, k]
+    std::vector<float> bias_;
+};
+
+}  // namespace engine
+}  // namespace sparsenet
