@@ -78,6 +78,7 @@ DenseOutputEdge checked_edge(const Network& network, int output, const std::stri
     return edge;
 }
 
+#if defined(SPARSENET_WITH_ANN)
 uint32_t default_lists(uint64_t items) {
     const double target = 4.0 * std::sqrt(double(items));
     uint32_t lists = 1;
@@ -157,6 +158,7 @@ std::string hex(uint64_t v) {
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
     return buf;
 }
+#endif  // SPARSENET_WITH_ANN
 
 }  // namespace
 
