@@ -46,8 +46,8 @@ int ann_index_main(int argc, char** argv) {
                         "-o FILE is required (where to write the ANN index, e.g. model.ann)");
         }
         if (o.threads < 0) {
-            throw Error(ErrorCategory::kUsage, "--threads " + std::to_string(o.threads) +
-                                                   ": expected 0 (all) or more");
+            throw Error(ErrorCategory::kUsage,
+                        "--threads " + std::to_string(o.threads) + ": expected 0 (all) or more");
         }
         const AnnIndexReport r = build_ann_index(model, out, o);
         std::printf(
@@ -55,7 +55,8 @@ int ann_index_main(int argc, char** argv) {
             "fingerprint %016llx\n",
             out.c_str(), static_cast<unsigned long long>(r.items), r.width, r.kind.c_str(),
             r.kind.rfind("ivf", 0) == 0
-                ? (" (" + std::to_string(r.lists) + " cells, probe " + std::to_string(r.probe) + ")")
+                ? (" (" + std::to_string(r.lists) + " cells, probe " + std::to_string(r.probe) +
+                   ")")
                       .c_str()
                 : (r.kind == "hnsw" ? (" (efSearch " + std::to_string(r.probe) + ")").c_str() : ""),
             r.seconds, static_cast<unsigned long long>(r.file_bytes),

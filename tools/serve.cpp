@@ -175,11 +175,11 @@ class ModelHolder {
                          std::to_string(now->recommender->input_items()) + " input items, " +
                          std::to_string(now->recommender->output_items()) + " output items" +
                          (now->recommender->screening() ? ", fp16 screening" : "") +
-                         (now->recommender->ann() ? ", ANN index " + options_.ann_index + " (" +
-                                                        std::to_string(
-                                                            now->recommender->ann_memory_bytes()) +
-                                                        " bytes with its re-ranking vectors)"
-                                                  : std::string()));
+                         (now->recommender->ann()
+                              ? ", ANN index " + options_.ann_index + " (" +
+                                    std::to_string(now->recommender->ann_memory_bytes()) +
+                                    " bytes with its re-ranking vectors)"
+                              : std::string()));
             } catch (const std::bad_alloc&) {
                 outcome.error = path_ + ": " + host_out_of_memory_message();
             } catch (const std::exception& e) {
@@ -646,11 +646,10 @@ int serve_main(int argc, char** argv) {
                         "options --ann-probe and --ann-fetch need --ann FILE (an ANN index)");
         }
         if (!ann.empty() && access(ann.c_str(), R_OK) != 0) {
-            throw Error(ErrorCategory::kIo, "option --ann: cannot read the ANN index '" + ann +
-                                                "' (" + std::strerror(errno) +
-                                                "); build it with sparsenet ann-index -n " +
-                                                (model_path.empty() ? "MODEL" : model_path) +
-                                                " -o " + ann);
+            throw Error(ErrorCategory::kIo,
+                        "option --ann: cannot read the ANN index '" + ann + "' (" +
+                            std::strerror(errno) + "); build it with sparsenet ann-index -n " +
+                            (model_path.empty() ? "MODEL" : model_path) + " -o " + ann);
         }
         if (port > 65535) {
             throw Error(ErrorCategory::kUsage,

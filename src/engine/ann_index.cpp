@@ -37,8 +37,8 @@ namespace sparsenet::engine {
 
 namespace {
 
-constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e', 'n', 'e',
-                             't', '-', 'a', 'n', 'n', '\n', 0, 0};
+constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e',  'n', 'e',
+                             't', '-', 'a', 'n', 'n', '\n', 0,   0};
 constexpr uint32_t kVersion = 1;
 
 uint64_t mix(uint64_t h, uint64_t w) {
@@ -71,8 +71,9 @@ DenseOutputEdge checked_edge(const Network& network, int output, const std::stri
                         "element-wise monotone activation, whose scores rank as inner products)");
     }
     if (network.device() != "cpu") {
-        throw Error(ErrorCategory::kUsage, what + ": an ANN index serves from the CPU backend; "
-                                                  "the model was loaded on '" +
+        throw Error(ErrorCategory::kUsage, what +
+                                               ": an ANN index serves from the CPU backend; "
+                                               "the model was loaded on '" +
                                                network.device() + "' (use device \"cpu\")");
     }
     return edge;
@@ -107,13 +108,18 @@ std::vector<float> item_vectors(const DenseOutputEdge& e, uint32_t dims, float* 
         norms[j] = s;
         r2 = std::max(r2, s);
     }
-    for (size_t j = 0; j < n; ++j) x[j * dims + k + 1] = float(std::sqrt(std::max(0.0, r2 - norms[j])));
+    for (size_t j = 0; j < n; ++j)
+        x[j * dims + k + 1] = float(std::sqrt(std::max(0.0, r2 - norms[j])));
     *radius = float(std::sqrt(r2));
     return x;
 }
 
-void put_u32(std::ostream& o, uint32_t v) { o.write(reinterpret_cast<const char*>(&v), 4); }
-void put_u64(std::ostream& o, uint64_t v) { o.write(reinterpret_cast<const char*>(&v), 8); }
+void put_u32(std::ostream& o, uint32_t v) {
+    o.write(reinterpret_cast<const char*>(&v), 4);
+}
+void put_u64(std::ostream& o, uint64_t v) {
+    o.write(reinterpret_cast<const char*>(&v), 8);
+}
 void put_str(std::ostream& o, const std::string& s) {
     put_u32(o, uint32_t(s.size()));
     o.write(s.data(), std::streamsize(s.size()));
@@ -195,9 +201,10 @@ bool AnnIndex::available() {
 
 void ann_unavailable(const std::string& what) {
     throw Error(ErrorCategory::kUsage,
-                what + ": this sparsenet was built without ANN index support (CMake did not find "
-                       "faiss: install libfaiss-dev, scripts/install-deps, and configure with "
-                       "-DSPARSENET_ANN=ON)");
+                what +
+                    ": this sparsenet was built without ANN index support (CMake did not find "
+                    "faiss: install libfaiss-dev, scripts/install-deps, and configure with "
+                    "-DSPARSENET_ANN=ON)");
 }
 
 const char* AnnIndex::kinds() {
@@ -261,10 +268,10 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     } else if (o.kind == "ivf-sq8" || o.kind == "ivf-pq") {
         report.lists = o.lists ? o.lists : default_lists(edge.n);
         if (report.lists > edge.n) {
-            throw Error(ErrorCategory::kUsage,
-                        "--lists " + std::to_string(report.lists) + " exceeds the " +
-                            std::to_string(edge.n) + " items of " + model_path +
-                            "; expected at most one cell per item");
+            throw Error(ErrorCategory::kUsage, "--lists " + std::to_string(report.lists) +
+                                                   " exceeds the " + std::to_string(edge.n) +
+                                                   " items of " + model_path +
+                                                   "; expected at most one cell per item");
         }
         factory = "IVF" + std::to_string(report.lists) + ",";
         if (o.kind == "ivf-sq8") {
@@ -288,8 +295,8 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         factory = "HNSW" + std::to_string(o.hnsw_m);
         if (!probe) probe = 256;
     } else {
-        throw Error(ErrorCategory::kUsage, "--kind '" + o.kind + "': expected one of " +
-                                               std::string(kinds()));
+        throw Error(ErrorCategory::kUsage,
+                    "--kind '" + o.kind + "': expected one of " + std::string(kinds()));
     }
     report.probe = probe;
     report.fingerprint = output_fingerprint(edge);
@@ -353,14 +360,15 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
     m.path = path;
     Reader r{std::ifstream(path, std::ios::binary), path};
     if (!r.in) {
-        throw Error(ErrorCategory::kIo, path + ": cannot open the ANN index (" +
-                                            std::strerror(errno) + ")");
+        throw Error(ErrorCategory::kIo,
+                    path + ": cannot open the ANN index (" + std::strerror(errno) + ")");
     }
     char magic[sizeof kMagic] = {};
     r.in.read(magic, sizeof magic);
     if (size_t(r.in.gcount()) != sizeof magic || std::memcmp(magic, kMagic, sizeof magic) != 0) {
-        throw Error(ErrorCategory::kIo, path + ": not a sparsenet ANN index (expected a file "
-                                               "written by `sparsenet ann-index`)");
+        throw Error(ErrorCategory::kIo, path +
+                                            ": not a sparsenet ANN index (expected a file "
+                                            "written by `sparsenet ann-index`)");
     }
     const uint32_t version = r.u32("version");
     if (version != kVersion) {
@@ -481,8 +489,8 @@ AnnRanker::AnnRanker(const Network& network, int output)
         rows_.resize(n * k);
         for (size_t q = 0; q < k; ++q) {
             for (size_t j = 0; j < n; ++j) {
-                rows_[j * k + q] =
-                    edge_.transposed ? edge_.stored[j * edge_.ld + q] : edge_.stored[q * edge_.ld + j];
+                rows_[j * k + q] = edge_.transposed ? edge_.stored[j * edge_.ld + q]
+                                                    : edge_.stored[q * edge_.ld + j];
             }
         }
         item_rows_ = rows_.data();

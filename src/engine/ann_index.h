@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "sparsenet/ann_index.h"
 #include "engine/network_scoring.h"
+#include "sparsenet/ann_index.h"
 
 namespace sparsenet {
 

@@ -121,8 +121,9 @@ struct Recommender::Impl {
             // Before the screen, which it replaces; the ANN index checks the layer itself.
             if (network.device() != "cpu") {
                 throw Error(ErrorCategory::kUsage,
-                            opts.ann_index + ": ann_index: an ANN index serves from the CPU "
-                                             "backend; the model was loaded on '" +
+                            opts.ann_index +
+                                ": ann_index: an ANN index serves from the CPU "
+                                "backend; the model was loaded on '" +
                                 network.device() + "' (expected device \"cpu\")");
             }
             ann = std::make_unique<engine::AnnIndex>(opts.ann_index, network, output_layer, path);
@@ -550,7 +551,8 @@ struct Recommender::Impl {
         const size_t wanted = std::min<size_t>(q.k, allowed_items);
         // Exclusions that are not the complement of an allow list are few: fetch past them.
         size_t fetch = base + (q.has_allow ? 0 : q.excluded.size());
-        if (q.has_allow) fetch = fetch * std::max<size_t>(1, output_n / std::max<size_t>(1, allowed_items));
+        if (q.has_allow)
+            fetch = fetch * std::max<size_t>(1, output_n / std::max<size_t>(1, allowed_items));
         for (;;) {
             fetch = std::min<size_t>(fetch, output_n);
             ann->search(h, fetch, c.ann_ids, c.ann_scratch);

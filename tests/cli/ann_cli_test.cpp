@@ -60,7 +60,8 @@ std::string write(const Json::Value& v) {
 class Server {
   public:
     Server(const std::string& args, const std::string& log) : log_(log) {
-        const std::string exec = std::string("exec ") + SPARSENET_CLI_PATH + " serve --port 0 " + args;
+        const std::string exec =
+            std::string("exec ") + SPARSENET_CLI_PATH + " serve --port 0 " + args;
         posix_spawn_file_actions_t actions;
         posix_spawn_file_actions_init(&actions);
         posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
@@ -160,14 +161,12 @@ TEST_F(AnnCli, AnnIndexCommandLineErrors) {
     EXPECT_NE(out.find("-n MODEL is required"), std::string::npos) << out;
     EXPECT_EQ(cli("ann-index -n " + file("a.nc"), &out), 2) << out;
     EXPECT_NE(out.find("-o FILE is required"), std::string::npos) << out;
-    EXPECT_EQ(cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --kind kd",
-                  &out),
-              2)
+    EXPECT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --kind kd", &out), 2)
         << out;
     EXPECT_NE(out.find("--kind 'kd'"), std::string::npos) << out;
-    EXPECT_EQ(cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --lists 0x",
-                  &out),
-              2)
+    EXPECT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --lists 0x", &out), 2)
         << out;
     EXPECT_NE(out.find("--lists"), std::string::npos) << out;
     EXPECT_EQ(cli("ann-index -n " + work_.file("missing.nc") + " -o " + work_.file("x.ann"), &out),
@@ -187,19 +186,21 @@ TEST_F(AnnCli, ServeAnnCommandLineErrors) {
     std::string out;
     EXPECT_EQ(cli("serve -n " + file("a.nc") + " --ann-probe 4", &out), 2) << out;
     EXPECT_NE(out.find("--ann-probe"), std::string::npos) << out;
-    EXPECT_EQ(cli("serve --port 0 -n " + file("a.nc") + " --ann " + work_.file("none.ann"), &out), 1)
+    EXPECT_EQ(cli("serve --port 0 -n " + file("a.nc") + " --ann " + work_.file("none.ann"), &out),
+              1)
         << out;
     EXPECT_NE(out.find("none.ann"), std::string::npos) << out;
     EXPECT_NE(out.find("ann-index"), std::string::npos) << out;
     // An index of model b for model a: the load fails naming the file; the service exits 1.
-    ASSERT_EQ(cli("ann-index -n " + file("b.nc") + " -o " + work_.file("b.ann") + " --kind flat",
-                  &out),
-              0)
+    ASSERT_EQ(
+        cli("ann-index -n " + file("b.nc") + " -o " + work_.file("b.ann") + " --kind flat", &out),
+        0)
         << out;
     Server server("-n " + file("a.nc") + " --ann " + work_.file("b.ann"), work_.file("log"));
     EXPECT_EQ(server.wait_exit(), 1) << server.log();
-    EXPECT_NE(server.log().find(work_.file("b.ann") + ": this ANN index was built from another model"),
-              std::string::npos)
+    EXPECT_NE(
+        server.log().find(work_.file("b.ann") + ": this ANN index was built from another model"),
+        std::string::npos)
         << server.log();
     // Not an ANN index at all.
     testing::write_file(work_.file("text.ann"), "item0\t0\n");

@@ -174,7 +174,8 @@ TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
                 ASSERT_GE(got.items[r - 1].score, got.items[r].score) << "query " << i;
             const Recommendations want = exact.recommend(q, o);
             size_t common = 0;
-            for (const Recommendation& r : want.items) common += allowed.count(r.id) && seen.count(r.id);
+            for (const Recommendation& r : want.items)
+                common += allowed.count(r.id) && seen.count(r.id);
             overlap += want.items.empty() ? 1.0 : double(common) / double(want.items.size());
         }
         // Not a quality bar, a sign that the candidates come from the right neighbourhood.
