@@ -542,6 +542,37 @@ void AnnRanker::rank(Backend& be, const float* h, const std::vector<uint32_t>& c
     }
 }
 
+void AnnRanker::rank_all(Backend& be, const float* h, const std::vector<uint32_t>& excluded,
+                         uint32_t k, Scratch& s, float* out_scores, uint32_t* out_ids) const {
+    constexpr size_t kChunk = size_t(1) << 16;
+    const size_t n = edge_.n;
+    std::vector<std::pair<float, uint32_t>> best;  // (score desc, id asc), at most k
+    std::vector<uint32_t> chunk;
+    std::vector<float> scores(k);
+    std::vector<uint32_t> ids(k);
+    auto before = [](const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    size_t e = 0;
+    for (size_t first = 0; first < n; first += kChunk) {
+        chunk.clear();
+        for (size_t j = first; j < std::min(n, first + kChunk); ++j) {
+            while (e < excluded.size() && excluded[e] < j) ++e;
+            if (e < excluded.size() && excluded[e] == j) continue;
+            chunk.push_back(uint32_t(j));
+        }
+        if (chunk.empty()) continue;
+        rank(be, h, chunk, k, s, scores.data(), ids.data());
+        for (size_t i = 0; i < k && ids[i] != UINT32_MAX; ++i) best.emplace_back(scores[i], ids[i]);
+        std::sort(best.begin(), best.end(), before);
+        if (best.size() > k) best.resize(k);
+    }
+    for (size_t i = 0; i < k; ++i) {
+        out_scores[i] = i < best.size() ? best[i].first : -std::numeric_limits<float>::infinity();
+        out_ids[i] = i < best.size() ? best[i].second : UINT32_MAX;
+    }
+}
+
 }  // namespace sparsenet::engine
 
 namespace sparsenet {

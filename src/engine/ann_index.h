@@ -102,6 +102,10 @@ class AnnRanker {
     // past the candidates' end.
     void rank(Backend& be, const float* h, const std::vector<uint32_t>& candidates, uint32_t k,
               Scratch& s, float* out_scores, uint32_t* out_ids) const;
+    // The same over every item but the sorted unique `excluded` (the full product's answer,
+    // bit for bit), in chunks: what a query the index cannot fill falls back to.
+    void rank_all(Backend& be, const float* h, const std::vector<uint32_t>& excluded, uint32_t k,
+                  Scratch& s, float* out_scores, uint32_t* out_ids) const;
 
   private:
     DenseOutputEdge edge_;

@@ -96,6 +96,7 @@ struct Recommender::Impl {
     std::unique_ptr<engine::AnnIndex> ann;
     std::unique_ptr<engine::AnnRanker> ranker;
     mutable std::atomic<uint64_t> ann_queries{0}, ann_fallbacks{0};
+    size_t released_bytes = 0;  // the network's output matrix, freed with an ANN index
     // Screened queries per scan of the fp16 copy (rank_screened).
     static constexpr size_t kScreenGroup = 16;
 
@@ -129,6 +130,8 @@ struct Recommender::Impl {
             ann = std::make_unique<engine::AnnIndex>(opts.ann_index, network, output_layer, path);
             ann->set_probe(opts.ann_probe);
             ranker = std::make_unique<engine::AnnRanker>(network, output_layer);
+            // The ranker holds the item vectors now; the full product never runs again.
+            released_bytes = engine::release_output_matrix(network, output_layer);
         } else if (opts.fp16_screening) {
             const std::string why = engine::OutputScreen::unsupported(network, output_layer);
             if (!why.empty()) {
@@ -427,7 +430,7 @@ struct Recommender::Impl {
         std::vector<float> scores(count * k);
         std::vector<uint32_t> top(count * k);
         if (ann) {
-            rank_ann(c, queries, first, count, bindings, excluded, k, scores, top);
+            rank_ann(c, queries, first, count, bindings, k, scores, top);
         } else if (screen) {
             rank_screened(c, queries, first, count, bindings, excluded, k, scores, top, threads);
         } else {
@@ -495,10 +498,11 @@ struct Recommender::Impl {
 
     // From the ANN index: per query, a one-row forward pass up to the output layer, candidates
     // from the index (over-fetched; more when the filters leave fewer than k), ranked exactly by
-    // AnnRanker. A query the index cannot fill takes the full path alone.
+    // AnnRanker. A query the index cannot fill is ranked by AnnRanker over every item (the full
+    // product's answer; the network's own output matrix is freed, released_bytes).
     void rank_ann(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
-                  const engine::Bindings& bindings, const engine::DeviceDataset& excluded,
-                  uint32_t k, std::vector<float>& scores, std::vector<uint32_t>& top) const {
+                  const engine::Bindings& bindings, uint32_t k, std::vector<float>& scores,
+                  std::vector<uint32_t>& top) const {
         const int source = ranker->source();
         for (size_t row = 0; row < count; ++row) {
             const Resolved& q = queries[first + row];
@@ -524,8 +528,8 @@ struct Recommender::Impl {
             }
             if (!ranked) {
                 ann_fallbacks.fetch_add(1, std::memory_order_relaxed);
-                engine::forward_into(network, *c.backend, c.act_ptrs, bindings, one);
-                full_top_k(c, excluded, one, k, scores.data() + row * k, top.data() + row * k);
+                ranker->rank_all(*c.backend, h, q.excluded, k, c.rerank, scores.data() + row * k,
+                                 top.data() + row * k);
             }
         }
     }

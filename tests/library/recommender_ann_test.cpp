@@ -173,6 +173,8 @@ TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
             for (size_t r = 1; r < got.items.size(); ++r)
                 ASSERT_GE(got.items[r - 1].score, got.items[r].score) << "query " << i;
             const Recommendations want = exact.recommend(q, o);
+            // k beyond the items: the index cannot fill it; the fallback ranks every item.
+            if (o.k > items) expect_same(got, want, i);
             size_t common = 0;
             for (const Recommendation& r : want.items)
                 common += allowed.count(r.id) && seen.count(r.id);
