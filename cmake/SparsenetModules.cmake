@@ -48,11 +48,8 @@ sparsenet_module(comm PRIVATE sparsenet_backend MPI::MPI_CXX)
 sparsenet_module(engine PUBLIC sparsenet_backend sparsenet_comm sparsenet_io
   PRIVATE JsonCpp::JsonCpp $<BUILD_INTERFACE:sparsenet_openblas>)
 if(SPARSENET_HAVE_ANN)
-  # faiss's headers for src/engine/ann_index.cpp only; the archive is linked by `sparsenet`'s
-  # users (a static library: only the programs that reach AnnIndex pull faiss's objects in).
-  target_include_directories(sparsenet_engine SYSTEM PRIVATE
-    $<TARGET_PROPERTY:faiss,INTERFACE_INCLUDE_DIRECTORIES>)
+  # hnswlib (header-only) for src/engine/ann_index.cpp only.
+  target_include_directories(sparsenet_engine SYSTEM PRIVATE ${SPARSENET_HNSWLIB_INCLUDE_DIR})
   set_source_files_properties(${PROJECT_SOURCE_DIR}/src/engine/ann_index.cpp PROPERTIES
     COMPILE_DEFINITIONS SPARSENET_WITH_ANN=1)
-  target_link_libraries(sparsenet PRIVATE $<BUILD_INTERFACE:faiss>)
 endif()

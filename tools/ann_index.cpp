@@ -23,17 +23,14 @@ int ann_index_main(int argc, char** argv) {
         args.add({"-n", "--model"}, &model, "MODEL", "the model file (netCDF) (required)");
         args.add({"-o", "--output"}, &out, "FILE", "the ANN index file to write (required)");
         args.add({"--kind"}, &o.kind, "KIND",
-                 "ivf-sq8 (default: k-means cells, 8-bit codes), ivf-pq (cells, product "
-                 "quantization), hnsw (graph) or flat (exhaustive: exact, for tests)");
-        args.add({"--lists"}, &o.lists, "N",
-                 "ivf-*: k-means cells (default: a power of two near 4 sqrt(items))");
-        args.add({"--pq-bytes"}, &o.pq_bytes, "N", "ivf-pq: bytes per item (default: dims / 8)");
-        args.add({"--hnsw-m"}, &o.hnsw_m, "N", "hnsw: links per node (default 32)");
+                 "hnsw (default: a navigable small-world graph) or flat (exhaustive: the exact "
+                 "answer, for tests and small catalogues)");
+        args.add({"--hnsw-m"}, &o.hnsw_m, "N", "hnsw: links per node (default 16)");
         args.add({"--ef-construction"}, &o.ef_construction, "N",
                  "hnsw: candidate list while building (default 80)");
         args.add({"--probe"}, &o.probe, "N",
-                 "the default accuracy knob stored in the file: ivf-* cells probed (default 32), "
-                 "hnsw efSearch (default 256); serve --ann-probe overrides it");
+                 "the default accuracy knob stored in the file: hnsw's efSearch, the candidate "
+                 "list of a search (default 128); serve --ann-probe overrides it");
         args.add({"--threads"}, &o.threads, "N", "threads building (default: all)");
         args.add({"--layer"}, &o.output_layer, "NAME",
                  "the ranked layer (default: the first Output layer)");
@@ -54,11 +51,10 @@ int ann_index_main(int argc, char** argv) {
             "ann-index: %s, %llu items x %u units, %s%s in %.2f s; %llu bytes (%.1f per item), "
             "fingerprint %016llx\n",
             out.c_str(), static_cast<unsigned long long>(r.items), r.width, r.kind.c_str(),
-            r.kind.rfind("ivf", 0) == 0
-                ? (" (" + std::to_string(r.lists) + " cells, probe " + std::to_string(r.probe) +
-                   ")")
+            r.kind == "hnsw"
+                ? (" (M " + std::to_string(r.links) + ", efSearch " + std::to_string(r.probe) + ")")
                       .c_str()
-                : (r.kind == "hnsw" ? (" (efSearch " + std::to_string(r.probe) + ")").c_str() : ""),
+                : "",
             r.seconds, static_cast<unsigned long long>(r.file_bytes),
             r.items ? double(r.file_bytes) / double(r.items) : 0.0,
             static_cast<unsigned long long>(r.fingerprint));

@@ -635,8 +635,8 @@ int serve_main(int argc, char** argv) {
                  "ranked exactly; must have been built from the model (else the load fails "
                  "naming it); replaces fp16 screening");
         args.add({"--ann-probe"}, &ann_probe, "N",
-                 "the ANN index's accuracy knob: cells probed (ivf-*) or efSearch (hnsw); "
-                 "default: the file's");
+                 "the ANN index's accuracy knob: efSearch (hnsw), the candidate list of a "
+                 "search; default: the file's");
         args.add({"--ann-fetch"}, &ann_fetch, "N",
                  "candidates taken from the ANN index per query before filtering (default "
                  "max(4k, k + 100))");

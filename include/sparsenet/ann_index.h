@@ -13,15 +13,13 @@
 namespace sparsenet {
 
 struct AnnIndexOptions {
-    // flat (exhaustive, exact: for tests and small catalogues) | ivf-sq8 (k-means cells, 8-bit
-    // codes; the default) | ivf-pq (cells, product-quantized codes) | hnsw (graph, fp32).
-    std::string kind = "ivf-sq8";
-    uint32_t lists = 0;             // ivf-*: cells; 0: a power of two near 4 sqrt(items)
-    uint32_t pq_bytes = 0;          // ivf-pq: bytes per item; 0: dimensions / 8
-    uint32_t hnsw_m = 32;           // hnsw: links per node
+    // hnsw (a navigable small-world graph, hnswlib; the default) | flat (exhaustive: the exact
+    // answer, for tests and small catalogues; nothing but the header is stored).
+    std::string kind = "hnsw";
+    uint32_t hnsw_m = 16;           // hnsw: links per node (32 on the base layer)
     uint32_t ef_construction = 80;  // hnsw: candidate list while building
-    // The accuracy knob stored as the file's default (ivf-*: cells probed, hnsw: efSearch);
-    // 0: 32 cells, or efSearch 256. RecommenderOptions::ann_probe overrides it when serving.
+    // The accuracy knob stored as the file's default (hnsw: efSearch, the candidate list of a
+    // search); 0: 128. RecommenderOptions::ann_probe overrides it when serving.
     uint32_t probe = 0;
     int threads = 0;           // building; 0: every hardware thread
     std::string output_layer;  // the ranked layer; empty: the first Output layer
@@ -31,7 +29,7 @@ struct AnnIndexReport {
     std::string kind;
     uint64_t items = 0;
     uint32_t width = 0;  // units of the layer feeding the output layer
-    uint32_t lists = 0;
+    uint32_t links = 0;  // hnsw M
     uint32_t probe = 0;
     double seconds = 0.0;  // training and adding items (not reading the model)
     uint64_t file_bytes = 0;
@@ -39,7 +37,7 @@ struct AnnIndexReport {
     uint64_t fingerprint = 0;  // of the output layer's weights and biases
 };
 
-// Whether this build has ANN index support (faiss found at configure time: SPARSENET_ANN).
+// Whether this build has ANN index support (hnswlib found at configure time: SPARSENET_ANN).
 bool ann_index_available();
 
 // Builds the ANN index of `model_path`'s output layer into `out_path`. Errors are

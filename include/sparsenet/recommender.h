@@ -111,7 +111,7 @@ struct RecommenderOptions {
     // Memory: the index, and one fp32 copy of the item vectors [items, units] for re-ranking;
     // the network's own output matrix is freed (unless another layer shares it).
     std::string ann_index;
-    // The index's accuracy knob (IVF: cells probed; hnsw: efSearch); 0: the file's.
+    // The index's accuracy knob (hnsw: efSearch, the candidate list of a search); 0: the file's.
     uint32_t ann_probe = 0;
     // Candidates fetched per query before filtering; 0: max(4 k, k + 100). A query whose
     // filters leave fewer than k of them fetches 4x more, and when the index has no more, is

@@ -91,15 +91,15 @@ class Recommender:
         return f"Recommender({self.input_items} -> {self.output_items} items)"
 
 
-def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "ivf-sq8", lists: int = 0,
-                    pq_bytes: int = 0, hnsw_m: int = 32, ef_construction: int = 80,
+def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "hnsw",
+                    hnsw_m: int = 16, ef_construction: int = 80,
                     probe: int = 0, threads: int = 0,
                     output_layer: Optional[str] = None) -> dict:
     """``sparsenet ann-index``: the ANN index of ``model``'s output layer into ``out``
-    (kinds flat, ivf-sq8, ivf-pq, hnsw; docs/serving.md). Returns the build's report (kind,
-    items, width, lists, probe, seconds, file_bytes, index_bytes, fingerprint)."""
-    return _core.build_ann_index(os.fspath(model), os.fspath(out), kind, lists, pq_bytes,
-                                 hnsw_m, ef_construction, probe, threads, output_layer or "")
+    (kinds hnsw, flat; docs/serving.md). Returns the build's report (kind, items, width,
+    links, probe, seconds, file_bytes, index_bytes, fingerprint)."""
+    return _core.build_ann_index(os.fspath(model), os.fspath(out), kind, hnsw_m,
+                                 ef_construction, probe, threads, output_layer or "")
 
 
 __all__ = ["Recommender", "Recommendations", "build_ann_index"]

@@ -145,12 +145,10 @@ void bind_ann_index(nb::module_& m) {
     m.def(
         "build_ann_index",
         [](const std::string& model, const std::string& out, const std::string& kind,
-           uint32_t lists, uint32_t pq_bytes, uint32_t hnsw_m, uint32_t ef_construction,
-           uint32_t probe, int threads, const std::string& output_layer) {
+           uint32_t hnsw_m, uint32_t ef_construction, uint32_t probe, int threads,
+           const std::string& output_layer) {
             AnnIndexOptions o;
             o.kind = kind;
-            o.lists = lists;
-            o.pq_bytes = pq_bytes;
             o.hnsw_m = hnsw_m;
             o.ef_construction = ef_construction;
             o.probe = probe;
@@ -165,7 +163,7 @@ void bind_ann_index(nb::module_& m) {
             d["kind"] = r.kind;
             d["items"] = r.items;
             d["width"] = r.width;
-            d["lists"] = r.lists;
+            d["links"] = r.links;
             d["probe"] = r.probe;
             d["seconds"] = r.seconds;
             d["file_bytes"] = r.file_bytes;
@@ -173,9 +171,8 @@ void bind_ann_index(nb::module_& m) {
             d["fingerprint"] = r.fingerprint;
             return d;
         },
-        nb::arg("model"), nb::arg("out"), nb::arg("kind"), nb::arg("lists"), nb::arg("pq_bytes"),
-        nb::arg("hnsw_m"), nb::arg("ef_construction"), nb::arg("probe"), nb::arg("threads"),
-        nb::arg("output_layer"));
+        nb::arg("model"), nb::arg("out"), nb::arg("kind"), nb::arg("hnsw_m"),
+        nb::arg("ef_construction"), nb::arg("probe"), nb::arg("threads"), nb::arg("output_layer"));
 }
 
 }  // namespace sparsenet::python

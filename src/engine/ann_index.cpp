@@ -1,16 +1,15 @@
-// ANN index (ann_index.h): the file, the faiss index behind it, and the exact re-ranking.
+// ANN index (ann_index.h): the file, the hnswlib index behind it, and the exact re-ranking.
 //
 // File layout (host byte order, little-endian on every supported machine):
 //   "sparsenet-ann\n" + 2 zero bytes   magic, 16 bytes
 //   u32 version (1)
 //   str kind, str output layer, str model path (as given when built; informational)
 //   u64 items, u32 width (source units), u32 dims (of the stored vectors), u64 fingerprint,
-//   f32 radius R, u32 lists, u32 probe
-//   u64 bytes, then that many bytes: the faiss index (faiss::write_index)
+//   f32 radius R, u32 links (hnsw M), u32 probe (efSearch)
+//   u64 bytes, then that many bytes: the hnswlib graph (HierarchicalNSW::saveIndex's file);
+//   none for kind flat, whose vectors are the model's own, recomputed when loading
 // str: u32 length, then the bytes.
 #include "engine/ann_index.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,13 +23,14 @@
 #include "sparsenet/network.h"
 
 #if defined(SPARSENET_WITH_ANN)
-#include <faiss/Index.h>
-#include <faiss/IndexHNSW.h>
-#include <faiss/IndexIVF.h>
-#include <faiss/impl/FaissException.h>
-#include <faiss/impl/io.h>
-#include <faiss/index_factory.h>
-#include <faiss/index_io.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+
+#include <hnswlib/hnswlib.h>
 #endif
 
 namespace sparsenet::engine {
@@ -80,13 +80,6 @@ DenseOutputEdge checked_edge(const Network& network, int output, const std::stri
 }
 
 #if defined(SPARSENET_WITH_ANN)
-uint32_t default_lists(uint64_t items) {
-    const double target = 4.0 * std::sqrt(double(items));
-    uint32_t lists = 1;
-    while (lists * 2 <= target && lists < (1u << 16)) lists *= 2;
-    return std::max<uint32_t>(1, std::min<uint64_t>(lists, std::max<uint64_t>(1, items / 39)));
-}
-
 // The item vectors of the index: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...] of `dims` floats.
 std::vector<float> item_vectors(const DenseOutputEdge& e, uint32_t dims, float* radius) {
     const size_t n = e.n, k = e.k;
@@ -182,12 +175,14 @@ uint64_t output_fingerprint(const DenseOutputEdge& e) {
 struct AnnIndex::Impl {
     std::string path, kind, layer;
     uint64_t items = 0;
-    uint32_t width = 0, dims = 0, lists = 0, probe = 0;
+    uint32_t width = 0, dims = 0, links = 0, probe = 0;
     uint64_t fingerprint = 0;
     float radius = 0.0f;
     size_t index_bytes = 0;
 #if defined(SPARSENET_WITH_ANN)
-    std::unique_ptr<faiss::Index> index;
+    std::unique_ptr<hnswlib::L2Space> space;
+    std::unique_ptr<hnswlib::AlgorithmInterface<float>> index;
+    hnswlib::HierarchicalNSW<float>* graph = nullptr;  // index, when kind hnsw
 #endif
 };
 
@@ -203,12 +198,12 @@ void ann_unavailable(const std::string& what) {
     throw Error(ErrorCategory::kUsage,
                 what +
                     ": this sparsenet was built without ANN index support (CMake did not find "
-                    "faiss: install libfaiss-dev, scripts/install-deps, and configure with "
+                    "hnswlib: install libhnswlib-dev, scripts/install-deps, and configure with "
                     "-DSPARSENET_ANN=ON)");
 }
 
 const char* AnnIndex::kinds() {
-    return "flat, ivf-sq8, ivf-pq, hnsw";
+    return "hnsw, flat";
 }
 
 #if !defined(SPARSENET_WITH_ANN)
@@ -232,23 +227,36 @@ size_t AnnIndex::memory_bytes() const {
 
 namespace {
 
-// The faiss index's accuracy knob.
-void apply_probe(faiss::Index* index, uint32_t probe) {
-    if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(index)) {
-        ivf->nprobe = std::min<size_t>(probe, ivf->nlist);
-    } else if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(index)) {
-        hnsw->hnsw.efSearch = int(probe);
-    }
+// hnswlib's L2 space over `dims` floats; a multiple of 16 takes its AVX-512/AVX kernels whole.
+uint32_t dims_for(uint32_t width) {
+    return (width + 2 + 15) / 16 * 16;
 }
 
-// omp_set_num_threads for a scope: faiss's loops open OpenMP teams of the calling thread's size.
-class OmpThreads {
-  public:
-    explicit OmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-    ~OmpThreads() { omp_set_num_threads(saved_); }
+// The exhaustive index of the item vectors (kind flat).
+std::unique_ptr<hnswlib::AlgorithmInterface<float>> flat_index(hnswlib::L2Space& space,
+                                                               const std::vector<float>& x,
+                                                               size_t n, uint32_t dims) {
+    auto flat = std::make_unique<hnswlib::BruteforceSearch<float>>(&space, n);
+    for (size_t j = 0; j < n; ++j) flat->addPoint(x.data() + j * dims, j);
+    return flat;
+}
 
-  private:
-    int saved_;
+// A temporary file, removed when this goes out of scope.
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string& what) {
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "sparsenet-ann-XXXXXX").string();
+        const int fd = mkstemp(pattern.data());
+        if (fd < 0) {
+            throw Error(ErrorCategory::kIo, what + ": cannot create a temporary file in " +
+                                                std::filesystem::temp_directory_path().string() +
+                                                " (" + std::strerror(errno) + "; set TMPDIR)");
+        }
+        ::close(fd);
+        path = pattern;
+    }
+    ~TempFile() { std::remove(path.c_str()); }
 };
 
 }  // namespace
@@ -260,41 +268,19 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     report.kind = o.kind;
     report.items = edge.n;
     report.width = edge.k;
-    const uint32_t dims = (edge.k + 2 + 7) / 8 * 8;
-    std::string factory;
+    const uint32_t dims = dims_for(edge.k);
     uint32_t probe = o.probe;
-    if (o.kind == "flat") {
-        factory = "Flat";
-    } else if (o.kind == "ivf-sq8" || o.kind == "ivf-pq") {
-        report.lists = o.lists ? o.lists : default_lists(edge.n);
-        if (report.lists > edge.n) {
-            throw Error(ErrorCategory::kUsage, "--lists " + std::to_string(report.lists) +
-                                                   " exceeds the " + std::to_string(edge.n) +
-                                                   " items of " + model_path +
-                                                   "; expected at most one cell per item");
-        }
-        factory = "IVF" + std::to_string(report.lists) + ",";
-        if (o.kind == "ivf-sq8") {
-            factory += "SQ8";
-        } else {
-            const uint32_t bytes = o.pq_bytes ? o.pq_bytes : dims / 8;
-            if (dims % bytes != 0) {
-                throw Error(ErrorCategory::kUsage,
-                            "--pq-bytes " + std::to_string(bytes) + " does not divide the " +
-                                std::to_string(dims) +
-                                " dimensions of the item vectors; expected a divisor of it");
-            }
-            factory += "PQ" + std::to_string(bytes);
-        }
-        if (!probe) probe = std::max<uint32_t>(1, std::min<uint32_t>(report.lists, 32));
-    } else if (o.kind == "hnsw") {
+    if (o.kind == "hnsw") {
         if (o.hnsw_m < 2 || o.hnsw_m > 256) {
             throw Error(ErrorCategory::kUsage, "--hnsw-m " + std::to_string(o.hnsw_m) +
                                                    ": expected 2 to 256 links per node");
         }
-        factory = "HNSW" + std::to_string(o.hnsw_m);
-        if (!probe) probe = 256;
-    } else {
+        if (o.ef_construction < 1) {
+            throw Error(ErrorCategory::kUsage, "--ef-construction 0: expected 1 or more");
+        }
+        report.links = o.hnsw_m;
+        if (!probe) probe = 128;
+    } else if (o.kind != "flat") {
         throw Error(ErrorCategory::kUsage,
                     "--kind '" + o.kind + "': expected one of " + std::string(kinds()));
     }
@@ -303,33 +289,41 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
 
     const int threads =
         o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    OmpThreads team(threads);
     const auto start = std::chrono::steady_clock::now();
     float radius = 0.0f;
-    std::vector<float> x = item_vectors(edge, dims, &radius);
-    std::unique_ptr<faiss::Index> index;
-    faiss::VectorIOWriter blob;
-    try {
-        index.reset(faiss::index_factory(int(dims), factory.c_str(), faiss::METRIC_L2));
-        if (auto* ivf = dynamic_cast<faiss::IndexIVF*>(index.get())) {
-            ivf->cp.niter = 10;
-            ivf->cp.max_points_per_centroid = 64;
-            ivf->cp.seed = 1234;
+    std::string blob;
+    if (o.kind == "hnsw") {
+        const std::vector<float> x = item_vectors(edge, dims, &radius);
+        hnswlib::L2Space space(dims);
+        hnswlib::HierarchicalNSW<float> graph(&space, edge.n, o.hnsw_m, o.ef_construction, 1234);
+        if (edge.n > 0) graph.addPoint(x.data(), 0);
+        std::exception_ptr failure;
+        std::mutex failure_mutex;
+        std::vector<std::thread> team;
+        for (int t = 0; t < threads; ++t) {
+            team.emplace_back([&, t] {
+                try {
+                    for (size_t j = 1 + size_t(t); j < edge.n; j += size_t(threads)) {
+                        graph.addPoint(x.data() + j * dims, j);
+                    }
+                } catch (...) {
+                    std::lock_guard<std::mutex> lock(failure_mutex);
+                    failure = std::current_exception();
+                }
+            });
         }
-        if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(index.get())) {
-            hnsw->hnsw.efConstruction = int(o.ef_construction);
-        }
-        index->train(faiss::Index::idx_t(edge.n), x.data());
-        index->add(faiss::Index::idx_t(edge.n), x.data());
-        apply_probe(index.get(), probe);
-        faiss::write_index(index.get(), &blob);
-    } catch (const faiss::FaissException& e) {
-        throw Error(ErrorCategory::kUsage, out_path + ": faiss could not build the '" + o.kind +
-                                               "' ANN index: " + e.what());
+        for (std::thread& t : team) t.join();
+        if (failure) std::rethrow_exception(failure);
+        TempFile tmp(out_path);
+        graph.saveIndex(tmp.path);
+        std::ifstream in(tmp.path, std::ios::binary);
+        blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } else {
+        item_vectors(edge, dims, &radius);  // the radius; the vectors are rebuilt when loading
     }
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    report.index_bytes = blob.data.size();
+    report.index_bytes = o.kind == "flat" ? uint64_t(edge.n) * dims * sizeof(float) : blob.size();
 
     std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(ErrorCategory::kIo, out_path + ": cannot open for writing (-o)");
@@ -343,10 +337,10 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     put_u32(out, dims);
     put_u64(out, report.fingerprint);
     out.write(reinterpret_cast<const char*>(&radius), 4);
-    put_u32(out, report.lists);
+    put_u32(out, report.links);
     put_u32(out, probe);
-    put_u64(out, blob.data.size());
-    out.write(reinterpret_cast<const char*>(blob.data.data()), std::streamsize(blob.data.size()));
+    put_u64(out, blob.size());
+    out.write(blob.data(), std::streamsize(blob.size()));
     out.flush();
     if (!out) throw Error(ErrorCategory::kIo, out_path + ": write failed (disk full?)");
     report.file_bytes = uint64_t(out.tellp());
@@ -384,9 +378,9 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
     m.dims = r.u32("dimensions");
     m.fingerprint = r.u64("fingerprint");
     r.get(&m.radius, 4, "radius");
-    m.lists = r.u32("cell count");
+    m.links = r.u32("links");
     m.probe = r.u32("probe");
-    const uint64_t bytes = r.u64("faiss index size");
+    const uint64_t bytes = r.u64("graph size");
 
     const DenseOutputEdge edge = checked_edge(network, output, model_path);
     const std::string layer = layer_views(network).at(size_t(output)).name;
@@ -402,43 +396,68 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         " units, fingerprint " + hex(fingerprint) +
                         "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
     }
-    if (m.dims < m.width + 2 || m.dims > m.width + 64) {
-        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (" + std::to_string(m.dims) +
-                                            " dimensions for " + std::to_string(m.width) +
-                                            " units)");
+    if (m.dims != dims_for(m.width) || (m.kind != "hnsw" && m.kind != "flat")) {
+        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + m.kind + "', " +
+                                            std::to_string(m.dims) + " dimensions for " +
+                                            std::to_string(m.width) + " units)");
     }
-    faiss::VectorIOReader blob;
     const uint64_t header = uint64_t(r.in.tellg());
     r.in.seekg(0, std::ios::end);
     const uint64_t total = uint64_t(r.in.tellg());
-    if (total < header + bytes) {
-        throw Error(ErrorCategory::kIo, path + ": truncated ANN index (" + std::to_string(total) +
-                                            " bytes; its header announces " +
-                                            std::to_string(header + bytes) +
-                                            "); rebuild it with `sparsenet ann-index`");
+    if (total != header + bytes) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": " + (total < header + bytes ? "truncated" : "corrupt") +
+                        " ANN index (" + std::to_string(total) + " bytes; its header announces " +
+                        std::to_string(header + bytes) +
+                        "); rebuild it with `sparsenet ann-index`");
     }
-    r.in.seekg(std::streamoff(header));
-    blob.data.resize(bytes);
-    r.get(blob.data.data(), bytes, "faiss index");
-    try {
-        m.index.reset(faiss::read_index(&blob));
-    } catch (const faiss::FaissException& e) {
-        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (faiss: " + e.what() + ")");
+    m.space = std::make_unique<hnswlib::L2Space>(m.dims);
+    if (m.kind == "flat") {
+        float radius = 0.0f;
+        m.index = flat_index(*m.space, item_vectors(edge, m.dims, &radius), edge.n, m.dims);
+        m.index_bytes = size_t(edge.n) * m.dims * sizeof(float);
+    } else {
+        // hnswlib reads its graph from a file of its own: the blob, copied out.
+        TempFile tmp(path);
+        {
+            r.in.seekg(std::streamoff(header));
+            std::ofstream out(tmp.path, std::ios::binary);
+            std::vector<char> buffer(size_t(1) << 20);
+            for (uint64_t left = bytes; left > 0;) {
+                const size_t chunk = size_t(std::min<uint64_t>(left, buffer.size()));
+                r.get(buffer.data(), chunk, "graph");
+                out.write(buffer.data(), std::streamsize(chunk));
+                left -= chunk;
+            }
+            out.flush();
+            if (!out) {
+                throw Error(ErrorCategory::kIo, path + ": cannot copy the graph to " + tmp.path +
+                                                    " (disk full? set TMPDIR)");
+            }
+        }
+        try {
+            auto graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(m.space.get(), tmp.path);
+            m.graph = graph.get();
+            m.index = std::move(graph);
+        } catch (const std::runtime_error& e) {
+            throw Error(ErrorCategory::kIo,
+                        path + ": corrupt ANN index (hnswlib: " + e.what() + ")");
+        }
+        if (m.graph->cur_element_count != m.items) {
+            throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its graph holds " +
+                                                std::to_string(m.graph->cur_element_count) +
+                                                " items; the header says " +
+                                                std::to_string(m.items) + ")");
+        }
+        m.graph->setEf(m.probe);
+        m.index_bytes = bytes;
     }
-    if (!m.index || uint64_t(m.index->ntotal) != m.items || uint32_t(m.index->d) != m.dims) {
-        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its faiss index holds " +
-                                            std::to_string(m.index ? m.index->ntotal : 0) +
-                                            " items; the header says " + std::to_string(m.items) +
-                                            ")");
-    }
-    m.index_bytes = bytes;
-    apply_probe(m.index.get(), m.probe);
 }
 
 void AnnIndex::set_probe(uint32_t probe) {
     if (probe == 0) return;
     impl_->probe = probe;
-    apply_probe(impl_->index.get(), probe);
+    if (impl_->graph) impl_->graph->setEf(probe);
 }
 
 size_t AnnIndex::memory_bytes() const {
@@ -449,17 +468,18 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
                       std::vector<float>& scratch) const {
     const Impl& m = *impl_;
     fetch = std::min<size_t>(fetch, m.items);
-    ids.assign(fetch, -1);
-    scratch.assign(m.dims + fetch, 0.0f);
+    ids.clear();
+    if (fetch == 0) return;
+    scratch.assign(m.dims, 0.0f);
     std::copy_n(h, m.width, scratch.begin());
     scratch[m.width] = 1.0f;
-    static_assert(sizeof(faiss::Index::idx_t) == sizeof(int64_t));
-    {
-        OmpThreads one(1);
-        m.index->search(1, scratch.data(), faiss::Index::idx_t(fetch), scratch.data() + m.dims,
-                        reinterpret_cast<faiss::Index::idx_t*>(ids.data()));
+    auto found = m.index->searchKnn(scratch.data(), fetch);
+    ids.resize(found.size());
+    // A max-heap of distances: the farthest first; the best end up first in ids.
+    for (size_t i = ids.size(); i-- > 0;) {
+        ids[i] = int64_t(found.top().second);
+        found.pop();
     }
-    ids.erase(std::remove(ids.begin(), ids.end(), int64_t(-1)), ids.end());
 }
 
 #endif  // SPARSENET_WITH_ANN

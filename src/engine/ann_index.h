@@ -13,9 +13,9 @@
 // ops (gemm over their fp32 weights, bias_activation_forward, top_k): the same bits as the full
 // forward pass for every candidate (the argument of output_screen.cpp).
 //
-// The search library is faiss (Debian's libfaiss-dev), compiled in when CMake finds it
-// (SPARSENET_ANN); without it available() is false and building or loading one throws
-// Error(kUsage) saying so.
+// The search library is hnswlib (Debian's libhnswlib-dev, header-only: compiled with this
+// build's flags), used when CMake finds it (SPARSENET_ANN); without it available() is false and
+// building or loading an ANN index throws Error(kUsage) saying so.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +44,9 @@ uint64_t output_fingerprint(const DenseOutputEdge& edge);
 
 class AnnIndex {
   public:
-    // Whether this build can build and load ANN indexes (faiss was found at configure time).
+    // Whether this build can build and load ANN indexes (hnswlib was found at configure time).
     static bool available();
-    static const char* kinds();  // "flat, ivf-sq8, ivf-pq, hnsw"
+    static const char* kinds();  // "hnsw, flat"
 
     // Builds the ANN index of layer `output` of `network` (loaded from `model_path`) into
     // `out_path`. Error(kUsage) for a layer whose items are not inner products (SoftMax, several
@@ -67,7 +67,7 @@ class AnnIndex {
     const std::string& path() const;
     uint64_t items() const;
     uint32_t probe() const;
-    // The accuracy knob (IVF: cells probed; hnsw: efSearch; flat: none). Not thread-safe: set it
+    // The accuracy knob (hnsw: efSearch; flat: none). Not thread-safe: set it
     // before concurrent searches. 0 keeps the file's.
     void set_probe(uint32_t probe);
     size_t memory_bytes() const;  // the index in memory (not the re-ranking vectors)

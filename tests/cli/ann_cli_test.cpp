@@ -146,7 +146,7 @@ class AnnCli : public ::testing::Test {
         dir_ = nullptr;
     }
     void SetUp() override {
-        if (!ann_index_available()) GTEST_SKIP() << "built without faiss (SPARSENET_ANN)";
+        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
     }
     static std::string file(const std::string& name) { return dir_->file(name); }
     static TempDir* dir_;
@@ -166,9 +166,10 @@ TEST_F(AnnCli, AnnIndexCommandLineErrors) {
         << out;
     EXPECT_NE(out.find("--kind 'kd'"), std::string::npos) << out;
     EXPECT_EQ(
-        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --lists 0x", &out), 2)
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --hnsw-m 0x", &out),
+        2)
         << out;
-    EXPECT_NE(out.find("--lists"), std::string::npos) << out;
+    EXPECT_NE(out.find("--hnsw-m"), std::string::npos) << out;
     EXPECT_EQ(cli("ann-index -n " + work_.file("missing.nc") + " -o " + work_.file("x.ann"), &out),
               1)
         << out;
