@@ -639,7 +639,7 @@ int serve_main(int argc, char** argv) {
                  "search; default: the file's");
         args.add({"--ann-fetch"}, &ann_fetch, "N",
                  "candidates taken from the ANN index per query before filtering (default "
-                 "max(4k, k + 100))");
+                 "max(k, efSearch))");
         if (!args.parse(argc, argv)) return 0;
         if (ann.empty() && (ann_probe != 0 || ann_fetch != 0)) {
             throw Error(ErrorCategory::kUsage,

@@ -113,9 +113,10 @@ struct RecommenderOptions {
     std::string ann_index;
     // The index's accuracy knob (hnsw: efSearch, the candidate list of a search); 0: the file's.
     uint32_t ann_probe = 0;
-    // Candidates fetched per query before filtering; 0: max(4 k, k + 100). A query whose
-    // filters leave fewer than k of them fetches 4x more, and when the index has no more, is
-    // answered by the exact full product.
+    // Candidates fetched per query before filtering (plus the query's excluded items); 0:
+    // max(k, efSearch), the whole candidate list of the search. A query whose filters leave
+    // fewer than k of them fetches 4x more, and when the index has no more, is ranked exactly
+    // over every item.
     uint32_t ann_fetch = 0;
 };
 

@@ -37,7 +37,7 @@ class Recommender:
     ``ann_index``: an ANN index file (:func:`build_ann_index`, ``sparsenet ann-index``; not a
     features index): queries take candidates from it and rank them exactly, filters honoured;
     ``ann_probe`` its accuracy knob (0: the file's), ``ann_fetch`` the candidates per query (0:
-    max(4k, k + 100)). An index built from another model raises :class:`sparsenet.DataError`
+    max(k, efSearch)). An index built from another model raises :class:`sparsenet.DataError`
     naming the file. docs/serving.md ("ANN index").
     """
 

@@ -538,8 +538,9 @@ struct Recommender::Impl {
     // index cannot give at least min(k, allowed items) of them. *complete: they are every
     // allowed item.
     bool ann_candidates(Context& c, const float* h, const Resolved& q, bool* complete) const {
+        // Every candidate of the search's list (efSearch), at least k.
         const size_t base =
-            options.ann_fetch ? options.ann_fetch : std::max<size_t>(4 * size_t(q.k), q.k + 100);
+            options.ann_fetch ? options.ann_fetch : std::max<size_t>(q.k, ann->probe());
         auto excluded = [&](uint32_t id) {
             return std::binary_search(q.excluded.begin(), q.excluded.end(), id);
         };
