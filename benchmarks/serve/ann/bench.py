@@ -7,8 +7,8 @@ For one shape (--items, --users, --hidden) it
     --heldout users out of training, trains briefly (`sparsenet train`, --steps Adam steps);
  2. builds the ANN index (`sparsenet ann-index`): build time, bytes per item;
  3. in process, one thread per query: exact top-100 (fp16 screening) and the index's top-100 for
-    every held-out user at each value of the accuracy knob (--probes): recall@100 against exact,
-    p50/p99 latency, queries/s (the recall-latency curve);
+    every held-out user at each value of the accuracy knob (--probes: hnsw's efSearch):
+    recall@100 against exact, p50/p99 latency, queries/s (the recall-latency curve);
  4. over HTTP on loopback: `sparsenet serve` exact and `serve --ann` (at --serve-probe, default
     the smallest probe with recall >= 0.95) with wrk at 1 and 8 connections, single queries of
     the held-out users (k 100), each run bounded by --duration seconds and --max-requests.
@@ -156,9 +156,11 @@ def main():
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--kind", default="ivf-sq8")
-    ap.add_argument("--lists", type=int, default=0)
-    ap.add_argument("--probes", default="1,2,4,8,16,32,64,128")
+    ap.add_argument("--kind", default="hnsw")
+    ap.add_argument("--hnsw-m", type=int, default=16)
+    ap.add_argument("--ef-construction", type=int, default=80)
+    ap.add_argument("--probes", default="100,128,192,256,384,512",
+                    help="efSearch values of the recall-latency curve")
     ap.add_argument("--serve-probe", type=int, default=0)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
@@ -215,8 +217,8 @@ def main():
     index = os.path.join(work, "model.ann")
     cmd = [cli, "ann-index", "-n", model, "-o", index, "--kind", args.kind, "--threads",
            args.threads]
-    if args.lists:
-        cmd += ["--lists", args.lists]
+    if args.kind == "hnsw":
+        cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
     out, wall = run(cmd)
     log(out.strip())
     m = re.search(r"in ([\d.]+) s; (\d+) bytes \(([\d.]+) per item\)", out)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The recall-latency curve of the ANN index's accuracy knob (cells probed) from a
+"""The recall-latency curve of the ANN index's accuracy knob (hnsw's efSearch) from a
 benchmarks/serve/ann result file: recall@100 against exact vs p50 latency of a single query, one
 line per shape, the exact path's p50 as a dashed line. usage: plot.py RESULT.json OUT.png"""
 import json
@@ -30,7 +30,7 @@ def main():
     ax.set_xscale("log")
     ax.set_xlabel("p50 latency of one query, ms (one core, in process; log scale)")
     ax.set_ylabel("recall@100 against exact")
-    ax.set_title("ANN index: recall vs latency by cells probed (labels)")
+    ax.set_title("ANN index (hnsw): recall vs latency by efSearch (labels)")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, which="both", linewidth=0.3)
     fig.tight_layout()

@@ -26,12 +26,12 @@ for shape in $SHAPES; do
   case $shape in
     ml20m)
       "$PY" benchmarks/serve/ann/bench.py --label ml20m --items 27278 --users 20000 \
-        --heldout 1000 --per-user 100 --hidden 600 --steps 60 --probes 1,2,4,8,16,32 \
+        --heldout 1000 --per-user 100 --hidden 600 --steps 60 --probes 100,128,192,256,384 \
         --cli "$build/sparsenet" --out "$out" ;;
     1m)
       "$PY" benchmarks/serve/ann/bench.py --label "$((ITEMS_1M / 1000))k" --items "$ITEMS_1M" \
         --users 6000 --heldout 1000 --per-user 40 --hidden 256 --steps 20 --batch 256 \
-        --probes 2,4,8,16,32,64 --exact-queries 200 --duration 8 \
+        --probes 100,128,192,256,384,512 --exact-queries 200 --duration 8 \
         --cli "$build/sparsenet" --out "$out" ;;
     *) echo "run.sh: unknown shape $shape" >&2; exit 2 ;;
   esac
