@@ -108,8 +108,8 @@ struct RecommenderOptions {
     // output layer's own formula. Built from another model: Error(kData) naming the file. An
     // index built exhaustively (kind flat) answers exactly what the model answers without one.
     // Needs the CPU backend and an output layer fit for fp16_screening; it replaces the screen.
-    // Memory: the index, and one fp32 copy of the item vectors [items, units] for re-ranking;
-    // the network's own output matrix is freed (unless another layer shares it).
+    // Memory: the index, whose fp32 copy of the item vectors re-ranks too; the network's own
+    // output matrix is freed (unless another layer shares it).
     std::string ann_index;
     // The index's accuracy knob (hnsw: efSearch, the candidate list of a search); 0: the file's.
     uint32_t ann_probe = 0;

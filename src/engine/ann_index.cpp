@@ -183,6 +183,8 @@ struct AnnIndex::Impl {
     std::unique_ptr<hnswlib::L2Space> space;
     std::unique_ptr<hnswlib::AlgorithmInterface<float>> index;
     hnswlib::HierarchicalNSW<float>* graph = nullptr;  // index, when kind hnsw
+    hnswlib::BruteforceSearch<float>* flat = nullptr;  // index, when kind flat
+    std::vector<uint32_t> internal;                    // hnsw: item -> the graph's own id
 #endif
 };
 
@@ -221,6 +223,9 @@ void AnnIndex::search(const float*, size_t, std::vector<int64_t>& ids, std::vect
 }
 size_t AnnIndex::memory_bytes() const {
     return 0;
+}
+const float* AnnIndex::item_vector(uint32_t) const {
+    return nullptr;
 }
 
 #else
@@ -415,7 +420,8 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
     if (m.kind == "flat") {
         float radius = 0.0f;
         m.index = flat_index(*m.space, item_vectors(edge, m.dims, &radius), edge.n, m.dims);
-        m.index_bytes = size_t(edge.n) * m.dims * sizeof(float);
+        m.flat = static_cast<hnswlib::BruteforceSearch<float>*>(m.index.get());
+        m.index_bytes = size_t(edge.n) * m.flat->size_per_element_;
     } else {
         // hnswlib reads its graph from a file of its own: the blob, copied out.
         TempFile tmp(path);
@@ -451,7 +457,23 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
         }
         m.graph->setEf(m.probe);
         m.index_bytes = bytes;
+        m.internal.assign(m.items, UINT32_MAX);
+        for (size_t i = 0; i < m.items; ++i) {
+            const size_t label = m.graph->getExternalLabel(hnswlib::tableint(i));
+            if (label >= m.items || m.internal[label] != UINT32_MAX) {
+                throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (item " +
+                                                    std::to_string(label) +
+                                                    " is missing or twice in its graph)");
+            }
+            m.internal[label] = uint32_t(i);
+        }
     }
+}
+
+const float* AnnIndex::item_vector(uint32_t j) const {
+    const Impl& m = *impl_;
+    if (m.graph) return reinterpret_cast<const float*>(m.graph->getDataByInternalId(m.internal[j]));
+    return reinterpret_cast<const float*>(m.flat->data_ + m.flat->size_per_element_ * j);
 }
 
 void AnnIndex::set_probe(uint32_t probe) {
@@ -500,9 +522,10 @@ uint32_t AnnIndex::probe() const {
 
 // ---- exact re-ranking ----
 
-AnnRanker::AnnRanker(const Network& network, int output)
-    : edge_(checked_edge(network, output, "ANN index")) {
+AnnRanker::AnnRanker(const Network& network, int output, const AnnIndex* index)
+    : edge_(checked_edge(network, output, "ANN index")), index_(index) {
     const size_t n = edge_.n, k = edge_.k;
+    if (index_) return;
     if (edge_.transposed && edge_.ld == k) {
         item_rows_ = edge_.stored;
     } else {
@@ -525,18 +548,17 @@ void AnnRanker::rank(Backend& be, const float* h, const std::vector<uint32_t>& c
     s.gathered.resize(c * width);
     if (edge_.transposed) {  // gemm(h, rows^T): rows [c, k]
         for (size_t i = 0; i < c; ++i) {
-            std::copy_n(item_rows_ + size_t(candidates[i]) * width, width,
-                        s.gathered.begin() + i * width);
+            std::copy_n(row(candidates[i]), width, s.gathered.begin() + i * width);
         }
     } else {  // gemm(h, columns): [k, c]
         for (size_t i = 0; i < c; ++i) {
-            const float* row = item_rows_ + size_t(candidates[i]) * width;
-            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = row[q];
+            const float* r = row(candidates[i]);
+            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = r[q];
         }
     }
     s.bias.resize(c);
     s.scores.resize(std::max<size_t>(c, 1));
-    for (size_t i = 0; i < c; ++i) s.bias[i] = bias_[candidates[i]];
+    for (size_t i = 0; i < c; ++i) s.bias[i] = bias(candidates[i]);
     s.top_scores.resize(k);
     s.top_slots.resize(k);
     if (c > 0) {

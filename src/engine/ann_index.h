@@ -70,7 +70,11 @@ class AnnIndex {
     // The accuracy knob (hnsw: efSearch; flat: none). Not thread-safe: set it
     // before concurrent searches. 0 keeps the file's.
     void set_probe(uint32_t probe);
-    size_t memory_bytes() const;  // the index in memory (not the re-ranking vectors)
+    size_t memory_bytes() const;  // the index in memory, its copy of the item vectors included
+
+    // Item j's vector as the index stores it: [w_j (width floats), b_j, ...], the model's own
+    // float bits (the fingerprint matched). Valid while the index lives; thread-safe.
+    const float* item_vector(uint32_t j) const;
 
     // Up to `fetch` candidate items for a query whose source activations are h [width], best
     // first by the index's (approximate) order, into ids (cleared first). Thread-safe; runs on
@@ -86,9 +90,10 @@ class AnnIndex {
 // Exact scores of chosen items of a dense output layer, by the full path's own ops.
 class AnnRanker {
   public:
-    // Copies the item rows [n, k] (unless the network's matrix already is that, packed) and the
-    // biases. Error(kUsage) when the layer cannot be ranked so (edge.unsupported).
-    AnnRanker(const Network& network, int output);
+    // The item vectors come from `index` (its stored copy: no other) when given, else from a
+    // copy of the item rows [n, k] (none when the network's matrix already is that, packed) and
+    // of the biases. Error(kUsage) when the layer cannot be ranked so (edge.unsupported).
+    AnnRanker(const Network& network, int output, const AnnIndex* index = nullptr);
     int source() const { return edge_.source; }
     size_t width() const { return edge_.k; }
     size_t memory_bytes() const { return (rows_.size() + bias_.size()) * sizeof(float); }
@@ -108,7 +113,13 @@ class AnnRanker {
                   Scratch& s, float* out_scores, uint32_t* out_ids) const;
 
   private:
+    const float* row(uint32_t j) const {
+        return index_ ? index_->item_vector(j) : item_rows_ + size_t(j) * edge_.k;
+    }
+    float bias(uint32_t j) const { return index_ ? index_->item_vector(j)[edge_.k] : bias_[j]; }
+
     DenseOutputEdge edge_;
+    const AnnIndex* index_ = nullptr;
     std::vector<float> rows_;
     const float* item_rows_ = nullptr;  // [n, k]
     std::vector<float> bias_;

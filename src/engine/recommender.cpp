@@ -129,7 +129,7 @@ struct Recommender::Impl {
             }
             ann = std::make_unique<engine::AnnIndex>(opts.ann_index, network, output_layer, path);
             ann->set_probe(opts.ann_probe);
-            ranker = std::make_unique<engine::AnnRanker>(network, output_layer);
+            ranker = std::make_unique<engine::AnnRanker>(network, output_layer, ann.get());
             // The ranker holds the item vectors now; the full product never runs again.
             released_bytes = engine::release_output_matrix(network, output_layer);
         } else if (opts.fp16_screening) {
