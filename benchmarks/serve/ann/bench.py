@@ -182,6 +182,10 @@ def main():
     result = {"label": args.label, "machine": os.environ.get("MACHINE", "vm"),
               "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
               "load_before": open("/proc/loadavg").read().split()[:3],
+              "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                           if l.startswith("model name")), ""),
+              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                       capture_output=True, text=True).stdout.strip(),
               "args": {k: v for k, v in vars(args).items() if k != "tmp"}}
 
     # 1. data and a short training
@@ -263,6 +267,7 @@ def main():
     runs += serve_runs(cli, model, ["--ann", index, "--ann-probe", str(serve_probe)], bodies,
                        args, "ann")
     result["serve"] = runs
+    result["load_after"] = open("/proc/loadavg").read().split()[:3]
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
     log(f"wrote {args.out}")
