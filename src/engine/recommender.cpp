@@ -567,7 +567,7 @@ struct Recommender::Impl {
                     c.candidates.push_back(uint32_t(id));
             }
             if (c.candidates.size() >= wanted) break;
-            // The index has no more (its probed cells are exhausted) or holds every item.
+            // The search found no more, or every item was fetched.
             if (c.ann_ids.size() < fetch || fetch == output_n) return false;
             fetch *= 4;
         }

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -292,6 +293,47 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
                                  std::to_string(singles + wanted.size())),
               std::string::npos)
         << metrics->body;
+}
+
+// A reload of a retrained model is refused while its ANN index is the old model's: the old model
+// keeps serving, the answer names the index; a rebuilt index lets the next reload through.
+TEST_F(AnnCli, AReloadedModelMustMatchItsIndex) {
+    std::string out;
+    const std::string served = work_.file("served.nc"), index = work_.file("served.ann");
+    std::filesystem::copy_file(file("a.nc"), served);
+    ASSERT_EQ(cli("ann-index -n " + served + " -o " + index + " --kind flat", &out), 0) << out;
+    Server server("-n " + served + " --ann " + index, work_.file("serve.log"));
+    const int port = server.port();
+    ASSERT_GT(port, 0) << server.log();
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(120, 0);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    for (;;) {
+        auto res = http.Get("/health");
+        if (res && res->status == 200) break;
+        ASSERT_FALSE(server.exited()) << server.log();
+        ASSERT_LT(Clock::now(), deadline) << server.log();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::filesystem::copy_file(file("b.nc"), served + ".tmp");
+    std::filesystem::rename(served + ".tmp", served);
+    auto refused = http.Post("/reload", "", "application/json");
+    ASSERT_TRUE(refused) << server.log();
+    EXPECT_EQ(refused->status, 500) << refused->body;
+    EXPECT_NE(refused->body.find("served.ann: this ANN index was built from another model"),
+              std::string::npos)
+        << refused->body;
+    EXPECT_EQ(parse(refused->body)["model_version"].asUInt(), 1u) << refused->body;
+    auto q = http.Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
+    ASSERT_TRUE(q);
+    EXPECT_EQ(q->status, 200) << q->body;
+    // The index rebuilt for the new model (written beside, renamed over): the reload goes through.
+    ASSERT_EQ(cli("ann-index -n " + served + " -o " + index + ".tmp --kind flat", &out), 0) << out;
+    std::filesystem::rename(index + ".tmp", index);
+    auto ok = http.Post("/reload", "", "application/json");
+    ASSERT_TRUE(ok) << server.log();
+    EXPECT_EQ(ok->status, 200) << ok->body;
+    EXPECT_EQ(parse(ok->body)["model_version"].asUInt(), 2u) << ok->body;
 }
 
 }  // namespace
