@@ -235,8 +235,8 @@ def main():
     timed = queries if not args.exact_queries else queries[:args.exact_queries]
     exact_ids, exact_lat = timed_queries(exact, timed, args.k)
     if len(timed) < len(queries):
-        rest, _ = timed_queries(exact, queries[len(timed):], args.k)
-        exact_ids += rest
+        # The rest untimed, 16 queries per scan of the fp16 copy: the same answers as alone.
+        exact_ids += [list(r.ids) for r in exact.recommend_batch(queries[len(timed):], args.k)]
     result["exact_in_process"] = {"queries": len(timed), "p50_ms": percentile(exact_lat, 50) * 1e3,
                                   "p99_ms": percentile(exact_lat, 99) * 1e3,
                                   "queries_per_s": len(exact_lat) / sum(exact_lat)}
