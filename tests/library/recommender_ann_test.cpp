@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "library/library_test_util.h"
 #include "sparsenet/ann_index.h"
@@ -187,6 +188,48 @@ TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
         // Not a quality bar, a sign that the candidates come from the right neighbourhood.
         EXPECT_GT(overlap / 100, 0.3);
     }
+}
+
+// Concurrent calls share one index: each answer is the one the query gets alone.
+TEST_F(AnnIndexTest, ConcurrentQueriesAnswerAsQueriesAlone) {
+    const uint32_t items = 3000;
+    const std::string model = save_network(config("Sigmoid", 16), items, dir.file("c.nc"));
+    AnnIndexOptions build;
+    build.probe = 40;
+    build_ann_index(model, dir.file("c.ann"), build);
+    RecommenderOptions o = with_ann(dir.file("c.ann"));
+    o.max_concurrent_calls = 4;
+    const Recommender ann(model, o);
+    std::mt19937 rng(9);
+    std::vector<std::vector<ItemRef>> queries;
+    std::vector<Recommendations> alone;
+    for (int i = 0; i < 64; ++i) {
+        queries.push_back(testing::random_items(rng, items, 20, false));
+        RecommendOptions ro;
+        ro.k = 30;
+        alone.push_back(ann.recommend(queries.back(), ro));
+    }
+    std::vector<std::thread> threads;
+    std::vector<int> mismatches(4, 0);
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            for (int round = 0; round < 5; ++round) {
+                for (size_t i = size_t(t); i < queries.size(); i += 2) {
+                    RecommendOptions ro;
+                    ro.k = 30;
+                    const Recommendations r = ann.recommend(queries[i], ro);
+                    bool same = r.items.size() == alone[i].items.size();
+                    for (size_t j = 0; same && j < r.items.size(); ++j)
+                        same = r.items[j].id == alone[i].items[j].id &&
+                               r.items[j].score == alone[i].items[j].score;
+                    mismatches[size_t(t)] += !same;
+                }
+            }
+        });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+    EXPECT_EQ(ann.ann_queries(), 64u + 5 * (32 + 32 + 31 + 31));  // thread t: t, t + 2, ...
 }
 
 TEST_F(AnnIndexTest, AnIndexOfAnotherOrAStaleModelIsRefusedNamingTheFile) {
