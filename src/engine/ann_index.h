@@ -64,6 +64,7 @@ class AnnIndex {
     AnnIndex& operator=(const AnnIndex&) = delete;
 
     const std::string& kind() const;
+    bool exhaustive() const { return kind() == "flat"; }  // the candidates are the exact order
     const std::string& path() const;
     uint64_t items() const;
     uint32_t probe() const;

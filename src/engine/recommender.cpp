@@ -516,11 +516,12 @@ struct Recommender::Impl {
                 float* out_scores = scores.data() + row * k;
                 ranker->rank(*c.backend, h, c.candidates, k, c.rerank, out_scores,
                              top.data() + row * k);
-                // A k-th score tied with the lowest candidate's (ReLU's zeros, a saturated
-                // Sigmoid): items left out of the candidates may tie with it and come first by
-                // id. Only the full product can say.
+                // An exhaustive index promises the exact answer: a k-th score tied with the
+                // lowest candidate's (ReLU's zeros, a saturated Sigmoid) means items left out
+                // may tie with it and come first by id; only every item can say. (An
+                // approximate index may miss such ties as it may miss any item.)
                 const size_t got = std::min<size_t>(q.k, c.candidates.size());
-                if (!complete && got > 0) {
+                if (!complete && got > 0 && ann->exhaustive()) {
                     const float lowest = *std::min_element(
                         c.rerank.scores.begin(), c.rerank.scores.begin() + c.candidates.size());
                     ranked = out_scores[got - 1] > lowest;

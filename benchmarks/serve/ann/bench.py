@@ -67,15 +67,28 @@ def percentile(values, p):
     return float(np.percentile(np.asarray(values), p)) if len(values) else 0.0
 
 
-def timed_queries(rec, queries, k):
-    """Each query alone on this thread: (lists of ids, latencies in seconds)."""
+def timed_queries(rec, queries, k, scores=None):
+    """Each query alone on this thread: (lists of ids, latencies in seconds); the lists of
+    scores appended to `scores` when given."""
     out, lat = [], []
     for q in queries:
         t = time.perf_counter()
         r = rec.recommend(q, k)
         lat.append(time.perf_counter() - t)
         out.append(list(r.ids))
+        if scores is not None:
+            scores.append(list(r.scores))
     return out, lat
+
+
+def tie_recall(approx_scores, exact_scores):
+    """The share of the approximate list whose (exact) scores reach the exact k-th score: items
+    tied with it in float count as found (the exact list takes the lower ids among ties)."""
+    total = 0.0
+    for a, e in zip(approx_scores, exact_scores):
+        if e:
+            total += sum(1 for s in a if s >= e[-1]) / len(e)
+    return total / max(1, len(exact_scores))
 
 
 def recall(approx, exact):
@@ -172,6 +185,10 @@ def main():
     ap.add_argument("--cli", default="build/sparsenet")
     ap.add_argument("--work", default="", help="keep the files here (default: a temp folder)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the data, model and ANN index already in --work (their times "
+                    "from --reuse-times, a result file of the run that made them)")
+    ap.add_argument("--reuse-times", default="")
     args = ap.parse_args()
     args.connections = [int(c) for c in args.connections.split(",")]
     probes = [int(p) for p in args.probes.split(",")]
@@ -191,7 +208,18 @@ def main():
     # 1. data and a short training
     users = args.users + args.heldout
     full = os.path.join(work, "full.nc")
-    _, result["generate_s"] = run([cli, "generate", "-o", full, "--users", users, "--items",
+    model = os.path.join(work, "model.nc")
+    index = os.path.join(work, "model.ann")
+    reuse = args.reuse and all(os.path.exists(f) for f in (full, model, index))
+    if reuse:
+        before = json.load(open(args.reuse_times))
+        before = before["shapes"] if "shapes" in before else [before]
+        before = next(b for b in before if b["label"] == args.label)
+        result["reused_from_commit"] = before.get("commit")
+        for key in ("generate_s", "train_s", "index", "model_file_bytes"):
+            result[key] = before[key]
+    else:
+        _, result["generate_s"] = run([cli, "generate", "-o", full, "--users", users, "--items",
                                    args.items, "--nnz", users * args.per_user, "--seed", 7,
                                    "--threads", args.threads, "-q"])
     data = sparsenet.Dataset.load(full, "gl_input")
@@ -202,41 +230,45 @@ def main():
     held = csr[args.users:]
     del data
     train_nc = os.path.join(work, "train.nc")
-    sparsenet.write_datasets(train_nc, [sparsenet.Dataset.from_scipy(train, "gl_input"),
-                                        sparsenet.Dataset.from_scipy(train, "gl_output")])
     cfg = os.path.join(work, "net.json")
-    with open(cfg, "w") as f:
-        json.dump(config(args.hidden), f)
-    model = os.path.join(work, "model.nc")
-    _, result["train_s"] = run([cli, "train", "-c", cfg, "-i", train_nc, "-n", model, "-b",
-                                args.batch, "-e", 1, "--steps", args.steps, "--optimizer", "adam",
-                                "--learning-rate", 0.002, "--sparse-updates", "lazy",
-                                "--device", "cpu", "--threads", args.threads, "-q"])
+    if not reuse:
+        sparsenet.write_datasets(train_nc, [sparsenet.Dataset.from_scipy(train, "gl_input"),
+                                            sparsenet.Dataset.from_scipy(train, "gl_output")])
+        with open(cfg, "w") as f:
+            json.dump(config(args.hidden), f)
+        _, result["train_s"] = run([cli, "train", "-c", cfg, "-i", train_nc, "-n", model, "-b",
+                                    args.batch, "-e", 1, "--steps", args.steps, "--optimizer",
+                                    "adam", "--learning-rate", 0.002, "--sparse-updates", "lazy",
+                                    "--device", "cpu", "--threads", args.threads, "-q"])
     queries = [list(map(int, held.indices[held.indptr[r]:held.indptr[r + 1]]))
                for r in range(held.shape[0])]
     queries = [q for q in queries if q]
     result["heldout_users"] = len(queries)
 
     # 2. the index
-    index = os.path.join(work, "model.ann")
     cmd = [cli, "ann-index", "-n", model, "-o", index, "--kind", args.kind, "--threads",
            args.threads]
     if args.kind == "hnsw":
         cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
-    out, wall = run(cmd)
-    log(out.strip())
-    m = re.search(r"in ([\d.]+) s; (\d+) bytes \(([\d.]+) per item\)", out)
-    result["index"] = {"kind": args.kind, "build_s": float(m[1]), "build_wall_s": wall,
-                       "file_bytes": int(m[2]), "bytes_per_item": float(m[3]), "report": out.strip()}
-    result["model_file_bytes"] = os.path.getsize(model)
+    if not reuse:
+        out, wall = run(cmd)
+        log(out.strip())
+        m = re.search(r"in ([\d.]+) s; (\d+) bytes \(([\d.]+) per item\)", out)
+        result["index"] = {"kind": args.kind, "build_s": float(m[1]), "build_wall_s": wall,
+                           "file_bytes": int(m[2]), "bytes_per_item": float(m[3]),
+                           "report": out.strip()}
+        result["model_file_bytes"] = os.path.getsize(model)
 
     # 3. in process: exact and the curve
     exact = sparsenet.Recommender(model, device="cpu", fp16_screening=True)
     timed = queries if not args.exact_queries else queries[:args.exact_queries]
-    exact_ids, exact_lat = timed_queries(exact, timed, args.k)
+    exact_scores = []
+    exact_ids, exact_lat = timed_queries(exact, timed, args.k, exact_scores)
     if len(timed) < len(queries):
         # The rest untimed, 16 queries per scan of the fp16 copy: the same answers as alone.
-        exact_ids += [list(r.ids) for r in exact.recommend_batch(queries[len(timed):], args.k)]
+        rest = exact.recommend_batch(queries[len(timed):], args.k)
+        exact_ids += [list(r.ids) for r in rest]
+        exact_scores += [list(r.scores) for r in rest]
     result["exact_in_process"] = {"queries": len(timed), "p50_ms": percentile(exact_lat, 50) * 1e3,
                                   "p99_ms": percentile(exact_lat, 99) * 1e3,
                                   "queries_per_s": len(exact_lat) / sum(exact_lat)}
@@ -245,8 +277,10 @@ def main():
     curve = []
     for p in probes:
         ann = sparsenet.Recommender(model, device="cpu", ann_index=index, ann_probe=p)
-        ids, lat = timed_queries(ann, queries, args.k)
+        scores = []
+        ids, lat = timed_queries(ann, queries, args.k, scores)
         point = {"probe": p, "recall_at_100": recall(ids, exact_ids),
+                 "tie_recall_at_100": tie_recall(scores, exact_scores),
                  "p50_ms": percentile(lat, 50) * 1e3, "p99_ms": percentile(lat, 99) * 1e3,
                  "queries_per_s": len(lat) / sum(lat),
                  "fallbacks": ann._native.ann_fallbacks}
