@@ -495,15 +495,6 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
     scratch.assign(m.dims, 0.0f);
     std::copy_n(h, m.width, scratch.begin());
     scratch[m.width] = 1.0f;
-    // On the items' sphere (|x_i| = R): the order of L2 distances is that of the inner products
-    // for any positive scale of the query, and a query among the items, not far outside them,
-    // is what a graph search navigates well.
-    double norm2 = 0.0;
-    for (size_t q = 0; q <= m.width; ++q) norm2 += double(scratch[q]) * scratch[q];
-    if (norm2 > 0.0 && m.radius > 0.0f) {
-        const float scale = float(double(m.radius) / std::sqrt(norm2));
-        for (size_t q = 0; q <= m.width; ++q) scratch[q] *= scale;
-    }
     auto found = m.index->searchKnn(scratch.data(), fetch);
     ids.resize(found.size());
     // A max-heap of distances: the farthest first; the best end up first in ids.
