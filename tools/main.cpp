@@ -21,6 +21,7 @@ int info_main(int argc, char** argv);
 int convert_main(int argc, char** argv);
 int split_main(int argc, char** argv);
 int serve_main(int argc, char** argv);
+int ann_index_main(int argc, char** argv);
 }  // namespace sparsenet::cli
 
 namespace {
@@ -37,6 +38,7 @@ const char* kUsage =
     "  convert    interaction text files (DSSTNE, MovieLens, LightGCN) to a netCDF dataset\n"
     "  split      train/validation/test datasets by a standard evaluation protocol\n"
     "  serve      answer recommendation queries over HTTP (JSON), reloading the model live\n"
+    "  ann-index  build the ANN index of a model's output layer (approximate top-K for serve)\n"
     "\n"
     "'sparsenet <command> --help' lists a command's options.\n";
 
@@ -86,6 +88,7 @@ static int dispatch(int argc, char** argv) {
     if (command == "convert") return convert_main(argc - 2, argv + 2);
     if (command == "split") return split_main(argc - 2, argv + 2);
     if (command == "serve") return serve_main(argc - 2, argv + 2);
+    if (command == "ann-index") return ann_index_main(argc - 2, argv + 2);
     std::fprintf(stderr, "sparsenet: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
 }

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <exception>
@@ -173,7 +174,12 @@ class ModelHolder {
                          " in " + std::to_string(now->load_seconds) + " s: " +
                          std::to_string(now->recommender->input_items()) + " input items, " +
                          std::to_string(now->recommender->output_items()) + " output items" +
-                         (now->recommender->screening() ? ", fp16 screening" : ""));
+                         (now->recommender->screening() ? ", fp16 screening" : "") +
+                         (now->recommender->ann()
+                              ? ", ANN index " + options_.ann_index + " (" +
+                                    std::to_string(now->recommender->ann_memory_bytes()) +
+                                    " bytes with its re-ranking vectors)"
+                              : std::string()));
             } catch (const std::bad_alloc&) {
                 outcome.error = path_ + ": " + host_out_of_memory_message();
             } catch (const std::exception& e) {
@@ -225,8 +231,10 @@ class Metrics {
         ++requests_[{endpoint, status}];
     }
 
-    void observe(const std::string& endpoint, double seconds, size_t queries) {
+    // ann: the queries were answered from an ANN index (--ann).
+    void observe(const std::string& endpoint, double seconds, size_t queries, bool ann) {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (ann) ann_queries_ += queries;
         Histogram& h = latency_[endpoint];
         for (size_t b = 0; b < kBuckets.size(); ++b) {
             if (seconds <= kBuckets[b]) ++h.buckets[b];
@@ -283,6 +291,11 @@ class Metrics {
         line("# HELP sparsenet_grouped_queries_total Single queries ranked in those groups.");
         line("# TYPE sparsenet_grouped_queries_total counter");
         line("sparsenet_grouped_queries_total " + std::to_string(groups.second));
+        line(
+            "# HELP sparsenet_ann_queries_total Queries answered from the ANN index (--ann): "
+            "candidates from the index, ranked exactly.");
+        line("# TYPE sparsenet_ann_queries_total counter");
+        line("sparsenet_ann_queries_total " + std::to_string(ann_queries_));
         const std::shared_ptr<const Model> model = holder.current();
         line(
             "# HELP sparsenet_model_version Version of the model serving: 1 for the first "
@@ -319,6 +332,7 @@ class Metrics {
     std::map<std::pair<std::string, int>, uint64_t> requests_;
     std::map<std::string, Histogram> latency_;
     std::map<std::string, uint64_t> queries_;
+    uint64_t ann_queries_ = 0;
 };
 
 // ---- signals: a self-pipe ----
@@ -534,7 +548,7 @@ class Service {
                 out = compute(body, *model->recommender, &queries);  // through gate_
             }
             res.body = serve::write_json(out);
-            metrics_.observe(endpoint, seconds_since(start), queries);
+            metrics_.observe(endpoint, seconds_since(start), queries, model->recommender->ann());
         } catch (const serve::BadRequest& e) {
             res.status = 400;
             res.body = serve::error_json(e.what());
@@ -566,7 +580,8 @@ class Service {
 
 int serve_main(int argc, char** argv) {
     return run_command("serve", [&]() {
-        std::string model_path, features_index, host = "127.0.0.1", screening = "auto";
+        std::string model_path, features_index, host = "127.0.0.1", screening = "auto", ann;
+        uint32_t ann_probe = 0, ann_fetch = 0;
         uint32_t port = 8080, max_batch = 256, max_k = 1000, connections = 0, group = 16;
         uint32_t workers = 0;
         uint64_t max_body = 1 << 20;
@@ -623,6 +638,16 @@ int serve_main(int argc, char** argv) {
                       "with --precision bf16 (or a bf16 model): keep only the BF16 copies of "
                       "the weights the products read (half their memory, the same answers; "
                       "no fp16 screening)");
+        args.add({"--ann"}, &ann, "FILE.ann",
+                 "answer from this ANN index (`sparsenet ann-index`): candidates from the index, "
+                 "ranked exactly; must have been built from the model (else the load fails "
+                 "naming it); replaces fp16 screening");
+        args.add({"--ann-probe"}, &ann_probe, "N",
+                 "the ANN index's accuracy knob: efSearch (hnsw), the candidate list of a "
+                 "search; default: the file's");
+        args.add({"--ann-fetch"}, &ann_fetch, "N",
+                 "candidates taken from the ANN index per query before filtering (default "
+                 "max(k, efSearch))");
         if (!args.parse(argc, argv)) return 0;
         const std::optional<Precision> precision_choice = precision_option(precision);
         if (bf16_weights_only && screening == "on") {
@@ -630,7 +655,22 @@ int serve_main(int argc, char** argv) {
                         "--bf16-weights-only and --fp16-screening on exclude each other (the "
                         "fp16 copy is made from the FP32 weights)");
         }
+        if (bf16_weights_only && !ann.empty()) {
+            throw Error(ErrorCategory::kUsage,
+                        "--bf16-weights-only and --ann exclude each other (the ANN index "
+                        "re-ranks with the FP32 item vectors it stores)");
+        }
         if (bf16_weights_only) screening = "off";
+        if (ann.empty() && (ann_probe != 0 || ann_fetch != 0)) {
+            throw Error(ErrorCategory::kUsage,
+                        "options --ann-probe and --ann-fetch need --ann FILE (an ANN index)");
+        }
+        if (!ann.empty() && access(ann.c_str(), R_OK) != 0) {
+            throw Error(ErrorCategory::kIo,
+                        "option --ann: cannot read the ANN index '" + ann + "' (" +
+                            std::strerror(errno) + "); build it with sparsenet ann-index -n " +
+                            (model_path.empty() ? "MODEL" : model_path) + " -o " + ann);
+        }
         if (port > 65535) {
             throw Error(ErrorCategory::kUsage,
                         "option --port: " + std::to_string(port) + " is not a port (0..65535)");
@@ -706,6 +746,10 @@ int serve_main(int argc, char** argv) {
         options.max_batch = max_batch;
         options.precision = precision_choice;
         options.bf16_weights_only = bf16_weights_only;
+        options.ann_index = ann;
+        options.ann_probe = ann_probe;
+        options.ann_fetch = ann_fetch;
+        if (!ann.empty()) screening = "off";  // the ANN index replaces the screen
         ServeOptions serve_options;
         serve_options.limits.max_k = max_k;
         serve_options.limits.max_batch = max_batch;

@@ -113,6 +113,22 @@ struct RecommenderOptions {
     // answers (the GEMMs read the copies either way). Error(kUsage) in another precision and
     // with fp16_screening (whose fp16 copy is made from the FP32 weights).
     bool bf16_weights_only = false;
+    // An ANN index file (`sparsenet ann-index`, docs/serving.md "ANN index"; not a features
+    // index): single queries and batches take candidates from it, over-fetched, drop the
+    // excluded ones (the query's items, deny, outside allow) and rank the rest exactly with the
+    // output layer's own formula. Built from another model: Error(kData) naming the file. An
+    // index built exhaustively (kind flat) answers exactly what the model answers without one.
+    // Needs the CPU backend and an output layer fit for fp16_screening; it replaces the screen.
+    // Memory: the index, whose fp32 copy of the item vectors re-ranks too; the network's own
+    // output matrix is freed (unless another layer shares it).
+    std::string ann_index;
+    // The index's accuracy knob (hnsw: efSearch, the candidate list of a search); 0: the file's.
+    uint32_t ann_probe = 0;
+    // Candidates fetched per query before filtering (plus the query's excluded items); 0:
+    // max(k, efSearch), the whole candidate list of the search. A query whose filters leave
+    // fewer than k of them fetches 4x more, and when the index has no more, is ranked exactly
+    // over every item.
+    uint32_t ann_fetch = 0;
 };
 
 // Thread-safe: every const member may be called from any number of threads at once. Each call
@@ -174,6 +190,14 @@ class Recommender {
     std::string name_of(uint32_t id) const;
     // Whether single queries are screened (fp16_screening asked for, on a CPU backend).
     bool screening() const;
+    // Whether queries are answered from an ANN index (RecommenderOptions::ann_index).
+    bool ann() const;
+    // Queries answered from the ANN index since construction, and those of them that fell back
+    // to the exact product (filters left too few candidates).
+    uint64_t ann_queries() const;
+    uint64_t ann_fallbacks() const;
+    // Bytes the ANN index and its exact re-ranking vectors take (0 without an index).
+    size_t ann_memory_bytes() const;
 
   private:
     struct Impl;

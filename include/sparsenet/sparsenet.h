@@ -2,6 +2,7 @@
 // stands alone (C++17 standard library only); docs/library.md says what each one is for.
 #pragma once
 
+#include "sparsenet/ann_index.h"      // ANN index files: approximate top-K for large catalogues
 #include "sparsenet/config.h"         // NetworkConfig: DSSTNE's JSON network language
 #include "sparsenet/convert.h"        // text interactions -> Dataset; LabelIndex
 #include "sparsenet/dataset.h"        // Dataset (sparse CSR), netCDF read/write, generate

@@ -37,11 +37,11 @@ from ._errors import CommunicationError, ConfigError, DataError, DeviceError  # 
 from ._errors import Error, FileError, InternalError, NotImplementedFeature  # noqa: E402
 from ._errors import NumericError, UsageError  # noqa: E402
 from ._network import Network  # noqa: E402
-from ._recommender import Recommendations, Recommender  # noqa: E402
+from ._recommender import Recommendations, Recommender, build_ann_index  # noqa: E402
 
 __all__ = [
     "__version__", "Dataset", "Converted", "convert", "evaluate", "read_index", "write_index",
-    "write_datasets", "write_recs", "Network", "Recommender", "Recommendations", "Error",
-    "ConfigError", "DataError", "FileError", "DeviceError", "CommunicationError",
+    "write_datasets", "write_recs", "Network", "Recommender", "Recommendations",
+    "build_ann_index", "Error", "ConfigError", "DataError", "FileError", "DeviceError", "CommunicationError",
     "NumericError", "UsageError", "NotImplementedFeature", "InternalError",
 ]

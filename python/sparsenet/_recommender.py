@@ -33,16 +33,23 @@ class Recommender:
     ``auto`` (a GPU when the library has CUDA and one is present), ``cpu`` or ``cuda[:N]``.
     ``threads_per_call``, ``max_concurrent_calls``, ``max_batch``, ``fp16_screening``: see
     docs/library.md ("Serving").
+
+    ``ann_index``: an ANN index file (:func:`build_ann_index`, ``sparsenet ann-index``; not a
+    features index): queries take candidates from it and rank them exactly, filters honoured;
+    ``ann_probe`` its accuracy knob (0: the file's), ``ann_fetch`` the candidates per query (0:
+    max(k, efSearch)). An index built from another model raises :class:`sparsenet.DataError`
+    naming the file. docs/serving.md ("ANN index").
     """
 
     def __init__(self, path: PathLike, *, features_index: Optional[PathLike] = None,
                  device: str = "auto", output_layer: Optional[str] = None,
                  threads_per_call: int = 1, max_concurrent_calls: int = 0,
-                 max_batch: int = 256, fp16_screening: bool = False):
+                 max_batch: int = 256, fp16_screening: bool = False,
+                 ann_index: Optional[PathLike] = None, ann_probe: int = 0, ann_fetch: int = 0):
         self._native = _core.Recommender(
             os.fspath(path), os.fspath(features_index) if features_index else "", device,
             output_layer or "", threads_per_call, max_concurrent_calls, max_batch,
-            fp16_screening)
+            fp16_screening, os.fspath(ann_index) if ann_index else "", ann_probe, ann_fetch)
 
     def recommend(self, items: Items, k: int = 10, *, exclude_inputs: bool = True,
                   allow: Optional[Items] = None, deny: Optional[Items] = None,
@@ -69,6 +76,10 @@ class Recommender:
                             doc="Width of the ranked layer (valid result ids).")
     has_names = property(lambda self: self._native.has_names,
                          doc="Whether a features index was given.")
+    ann = property(lambda self: self._native.ann,
+                   doc="Whether queries are answered from an ANN index (ann_index).")
+    ann_queries = property(lambda self: self._native.ann_queries,
+                           doc="Queries answered from the ANN index so far.")
 
     def id_of(self, name: str) -> int:
         return self._native.id_of(name)
@@ -80,4 +91,15 @@ class Recommender:
         return f"Recommender({self.input_items} -> {self.output_items} items)"
 
 
-__all__ = ["Recommender", "Recommendations"]
+def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "hnsw",
+                    hnsw_m: int = 16, ef_construction: int = 80,
+                    probe: int = 0, threads: int = 0,
+                    output_layer: Optional[str] = None) -> dict:
+    """``sparsenet ann-index``: the ANN index of ``model``'s output layer into ``out``
+    (kinds hnsw, flat; docs/serving.md). Returns the build's report (kind, items, width,
+    links, probe, seconds, file_bytes, index_bytes, fingerprint)."""
+    return _core.build_ann_index(os.fspath(model), os.fspath(out), kind, hnsw_m,
+                                 ef_construction, probe, threads, output_layer or "")
+
+
+__all__ = ["Recommender", "Recommendations", "build_ann_index"]

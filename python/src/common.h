@@ -58,5 +58,6 @@ void bind_errors(nb::module_& m);
 void bind_dataset(nb::module_& m);
 void bind_network(nb::module_& m);
 void bind_recommender(nb::module_& m);
+void bind_ann_index(nb::module_& m);
 
 }  // namespace sparsenet::python

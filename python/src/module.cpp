@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
     bind_dataset(m);
     bind_network(m);
     bind_recommender(m);
+    bind_ann_index(m);
 }

@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.h"
+#include "sparsenet/ann_index.h"
 #include "sparsenet/recommender.h"
 
 namespace sparsenet::python {
@@ -73,7 +74,8 @@ void bind_recommender(nb::module_& m) {
             "__init__",
             [](Recommender* self, const std::string& path, const std::string& features_index,
                const std::string& device, const std::string& output_layer, int threads_per_call,
-               int max_concurrent_calls, uint32_t max_batch, bool fp16_screening) {
+               int max_concurrent_calls, uint32_t max_batch, bool fp16_screening,
+               const std::string& ann_index, uint32_t ann_probe, uint32_t ann_fetch) {
                 RecommenderOptions o;
                 o.features_index = features_index;
                 o.device = device;
@@ -82,12 +84,16 @@ void bind_recommender(nb::module_& m) {
                 o.max_concurrent_calls = max_concurrent_calls;
                 o.max_batch = max_batch;
                 o.fp16_screening = fp16_screening;
+                o.ann_index = ann_index;
+                o.ann_probe = ann_probe;
+                o.ann_fetch = ann_fetch;
                 nb::gil_scoped_release release;
                 new (self) Recommender(path, o);
             },
             nb::arg("path"), nb::arg("features_index"), nb::arg("device"), nb::arg("output_layer"),
             nb::arg("threads_per_call"), nb::arg("max_concurrent_calls"), nb::arg("max_batch"),
-            nb::arg("fp16_screening"))
+            nb::arg("fp16_screening"), nb::arg("ann_index"), nb::arg("ann_probe"),
+            nb::arg("ann_fetch"))
         .def(
             "recommend",
             [](const Recommender& self, nb::handle items, uint32_t k, bool exclude_inputs,
@@ -127,8 +133,46 @@ void bind_recommender(nb::module_& m) {
         .def_prop_ro("output_items", &Recommender::output_items)
         .def_prop_ro("has_names", &Recommender::has_names)
         .def_prop_ro("screening", &Recommender::screening)
+        .def_prop_ro("ann", &Recommender::ann)
+        .def_prop_ro("ann_queries", &Recommender::ann_queries)
+        .def_prop_ro("ann_fallbacks", &Recommender::ann_fallbacks)
         .def("id_of", &Recommender::id_of, nb::arg("name"))
         .def("name_of", &Recommender::name_of, nb::arg("id"));
+}
+
+void bind_ann_index(nb::module_& m) {
+    m.def("ann_index_available", &ann_index_available);
+    m.def(
+        "build_ann_index",
+        [](const std::string& model, const std::string& out, const std::string& kind,
+           uint32_t hnsw_m, uint32_t ef_construction, uint32_t probe, int threads,
+           const std::string& output_layer) {
+            AnnIndexOptions o;
+            o.kind = kind;
+            o.hnsw_m = hnsw_m;
+            o.ef_construction = ef_construction;
+            o.probe = probe;
+            o.threads = threads;
+            o.output_layer = output_layer;
+            AnnIndexReport r;
+            {
+                nb::gil_scoped_release release;
+                r = build_ann_index(model, out, o);
+            }
+            nb::dict d;
+            d["kind"] = r.kind;
+            d["items"] = r.items;
+            d["width"] = r.width;
+            d["links"] = r.links;
+            d["probe"] = r.probe;
+            d["seconds"] = r.seconds;
+            d["file_bytes"] = r.file_bytes;
+            d["index_bytes"] = r.index_bytes;
+            d["fingerprint"] = r.fingerprint;
+            return d;
+        },
+        nb::arg("model"), nb::arg("out"), nb::arg("kind"), nb::arg("hnsw_m"),
+        nb::arg("ef_construction"), nb::arg("probe"), nb::arg("threads"), nb::arg("output_layer"));
 }
 
 }  // namespace sparsenet::python

@@ -103,6 +103,19 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
     return e;
 }
 
+size_t release_output_matrix(Network& network, int output) {
+    Network::Impl& net = network.impl();
+    const GraphLayer& layer = net.graph.layers[size_t(output)];
+    if (layer.in_weights.size() != 1) return 0;
+    const GraphEdge& edge = net.graph.edges[layer.in_weights[0]];
+    if (edge.owner != layer.in_weights[0] || net.graph.edges[size_t(edge.owner)].users != 1)
+        return 0;
+    EdgeParams& params = net.params.edges[size_t(edge.owner)];
+    const size_t bytes = params.w.size() * sizeof(float);
+    params.w = DeviceArray<float>();
+    return bytes;
+}
+
 int Scoring::layer(const std::string& name) const {
     for (size_t l = 0; l < net_.graph.layers.size(); ++l) {
         const GraphLayer& layer = net_.graph.layers[l];

@@ -4,12 +4,14 @@
 #include "sparsenet/recommender.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "engine/ann_index.h"
 #include "engine/device_dataset.h"
 #include "engine/input_norm.h"
 #include "engine/network_scoring.h"
@@ -34,6 +36,11 @@ struct Context {
     size_t top_slots = 0;
     engine::ScreenScratch screen;
     std::vector<float> sources;  // screened groups: each query's source activations [rows, width]
+    // ANN index queries
+    engine::AnnRanker::Scratch rerank;
+    std::vector<int64_t> ann_ids;
+    std::vector<float> ann_scratch;
+    std::vector<uint32_t> candidates;
 };
 
 // A query checked against the model: sorted unique input columns with their values, sorted
@@ -42,6 +49,8 @@ struct Resolved {
     std::vector<uint32_t> ids;
     std::vector<float> values;
     std::vector<uint32_t> excluded;
+    std::vector<uint32_t> allowed;  // sorted unique, when the query has an allow list
+    bool has_allow = false;
     uint32_t k = 0;
     std::vector<std::string> unknown;
 };
@@ -83,6 +92,11 @@ struct Recommender::Impl {
     int contexts = 0;  // created, idle or in use
     int max_contexts = 1;
     std::unique_ptr<engine::OutputScreen> screen;  // fp16_screening on the CPU
+    // ANN index (options.ann_index): candidates, and their exact scores.
+    std::unique_ptr<engine::AnnIndex> ann;
+    std::unique_ptr<engine::AnnRanker> ranker;
+    mutable std::atomic<uint64_t> ann_queries{0}, ann_fallbacks{0};
+    size_t released_bytes = 0;  // the network's output matrix, freed with an ANN index
     // Screened queries per scan of the fp16 copy (rank_screened).
     static constexpr size_t kScreenGroup = 16;
 
@@ -104,7 +118,27 @@ struct Recommender::Impl {
         output_layer = find_output(layers, opts.output_layer);
         input_n = layers[input_layer].n;
         output_n = layers[output_layer].n;
-        if (opts.fp16_screening) {
+        if (!opts.ann_index.empty()) {
+            // Before the screen, which it replaces; the ANN index checks the layer itself.
+            if (opts.bf16_weights_only) {
+                throw Error(ErrorCategory::kUsage,
+                            opts.ann_index +
+                                ": ann_index and bf16_weights_only exclude each other (the ANN "
+                                "index re-ranks with the FP32 item vectors it stores)");
+            }
+            if (network.device() != "cpu") {
+                throw Error(ErrorCategory::kUsage,
+                            opts.ann_index +
+                                ": ann_index: an ANN index serves from the CPU "
+                                "backend; the model was loaded on '" +
+                                network.device() + "' (expected device \"cpu\")");
+            }
+            ann = std::make_unique<engine::AnnIndex>(opts.ann_index, network, output_layer, path);
+            ann->set_probe(opts.ann_probe);
+            ranker = std::make_unique<engine::AnnRanker>(network, output_layer, ann.get());
+            // The ranker holds the item vectors now; the full product never runs again.
+            released_bytes = engine::release_output_matrix(network, output_layer);
+        } else if (opts.fp16_screening) {
             const std::string why = engine::OutputScreen::unsupported(network, output_layer);
             if (!why.empty()) {
                 throw Error(ErrorCategory::kUsage, path + ": fp16_screening: " + why +
@@ -262,6 +296,8 @@ struct Recommender::Impl {
                 if (resolve(item, output_n, &id, &bad_allow)) allowed.push_back(id);
             }
             sort_unique(allowed);
+            q.allowed = allowed;
+            q.has_allow = true;
             // top_k only excludes, so an allow list becomes the exclusion of everything else.
             size_t a = 0;
             for (uint32_t c = 0; c < output_n; ++c) {
@@ -398,8 +434,9 @@ struct Recommender::Impl {
         if (const float norm = layers[input_layer].normalize_l2; norm > 0.0f) {
             engine::normalize_rows(input, engine::row_square_sums(input), norm);
         }
-        // Screened, the passes run one query at a time (rank_screened).
-        ensure_capacity(c, screen ? 1 : count, screen ? k : count * k);
+        // Screened or from an ANN index, the passes run one query at a time.
+        const bool single = screen || ann;
+        ensure_capacity(c, single ? 1 : count, single ? k : count * k);
         const engine::DeviceDataset input_data(*c.backend, input);
         const engine::DeviceDataset excluded(*c.backend, exclude);
         engine::Bindings bindings;
@@ -408,7 +445,9 @@ struct Recommender::Impl {
         const BatchRows rows{nullptr, 0, count};
         std::vector<float> scores(count * k);
         std::vector<uint32_t> top(count * k);
-        if (screen) {
+        if (ann) {
+            rank_ann(c, queries, first, count, bindings, k, scores, top);
+        } else if (screen) {
             rank_screened(c, queries, first, count, bindings, excluded, k, scores, top, threads);
         } else {
             engine::forward_into(network, *c.backend, c.act_ptrs, bindings, rows);
@@ -471,6 +510,88 @@ struct Recommender::Impl {
                 full_top_k(c, excluded, one, k, scores.data() + row * k, top.data() + row * k);
             }
         }
+    }
+
+    // From the ANN index: per query, a one-row forward pass up to the output layer, candidates
+    // from the index (over-fetched; more when the filters leave fewer than k), ranked exactly by
+    // AnnRanker. A query the index cannot fill is ranked by AnnRanker over every item (the full
+    // product's answer; the network's own output matrix is freed, released_bytes).
+    void rank_ann(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
+                  const engine::Bindings& bindings, uint32_t k, std::vector<float>& scores,
+                  std::vector<uint32_t>& top) const {
+        const int source = ranker->source();
+        for (size_t row = 0; row < count; ++row) {
+            const Resolved& q = queries[first + row];
+            const BatchRows one{nullptr, row, 1};
+            engine::forward_into(network, *c.backend, c.act_ptrs, bindings, one, output_layer);
+            const float* h = c.act[source].data();
+            ann_queries.fetch_add(1, std::memory_order_relaxed);
+            bool complete = false;
+            bool ranked = ann_candidates(c, h, q, &complete);
+            if (ranked) {
+                float* out_scores = scores.data() + row * k;
+                ranker->rank(*c.backend, h, c.candidates, k, c.rerank, out_scores,
+                             top.data() + row * k);
+                // An exhaustive index promises the exact answer: a k-th score tied with the
+                // lowest candidate's (ReLU's zeros, a saturated Sigmoid) means items left out
+                // may tie with it and come first by id; only every item can say. (An
+                // approximate index may miss such ties as it may miss any item.)
+                const size_t got = std::min<size_t>(q.k, c.candidates.size());
+                if (!complete && got > 0 && ann->exhaustive()) {
+                    const float lowest = *std::min_element(
+                        c.rerank.scores.begin(), c.rerank.scores.begin() + c.candidates.size());
+                    ranked = out_scores[got - 1] > lowest;
+                }
+            }
+            if (!ranked) {
+                ann_fallbacks.fetch_add(1, std::memory_order_relaxed);
+                ranker->rank_all(*c.backend, h, q.excluded, k, c.rerank, scores.data() + row * k,
+                                 top.data() + row * k);
+            }
+        }
+    }
+
+    // The candidates of query q (sorted ids, none excluded) into c.candidates; false when the
+    // index cannot give at least min(k, allowed items) of them. *complete: they are every
+    // allowed item.
+    bool ann_candidates(Context& c, const float* h, const Resolved& q, bool* complete) const {
+        // Every candidate of the search's list (efSearch), at least k.
+        const size_t base =
+            options.ann_fetch ? options.ann_fetch : std::max<size_t>(q.k, ann->probe());
+        auto excluded = [&](uint32_t id) {
+            return std::binary_search(q.excluded.begin(), q.excluded.end(), id);
+        };
+        c.candidates.clear();
+        if (q.has_allow && q.allowed.size() <= base) {
+            // A short allow list: its items are the candidates, all of them.
+            for (uint32_t id : q.allowed)
+                if (!excluded(id)) c.candidates.push_back(id);
+            *complete = true;
+            return true;
+        }
+        const size_t allowed_items = output_n - q.excluded.size();
+        const size_t wanted = std::min<size_t>(q.k, allowed_items);
+        // Exclusions that are not the complement of an allow list are few: fetch past them.
+        size_t fetch = base + (q.has_allow ? 0 : q.excluded.size());
+        if (q.has_allow)
+            fetch = fetch * std::max<size_t>(1, output_n / std::max<size_t>(1, allowed_items));
+        for (;;) {
+            fetch = std::min<size_t>(fetch, output_n);
+            ann->search(h, fetch, c.ann_ids, c.ann_scratch);
+            c.candidates.clear();
+            for (int64_t id : c.ann_ids) {
+                if (id >= 0 && uint64_t(id) < output_n && !excluded(uint32_t(id)))
+                    c.candidates.push_back(uint32_t(id));
+            }
+            if (c.candidates.size() >= wanted) break;
+            // The search found no more, or every item was fetched.
+            if (c.ann_ids.size() < fetch || fetch == output_n) return false;
+            fetch *= 4;
+        }
+        // Ascending: AnnRanker's ties go to the lower position, the full path's to the lower id.
+        std::sort(c.candidates.begin(), c.candidates.end());
+        *complete = c.candidates.size() == allowed_items;
+        return true;
     }
 
     std::string name(uint32_t id) const {
@@ -564,6 +685,19 @@ std::string Recommender::name_of(uint32_t id) const {
 
 bool Recommender::screening() const {
     return impl_->screen != nullptr;
+}
+
+bool Recommender::ann() const {
+    return impl_->ann != nullptr;
+}
+uint64_t Recommender::ann_queries() const {
+    return impl_->ann_queries.load(std::memory_order_relaxed);
+}
+uint64_t Recommender::ann_fallbacks() const {
+    return impl_->ann_fallbacks.load(std::memory_order_relaxed);
+}
+size_t Recommender::ann_memory_bytes() const {
+    return impl_->ann ? impl_->ann->memory_bytes() + impl_->ranker->memory_bytes() : 0;
 }
 
 }  // namespace sparsenet

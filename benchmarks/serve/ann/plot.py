@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""The recall-latency curve of the ANN index's accuracy knob (hnsw's efSearch) from a
+benchmarks/serve/ann result file: recall@100 against exact vs p50 latency of a single query, one
+line per shape, the exact path's p50 as a dashed line. usage: plot.py RESULT.json OUT.png"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    result = json.load(open(sys.argv[1]))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, shape in enumerate(result["shapes"]):
+        color = f"C{i}"
+        xs = [c["p50_ms"] for c in shape["curve"]]
+        ys = [c["recall_at_100"] for c in shape["curve"]]
+        items = shape["args"]["items"]
+        ax.plot(xs, ys, "o-", color=color,
+                label=f"{shape['label']}: {items:,} items, {shape['index']['kind']}")
+        for c in shape["curve"]:
+            ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=7,
+                        xytext=(3, -9), textcoords="offset points", color=color)
+        ax.axvline(shape["exact_in_process"]["p50_ms"], color=color, linestyle="--",
+                   label=f"{shape['label']}: exact (fp16 screen) p50")
+    ax.axhline(0.95, color="grey", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("p50 latency of one query, ms (one core, in process; log scale)")
+    ax.set_ylabel("recall@100 against exact")
+    ax.set_title("ANN index (hnsw): recall vs latency by efSearch (labels)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,650 @@
+// ANN index (ann_index.h): the file, the hnswlib index behind it, and the exact re-ranking.
+//
+// File layout (host byte order, little-endian on every supported machine):
+//   "sparsenet-ann\n" + 2 zero bytes   magic, 16 bytes
+//   u32 version (1)
+//   str kind, str output layer, str model path (as given when built; informational)
+//   u64 items, u32 width (source units), u32 dims (of the stored vectors), u64 fingerprint,
+//   f32 radius R, u32 links (hnsw M), u32 probe (efSearch)
+//   u64 bytes, then that many bytes: the hnswlib graph (HierarchicalNSW::saveIndex's file);
+//   none for kind flat, whose vectors are the model's own, recomputed when loading
+// str: u32 length, then the bytes.
+#include "engine/ann_index.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include "sparsenet/error.h"
+#include "sparsenet/network.h"
+
+#if defined(SPARSENET_WITH_ANN)
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+
+#include <hnswlib/hnswlib.h>
+#endif
+
+namespace sparsenet::engine {
+
+namespace {
+
+constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e',  'n', 'e',
+                             't', '-', 'a', 'n', 'n', '\n', 0,   0};
+constexpr uint32_t kVersion = 1;
+
+uint64_t mix(uint64_t h, uint64_t w) {
+    h ^= w * 0x9E3779B97F4A7C15ull;
+    h = (h << 31) | (h >> 33);
+    return h * 0xBF58476D1CE4E5B9ull;
+}
+
+uint64_t hash_floats(uint64_t h, const float* p, size_t count) {
+    size_t i = 0;
+    for (; i + 2 <= count; i += 2) {
+        uint64_t w;
+        std::memcpy(&w, p + i, sizeof w);
+        h = mix(h, w);
+    }
+    if (i < count) {
+        uint32_t w;
+        std::memcpy(&w, p + i, sizeof w);
+        h = mix(h, w);
+    }
+    return h;
+}
+
+DenseOutputEdge checked_edge(const Network& network, int output, const std::string& what) {
+    DenseOutputEdge edge = dense_output_edge(network, output);
+    if (!edge.unsupported.empty()) {
+        throw Error(ErrorCategory::kUsage,
+                    what + ": " + edge.unsupported +
+                        " (an ANN index needs an output layer with one dense source and an "
+                        "element-wise monotone activation, whose scores rank as inner products)");
+    }
+    if (network.device() != "cpu") {
+        throw Error(ErrorCategory::kUsage, what +
+                                               ": an ANN index serves from the CPU backend; "
+                                               "the model was loaded on '" +
+                                               network.device() + "' (use device \"cpu\")");
+    }
+    return edge;
+}
+
+#if defined(SPARSENET_WITH_ANN)
+// The item vectors of the index: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...] of `dims` floats.
+std::vector<float> item_vectors(const DenseOutputEdge& e, uint32_t dims, float* radius) {
+    const size_t n = e.n, k = e.k;
+    std::vector<float> x(n * dims, 0.0f);
+    for (size_t q = 0; q < k; ++q) {
+        if (e.transposed) {
+            for (size_t j = 0; j < n; ++j) x[j * dims + q] = e.stored[j * e.ld + q];
+        } else {
+            const float* row = e.stored + q * e.ld;
+            for (size_t j = 0; j < n; ++j) x[j * dims + q] = row[j];
+        }
+    }
+    double r2 = 0.0;
+    std::vector<double> norms(n);
+    for (size_t j = 0; j < n; ++j) {
+        x[j * dims + k] = e.bias[j];
+        double s = 0.0;
+        for (size_t q = 0; q <= k; ++q) s += double(x[j * dims + q]) * x[j * dims + q];
+        norms[j] = s;
+        r2 = std::max(r2, s);
+    }
+    for (size_t j = 0; j < n; ++j)
+        x[j * dims + k + 1] = float(std::sqrt(std::max(0.0, r2 - norms[j])));
+    *radius = float(std::sqrt(r2));
+    return x;
+}
+
+void put_u32(std::ostream& o, uint32_t v) {
+    o.write(reinterpret_cast<const char*>(&v), 4);
+}
+void put_u64(std::ostream& o, uint64_t v) {
+    o.write(reinterpret_cast<const char*>(&v), 8);
+}
+void put_str(std::ostream& o, const std::string& s) {
+    put_u32(o, uint32_t(s.size()));
+    o.write(s.data(), std::streamsize(s.size()));
+}
+
+// Reads the file's fields, throwing Error(kIo) naming it at the first that is missing.
+struct Reader {
+    std::ifstream in;
+    std::string path;
+    void get(void* p, size_t bytes, const char* field) {
+        in.read(static_cast<char*>(p), std::streamsize(bytes));
+        if (size_t(in.gcount()) != bytes) {
+            throw Error(ErrorCategory::kIo, path + ": truncated ANN index (ends in its " + field +
+                                                "); rebuild it with `sparsenet ann-index`");
+        }
+    }
+    uint32_t u32(const char* field) {
+        uint32_t v;
+        get(&v, 4, field);
+        return v;
+    }
+    uint64_t u64(const char* field) {
+        uint64_t v;
+        get(&v, 8, field);
+        return v;
+    }
+    std::string str(const char* field) {
+        const uint32_t size = u32(field);
+        if (size > 65536) {
+            throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its " +
+                                                std::string(field) + " claims " +
+                                                std::to_string(size) + " bytes)");
+        }
+        std::string s(size, '\0');
+        get(s.data(), size, field);
+        return s;
+    }
+};
+
+std::string hex(uint64_t v) {
+    char buf[20];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+#endif  // SPARSENET_WITH_ANN
+
+}  // namespace
+
+uint64_t output_fingerprint(const DenseOutputEdge& e) {
+    uint64_t h = mix(0x5350415253454E45ull, (uint64_t(e.n) << 32) | e.k);
+    h = mix(h, e.transposed ? 1 : 0);
+    h = mix(h, uint64_t(e.activation.kind));
+    const size_t rows = e.transposed ? e.n : e.k, cols = e.transposed ? e.k : e.n;
+    for (size_t r = 0; r < rows; ++r) h = hash_floats(h, e.stored + r * e.ld, cols);
+    return hash_floats(h, e.bias, e.n);
+}
+
+// ---- the index ----
+
+struct AnnIndex::Impl {
+    std::string path, kind, layer;
+    uint64_t items = 0;
+    uint32_t width = 0, dims = 0, links = 0, probe = 0;
+    uint64_t fingerprint = 0;
+    float radius = 0.0f;
+    size_t index_bytes = 0;
+#if defined(SPARSENET_WITH_ANN)
+    std::unique_ptr<hnswlib::L2Space> space;
+    std::unique_ptr<hnswlib::AlgorithmInterface<float>> index;
+    hnswlib::HierarchicalNSW<float>* graph = nullptr;  // index, when kind hnsw
+    hnswlib::BruteforceSearch<float>* flat = nullptr;  // index, when kind flat
+    std::vector<uint32_t> internal;                    // hnsw: item -> the graph's own id
+#endif
+};
+
+bool AnnIndex::available() {
+#if defined(SPARSENET_WITH_ANN)
+    return true;
+#else
+    return false;
+#endif
+}
+
+void ann_unavailable(const std::string& what) {
+    throw Error(ErrorCategory::kUsage,
+                what +
+                    ": this sparsenet was built without ANN index support (CMake did not find "
+                    "hnswlib: install libhnswlib-dev, scripts/install-deps, and configure with "
+                    "-DSPARSENET_ANN=ON)");
+}
+
+const char* AnnIndex::kinds() {
+    return "hnsw, flat";
+}
+
+#if !defined(SPARSENET_WITH_ANN)
+
+AnnBuildReport AnnIndex::build(const Network&, int, const std::string&, const AnnBuildOptions&,
+                               const std::string& out_path) {
+    ann_unavailable(out_path);
+}
+AnnIndex::AnnIndex(const std::string& path, const Network&, int, const std::string&) {
+    ann_unavailable(path);
+}
+void AnnIndex::set_probe(uint32_t) {}
+void AnnIndex::search(const float*, size_t, std::vector<int64_t>& ids, std::vector<float>&) const {
+    ids.clear();
+}
+size_t AnnIndex::memory_bytes() const {
+    return 0;
+}
+const float* AnnIndex::item_vector(uint32_t) const {
+    return nullptr;
+}
+
+#else
+
+namespace {
+
+// hnswlib's L2 space over `dims` floats; a multiple of 16 takes its AVX-512/AVX kernels whole.
+uint32_t dims_for(uint32_t width) {
+    return (width + 2 + 15) / 16 * 16;
+}
+
+// The exhaustive index of the item vectors (kind flat).
+std::unique_ptr<hnswlib::AlgorithmInterface<float>> flat_index(hnswlib::L2Space& space,
+                                                               const std::vector<float>& x,
+                                                               size_t n, uint32_t dims) {
+    auto flat = std::make_unique<hnswlib::BruteforceSearch<float>>(&space, n);
+    for (size_t j = 0; j < n; ++j) flat->addPoint(x.data() + j * dims, j);
+    return flat;
+}
+
+// A temporary file, removed when this goes out of scope.
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string& what) {
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "sparsenet-ann-XXXXXX").string();
+        const int fd = mkstemp(pattern.data());
+        if (fd < 0) {
+            throw Error(ErrorCategory::kIo, what + ": cannot create a temporary file in " +
+                                                std::filesystem::temp_directory_path().string() +
+                                                " (" + std::strerror(errno) + "; set TMPDIR)");
+        }
+        ::close(fd);
+        path = pattern;
+    }
+    ~TempFile() { std::remove(path.c_str()); }
+};
+
+}  // namespace
+
+AnnBuildReport AnnIndex::build(const Network& network, int output, const std::string& model_path,
+                               const AnnBuildOptions& o, const std::string& out_path) {
+    const DenseOutputEdge edge = checked_edge(network, output, model_path);
+    AnnBuildReport report;
+    report.kind = o.kind;
+    report.items = edge.n;
+    report.width = edge.k;
+    const uint32_t dims = dims_for(edge.k);
+    uint32_t probe = o.probe;
+    if (o.kind == "hnsw") {
+        if (o.hnsw_m < 2 || o.hnsw_m > 256) {
+            throw Error(ErrorCategory::kUsage, "--hnsw-m " + std::to_string(o.hnsw_m) +
+                                                   ": expected 2 to 256 links per node");
+        }
+        if (o.ef_construction < 1) {
+            throw Error(ErrorCategory::kUsage, "--ef-construction 0: expected 1 or more");
+        }
+        report.links = o.hnsw_m;
+        if (!probe) probe = 128;
+    } else if (o.kind != "flat") {
+        throw Error(ErrorCategory::kUsage,
+                    "--kind '" + o.kind + "': expected one of " + std::string(kinds()));
+    }
+    report.probe = probe;
+    report.fingerprint = output_fingerprint(edge);
+
+    const int threads =
+        o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const auto start = std::chrono::steady_clock::now();
+    float radius = 0.0f;
+    std::string blob;
+    if (o.kind == "hnsw") {
+        const std::vector<float> x = item_vectors(edge, dims, &radius);
+        hnswlib::L2Space space(dims);
+        hnswlib::HierarchicalNSW<float> graph(&space, edge.n, o.hnsw_m, o.ef_construction, 1234);
+        if (edge.n > 0) graph.addPoint(x.data(), 0);
+        std::exception_ptr failure;
+        std::mutex failure_mutex;
+        std::vector<std::thread> team;
+        for (int t = 0; t < threads; ++t) {
+            team.emplace_back([&, t] {
+                try {
+                    for (size_t j = 1 + size_t(t); j < edge.n; j += size_t(threads)) {
+                        graph.addPoint(x.data() + j * dims, j);
+                    }
+                } catch (...) {
+                    std::lock_guard<std::mutex> lock(failure_mutex);
+                    failure = std::current_exception();
+                }
+            });
+        }
+        for (std::thread& t : team) t.join();
+        if (failure) std::rethrow_exception(failure);
+        TempFile tmp(out_path);
+        graph.saveIndex(tmp.path);
+        std::ifstream in(tmp.path, std::ios::binary);
+        blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } else {
+        item_vectors(edge, dims, &radius);  // the radius; the vectors are rebuilt when loading
+    }
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report.index_bytes = o.kind == "flat" ? uint64_t(edge.n) * dims * sizeof(float) : blob.size();
+
+    std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorCategory::kIo, out_path + ": cannot open for writing (-o)");
+    out.write(kMagic, sizeof kMagic);
+    put_u32(out, kVersion);
+    put_str(out, o.kind);
+    put_str(out, layer_views(network).at(size_t(output)).name);
+    put_str(out, model_path);
+    put_u64(out, edge.n);
+    put_u32(out, edge.k);
+    put_u32(out, dims);
+    put_u64(out, report.fingerprint);
+    out.write(reinterpret_cast<const char*>(&radius), 4);
+    put_u32(out, report.links);
+    put_u32(out, probe);
+    put_u64(out, blob.size());
+    out.write(blob.data(), std::streamsize(blob.size()));
+    out.flush();
+    if (!out) throw Error(ErrorCategory::kIo, out_path + ": write failed (disk full?)");
+    report.file_bytes = uint64_t(out.tellp());
+    return report;
+}
+
+AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
+                   const std::string& model_path)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& m = *impl_;
+    m.path = path;
+    Reader r{std::ifstream(path, std::ios::binary), path};
+    if (!r.in) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": cannot open the ANN index (" + std::strerror(errno) + ")");
+    }
+    char magic[sizeof kMagic] = {};
+    r.in.read(magic, sizeof magic);
+    if (size_t(r.in.gcount()) != sizeof magic || std::memcmp(magic, kMagic, sizeof magic) != 0) {
+        throw Error(ErrorCategory::kIo, path +
+                                            ": not a sparsenet ANN index (expected a file "
+                                            "written by `sparsenet ann-index`)");
+    }
+    const uint32_t version = r.u32("version");
+    if (version != kVersion) {
+        throw Error(ErrorCategory::kIo, path + ": ANN index format version " +
+                                            std::to_string(version) + "; this sparsenet reads " +
+                                            std::to_string(kVersion) + " (rebuild it)");
+    }
+    m.kind = r.str("kind");
+    m.layer = r.str("layer name");
+    const std::string built_from = r.str("model path");
+    m.items = r.u64("item count");
+    m.width = r.u32("width");
+    m.dims = r.u32("dimensions");
+    m.fingerprint = r.u64("fingerprint");
+    r.get(&m.radius, 4, "radius");
+    m.links = r.u32("links");
+    m.probe = r.u32("probe");
+    const uint64_t bytes = r.u64("graph size");
+
+    const DenseOutputEdge edge = checked_edge(network, output, model_path);
+    const std::string layer = layer_views(network).at(size_t(output)).name;
+    const uint64_t fingerprint = output_fingerprint(edge);
+    if (m.layer != layer || m.items != edge.n || m.width != edge.k ||
+        m.fingerprint != fingerprint) {
+        throw Error(ErrorCategory::kData,
+                    path + ": this ANN index was built from another model (" + built_from +
+                        ": layer '" + m.layer + "', " + std::to_string(m.items) + " items x " +
+                        std::to_string(m.width) + " units, weights fingerprint " +
+                        hex(m.fingerprint) + "); " + model_path + " has layer '" + layer + "', " +
+                        std::to_string(edge.n) + " items x " + std::to_string(edge.k) +
+                        " units, fingerprint " + hex(fingerprint) +
+                        "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
+    }
+    if (m.dims != dims_for(m.width) || (m.kind != "hnsw" && m.kind != "flat")) {
+        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + m.kind + "', " +
+                                            std::to_string(m.dims) + " dimensions for " +
+                                            std::to_string(m.width) + " units)");
+    }
+    const uint64_t header = uint64_t(r.in.tellg());
+    r.in.seekg(0, std::ios::end);
+    const uint64_t total = uint64_t(r.in.tellg());
+    if (total != header + bytes) {
+        throw Error(ErrorCategory::kIo,
+                    path + ": " + (total < header + bytes ? "truncated" : "corrupt") +
+                        " ANN index (" + std::to_string(total) + " bytes; its header announces " +
+                        std::to_string(header + bytes) +
+                        "); rebuild it with `sparsenet ann-index`");
+    }
+    m.space = std::make_unique<hnswlib::L2Space>(m.dims);
+    if (m.kind == "flat") {
+        float radius = 0.0f;
+        m.index = flat_index(*m.space, item_vectors(edge, m.dims, &radius), edge.n, m.dims);
+        m.flat = static_cast<hnswlib::BruteforceSearch<float>*>(m.index.get());
+        m.index_bytes = size_t(edge.n) * m.flat->size_per_element_;
+    } else {
+        // hnswlib reads its graph from a file of its own: the blob, copied out.
+        TempFile tmp(path);
+        {
+            r.in.seekg(std::streamoff(header));
+            std::ofstream out(tmp.path, std::ios::binary);
+            std::vector<char> buffer(size_t(1) << 20);
+            for (uint64_t left = bytes; left > 0;) {
+                const size_t chunk = size_t(std::min<uint64_t>(left, buffer.size()));
+                r.get(buffer.data(), chunk, "graph");
+                out.write(buffer.data(), std::streamsize(chunk));
+                left -= chunk;
+            }
+            out.flush();
+            if (!out) {
+                throw Error(ErrorCategory::kIo, path + ": cannot copy the graph to " + tmp.path +
+                                                    " (disk full? set TMPDIR)");
+            }
+        }
+        try {
+            auto graph = std::make_unique<hnswlib::HierarchicalNSW<float>>(m.space.get(), tmp.path);
+            m.graph = graph.get();
+            m.index = std::move(graph);
+        } catch (const std::runtime_error& e) {
+            throw Error(ErrorCategory::kIo,
+                        path + ": corrupt ANN index (hnswlib: " + e.what() + ")");
+        }
+        if (m.graph->cur_element_count != m.items) {
+            throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its graph holds " +
+                                                std::to_string(m.graph->cur_element_count) +
+                                                " items; the header says " +
+                                                std::to_string(m.items) + ")");
+        }
+        m.graph->setEf(m.probe);
+        m.index_bytes = bytes;
+        m.internal.assign(m.items, UINT32_MAX);
+        for (size_t i = 0; i < m.items; ++i) {
+            const size_t label = m.graph->getExternalLabel(hnswlib::tableint(i));
+            if (label >= m.items || m.internal[label] != UINT32_MAX) {
+                throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (item " +
+                                                    std::to_string(label) +
+                                                    " is missing or twice in its graph)");
+            }
+            m.internal[label] = uint32_t(i);
+        }
+    }
+}
+
+const float* AnnIndex::item_vector(uint32_t j) const {
+    const Impl& m = *impl_;
+    if (m.graph) return reinterpret_cast<const float*>(m.graph->getDataByInternalId(m.internal[j]));
+    return reinterpret_cast<const float*>(m.flat->data_ + m.flat->size_per_element_ * j);
+}
+
+void AnnIndex::set_probe(uint32_t probe) {
+    if (probe == 0) return;
+    impl_->probe = probe;
+    if (impl_->graph) impl_->graph->setEf(probe);
+}
+
+size_t AnnIndex::memory_bytes() const {
+    return impl_->index_bytes;
+}
+
+void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
+                      std::vector<float>& scratch) const {
+    const Impl& m = *impl_;
+    fetch = std::min<size_t>(fetch, m.items);
+    ids.clear();
+    if (fetch == 0) return;
+    scratch.assign(m.dims, 0.0f);
+    std::copy_n(h, m.width, scratch.begin());
+    scratch[m.width] = 1.0f;
+    auto found = m.index->searchKnn(scratch.data(), fetch);
+    ids.resize(found.size());
+    // A max-heap of distances: the farthest first; the best end up first in ids.
+    for (size_t i = ids.size(); i-- > 0;) {
+        ids[i] = int64_t(found.top().second);
+        found.pop();
+    }
+}
+
+#endif  // SPARSENET_WITH_ANN
+
+AnnIndex::~AnnIndex() = default;
+const std::string& AnnIndex::kind() const {
+    return impl_->kind;
+}
+const std::string& AnnIndex::path() const {
+    return impl_->path;
+}
+uint64_t AnnIndex::items() const {
+    return impl_->items;
+}
+uint32_t AnnIndex::probe() const {
+    return impl_->probe;
+}
+
+// ---- exact re-ranking ----
+
+AnnRanker::AnnRanker(const Network& network, int output, const AnnIndex* index)
+    : edge_(checked_edge(network, output, "ANN index")), index_(index) {
+    const size_t n = edge_.n, k = edge_.k;
+    if (index_) return;
+    if (edge_.transposed && edge_.ld == k) {
+        item_rows_ = edge_.stored;
+    } else {
+        rows_.resize(n * k);
+        for (size_t q = 0; q < k; ++q) {
+            for (size_t j = 0; j < n; ++j) {
+                rows_[j * k + q] = edge_.transposed ? edge_.stored[j * edge_.ld + q]
+                                                    : edge_.stored[q * edge_.ld + j];
+            }
+        }
+        item_rows_ = rows_.data();
+    }
+    bias_.assign(edge_.bias, edge_.bias + n);
+}
+
+void AnnRanker::rank(Backend& be, const float* h, const std::vector<uint32_t>& candidates,
+                     uint32_t k, Scratch& s, float* out_scores, uint32_t* out_ids) const {
+    // As OutputScreen::rank_approximated: the candidates' columns through the full path's ops.
+    const size_t c = candidates.size(), width = edge_.k;
+    s.gathered.resize(c * width);
+    if (edge_.transposed) {  // gemm(h, rows^T): rows [c, k]
+        for (size_t i = 0; i < c; ++i) {
+            std::copy_n(row(candidates[i]), width, s.gathered.begin() + i * width);
+        }
+    } else {  // gemm(h, columns): [k, c]
+        for (size_t i = 0; i < c; ++i) {
+            const float* r = row(candidates[i]);
+            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = r[q];
+        }
+    }
+    s.bias.resize(c);
+    s.scores.resize(std::max<size_t>(c, 1));
+    for (size_t i = 0; i < c; ++i) s.bias[i] = bias(candidates[i]);
+    s.top_scores.resize(k);
+    s.top_slots.resize(k);
+    if (c > 0) {
+        const MatrixView scores{s.scores.data(), 1, c, c};
+        const ConstMatrixView hv(h, 1, width, width);
+        if (edge_.transposed) {
+            be.gemm(false, true, 1.0f, hv, ConstMatrixView(s.gathered.data(), c, width, width),
+                    0.0f, scores);
+        } else {
+            be.gemm(false, false, 1.0f, hv, ConstMatrixView(s.gathered.data(), width, c, c), 0.0f,
+                    scores);
+        }
+        be.bias_activation_forward(edge_.activation, s.bias.data(), scores);
+        be.top_k(scores, nullptr, k, s.top_scores.data(), s.top_slots.data());
+    } else {
+        std::fill(s.top_scores.begin(), s.top_scores.end(),
+                  -std::numeric_limits<float>::infinity());
+        std::fill(s.top_slots.begin(), s.top_slots.end(), UINT32_MAX);
+    }
+    for (size_t i = 0; i < k; ++i) {
+        out_scores[i] = s.top_scores[i];
+        out_ids[i] = s.top_slots[i] == UINT32_MAX ? UINT32_MAX : candidates[s.top_slots[i]];
+    }
+}
+
+void AnnRanker::rank_all(Backend& be, const float* h, const std::vector<uint32_t>& excluded,
+                         uint32_t k, Scratch& s, float* out_scores, uint32_t* out_ids) const {
+    constexpr size_t kChunk = size_t(1) << 16;
+    const size_t n = edge_.n;
+    std::vector<std::pair<float, uint32_t>> best;  // (score desc, id asc), at most k
+    std::vector<uint32_t> chunk;
+    std::vector<float> scores(k);
+    std::vector<uint32_t> ids(k);
+    auto before = [](const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    size_t e = 0;
+    for (size_t first = 0; first < n; first += kChunk) {
+        chunk.clear();
+        for (size_t j = first; j < std::min(n, first + kChunk); ++j) {
+            while (e < excluded.size() && excluded[e] < j) ++e;
+            if (e < excluded.size() && excluded[e] == j) continue;
+            chunk.push_back(uint32_t(j));
+        }
+        if (chunk.empty()) continue;
+        rank(be, h, chunk, k, s, scores.data(), ids.data());
+        for (size_t i = 0; i < k && ids[i] != UINT32_MAX; ++i) best.emplace_back(scores[i], ids[i]);
+        std::sort(best.begin(), best.end(), before);
+        if (best.size() > k) best.resize(k);
+    }
+    for (size_t i = 0; i < k; ++i) {
+        out_scores[i] = i < best.size() ? best[i].first : -std::numeric_limits<float>::infinity();
+        out_ids[i] = i < best.size() ? best[i].second : UINT32_MAX;
+    }
+}
+
+}  // namespace sparsenet::engine
+
+namespace sparsenet {
+
+bool ann_index_available() {
+    return engine::AnnIndex::available();
+}
+
+AnnIndexReport build_ann_index(const std::string& model_path, const std::string& out_path,
+                               const AnnIndexOptions& options) {
+    if (!engine::AnnIndex::available()) engine::ann_unavailable(out_path);
+    NetworkOptions net_options;
+    net_options.device = "cpu";
+    net_options.comm = CommKind::kLocal;
+    const Network network = Network::load(model_path, net_options);
+    const std::vector<engine::LayerView> layers = engine::layer_views(network);
+    int output = -1;
+    for (size_t l = 0; l < layers.size() && output < 0; ++l) {
+        const bool match = options.output_layer.empty() ? layers[l].output
+                                                        : layers[l].name == options.output_layer;
+        if (match && !layers[l].input) output = int(l);
+    }
+    if (output < 0) {
+        throw Error(ErrorCategory::kUsage,
+                    model_path + ": " +
+                        (options.output_layer.empty()
+                             ? std::string("the network has no Output layer")
+                             : "no non-input layer '" + options.output_layer + "' (--layer)"));
+    }
+    return engine::AnnIndex::build(network, output, model_path, options, out_path);
+}
+
+}  // namespace sparsenet

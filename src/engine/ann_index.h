@@ -1,0 +1,130 @@
+// ANN index: approximate maximum-inner-product search over the output layer's item vectors
+// (docs/serving.md, "ANN index"). Not DSSTNE's "index" (label files, index_file.h): that name
+// stays with the label files; this one is always an "ANN index", its files `.ann`.
+//
+// For an output layer fed by one dense edge with an element-wise monotone activation f, item j's
+// score is f(h . w_j + b_j), so its rank is that of the inner product of [h, 1] with
+// v_j = [w_j, b_j]. The index stores x_j = [v_j, sqrt(R^2 - |v_j|^2)] (R = max |v_j|) and
+// searches the query [h, 1, 0] by L2 distance: |q - x_j|^2 = |q|^2 + R^2 - 2 q . v_j, the same
+// order as the inner product (the classic reduction of MIPS to nearest neighbours), which
+// k-means cells and graph search handle far better than raw inner products.
+//
+// The index only proposes candidates; AnnRanker scores them exactly, with the full path's own
+// ops (gemm over their fp32 weights, bias_activation_forward, top_k): the same bits as the full
+// forward pass for every candidate (the argument of output_screen.cpp).
+//
+// The search library is hnswlib (Debian's libhnswlib-dev, header-only: compiled with this
+// build's flags), used when CMake finds it (SPARSENET_ANN); without it available() is false and
+// building or loading an ANN index throws Error(kUsage) saying so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/network_scoring.h"
+#include "sparsenet/ann_index.h"
+
+namespace sparsenet {
+
+class Network;
+
+namespace engine {
+
+using AnnBuildOptions = AnnIndexOptions;
+using AnnBuildReport = AnnIndexReport;
+
+// Error(kUsage): `what` (a file) needs ANN index support this build lacks.
+[[noreturn]] void ann_unavailable(const std::string& what);
+
+// Identifies an output layer's weights and biases: a 64-bit hash of their bits, with the shape.
+uint64_t output_fingerprint(const DenseOutputEdge& edge);
+
+class AnnIndex {
+  public:
+    // Whether this build can build and load ANN indexes (hnswlib was found at configure time).
+    static bool available();
+    static const char* kinds();  // "hnsw, flat"
+
+    // Builds the ANN index of layer `output` of `network` (loaded from `model_path`) into
+    // `out_path`. Error(kUsage) for a layer whose items are not inner products (SoftMax, several
+    // sources: DenseOutputEdge::unsupported) or bad options, kIo when the file cannot be written.
+    static AnnBuildReport build(const Network& network, int output, const std::string& model_path,
+                                const AnnBuildOptions& options, const std::string& out_path);
+
+    // Loads `path` for layer `output` of `network`: Error(kIo) naming the file when it is not a
+    // sparsenet ANN index, is truncated or corrupt; Error(kData) naming it when it was built from
+    // another model (another layer name, shape or fingerprint of the weights).
+    AnnIndex(const std::string& path, const Network& network, int output,
+             const std::string& model_path);
+    ~AnnIndex();
+    AnnIndex(const AnnIndex&) = delete;
+    AnnIndex& operator=(const AnnIndex&) = delete;
+
+    const std::string& kind() const;
+    bool exhaustive() const { return kind() == "flat"; }  // the candidates are the exact order
+    const std::string& path() const;
+    uint64_t items() const;
+    uint32_t probe() const;
+    // The accuracy knob (hnsw: efSearch; flat: none). Not thread-safe: set it
+    // before concurrent searches. 0 keeps the file's.
+    void set_probe(uint32_t probe);
+    size_t memory_bytes() const;  // the index in memory, its copy of the item vectors included
+
+    // Item j's vector as the index stores it: [w_j (width floats), b_j, ...], the model's own
+    // float bits (the fingerprint matched). Valid while the index lives; thread-safe.
+    const float* item_vector(uint32_t j) const;
+
+    // Up to `fetch` candidate items for a query whose source activations are h [width], best
+    // first by the index's (approximate) order, into ids (cleared first). Thread-safe; runs on
+    // the calling thread only. Fewer than fetch when the probed cells hold fewer items.
+    void search(const float* h, size_t fetch, std::vector<int64_t>& ids,
+                std::vector<float>& scratch) const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Exact scores of chosen items of a dense output layer, by the full path's own ops.
+class AnnRanker {
+  public:
+    // The item vectors come from `index` (its stored copy: no other) when given, else from a
+    // copy of the item rows [n, k] (none when the network's matrix already is that, packed) and
+    // of the biases. Error(kUsage) when the layer cannot be ranked so (edge.unsupported).
+    AnnRanker(const Network& network, int output, const AnnIndex* index = nullptr);
+    int source() const { return edge_.source; }
+    size_t width() const { return edge_.k; }
+    size_t memory_bytes() const { return (rows_.size() + bias_.size()) * sizeof(float); }
+
+    struct Scratch {
+        std::vector<float> gathered, bias, scores, top_scores;
+        std::vector<uint32_t> top_slots;
+    };
+    // Top-k of `candidates` (distinct item ids) for source activations h: out_scores / out_ids
+    // [k], best first, ties to the lower id when the candidates are sorted ascending; UINT32_MAX
+    // past the candidates' end.
+    void rank(Backend& be, const float* h, const std::vector<uint32_t>& candidates, uint32_t k,
+              Scratch& s, float* out_scores, uint32_t* out_ids) const;
+    // The same over every item but the sorted unique `excluded` (the full product's answer,
+    // bit for bit), in chunks: what a query the index cannot fill falls back to.
+    void rank_all(Backend& be, const float* h, const std::vector<uint32_t>& excluded, uint32_t k,
+                  Scratch& s, float* out_scores, uint32_t* out_ids) const;
+
+  private:
+    const float* row(uint32_t j) const {
+        return index_ ? index_->item_vector(j) : item_rows_ + size_t(j) * edge_.k;
+    }
+    float bias(uint32_t j) const { return index_ ? index_->item_vector(j)[edge_.k] : bias_[j]; }
+
+    DenseOutputEdge edge_;
+    const AnnIndex* index_ = nullptr;
+    std::vector<float> rows_;
+    const float* item_rows_ = nullptr;  // [n, k]
+    std::vector<float> bias_;
+};
+
+}  // namespace engine
+}  // namespace sparsenet

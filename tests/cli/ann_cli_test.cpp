@@ -1,0 +1,340 @@
+// `sparsenet ann-index` and `sparsenet serve --ann` from the outside: bad input gets a clear error
+// and a non-zero exit; a server answering from an exhaustive (flat) ANN index answers exactly
+// what the in-process Recommender answers without one, filters included, and counts its index
+// queries in /metrics; an index of another model ends the service naming the file.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <json/json.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "sparsenet/ann_index.h"
+#include "sparsenet/dataset.h"
+#include "sparsenet/recommender.h"
+#include "support/test_support.h"
+#include "test_configs.h"
+
+extern char** environ;
+
+namespace sparsenet {
+namespace {
+
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kItems = 40, kUsers = 120;
+
+int cli(const std::string& args, std::string* out) {
+    return testing::run_command(std::string(SPARSENET_CLI_PATH) + " " + args, out);
+}
+
+Json::Value parse(const std::string& text) {
+    Json::CharReaderBuilder builder;
+    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+    Json::Value v;
+    std::string errors;
+    if (!reader->parse(text.data(), text.data() + text.size(), &v, &errors)) {
+        ADD_FAILURE() << "not JSON: " << text << "\n" << errors;
+    }
+    return v;
+}
+
+std::string write(const Json::Value& v) {
+    Json::StreamWriterBuilder builder;
+    builder["indentation"] = "";
+    return Json::writeString(builder, v);
+}
+
+// A `sparsenet serve --port 0` child process (as serve_cli_test's), its log in a file.
+class Server {
+  public:
+    Server(const std::string& args, const std::string& log) : log_(log) {
+        const std::string exec =
+            std::string("exec ") + SPARSENET_CLI_PATH + " serve --port 0 " + args;
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                         0644);
+        posix_spawn_file_actions_adddup2(&actions, 1, 2);
+        const char* argv[] = {"/bin/sh", "-c", exec.c_str(), nullptr};
+        if (posix_spawn(&pid_, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv),
+                        environ) != 0) {
+            pid_ = -1;
+        }
+        posix_spawn_file_actions_destroy(&actions);
+    }
+    ~Server() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+    std::string log() const {
+        std::ifstream in(log_);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+    int port() {
+        const std::string mark = "listening on http://127.0.0.1:";
+        const auto deadline = Clock::now() + std::chrono::seconds(60);
+        while (Clock::now() < deadline) {
+            const std::string text = log();
+            const size_t at = text.find(mark);
+            if (at != std::string::npos && text.find(' ', at + mark.size()) != std::string::npos)
+                return std::stoi(text.substr(at + mark.size()));
+            if (exited()) return 0;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return 0;
+    }
+    bool exited() {
+        if (pid_ <= 0) return true;
+        if (waitpid(pid_, &status_, WNOHANG) == pid_) {
+            pid_ = -1;
+            return true;
+        }
+        return false;
+    }
+    int wait_exit() {
+        const auto deadline = Clock::now() + std::chrono::seconds(120);
+        while (!exited() && Clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (pid_ > 0) return -1;
+        return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+    }
+
+  private:
+    std::string log_;
+    pid_t pid_ = -1;
+    int status_ = 0;
+};
+
+class AnnCli : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        dir_ = new TempDir();
+        const std::string config = file("net.json");
+        testing::write_file(config, kCliAutoencoderJson);
+        std::string out;
+        ASSERT_EQ(cli("generate -o " + file("data.nc") + " --users " + std::to_string(kUsers) +
+                          " --items " + std::to_string(kItems) + " --nnz 900 --seed 2 -q",
+                      &out),
+                  0)
+            << out;
+        for (const auto& [name, seed] : {std::pair<const char*, int>{"a.nc", 1}, {"b.nc", 9}}) {
+            ASSERT_EQ(cli("train -c " + config + " -i " + file("data.nc") + " -n " + file(name) +
+                              " -b 16 -e 2 --seed " + std::to_string(seed) + " --device cpu -q",
+                          &out),
+                      0)
+                << out;
+        }
+    }
+    static void TearDownTestSuite() {
+        delete dir_;
+        dir_ = nullptr;
+    }
+    void SetUp() override {
+        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
+    }
+    static std::string file(const std::string& name) { return dir_->file(name); }
+    static TempDir* dir_;
+    TempDir work_;
+};
+
+TempDir* AnnCli::dir_ = nullptr;
+
+TEST_F(AnnCli, AnnIndexCommandLineErrors) {
+    std::string out;
+    EXPECT_EQ(cli("ann-index -o " + work_.file("x.ann"), &out), 2) << out;
+    EXPECT_NE(out.find("-n MODEL is required"), std::string::npos) << out;
+    EXPECT_EQ(cli("ann-index -n " + file("a.nc"), &out), 2) << out;
+    EXPECT_NE(out.find("-o FILE is required"), std::string::npos) << out;
+    EXPECT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --kind kd", &out), 2)
+        << out;
+    EXPECT_NE(out.find("--kind 'kd'"), std::string::npos) << out;
+    EXPECT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --hnsw-m 0x", &out),
+        2)
+        << out;
+    EXPECT_NE(out.find("--hnsw-m"), std::string::npos) << out;
+    EXPECT_EQ(cli("ann-index -n " + work_.file("missing.nc") + " -o " + work_.file("x.ann"), &out),
+              1)
+        << out;
+    EXPECT_NE(out.find("missing.nc"), std::string::npos) << out;
+    EXPECT_EQ(cli("ann-index -n " + file("a.nc") + " -o " + work_.file("no/dir/x.ann"), &out), 1)
+        << out;
+    EXPECT_NE(out.find("no/dir/x.ann"), std::string::npos) << out;
+    // A dataset file is no model.
+    EXPECT_NE(cli("ann-index -n " + file("data.nc") + " -o " + work_.file("x.ann"), &out), 0)
+        << out;
+    EXPECT_NE(out.find("data.nc"), std::string::npos) << out;
+}
+
+TEST_F(AnnCli, ServeAnnCommandLineErrors) {
+    std::string out;
+    EXPECT_EQ(cli("serve -n " + file("a.nc") + " --ann-probe 4", &out), 2) << out;
+    EXPECT_NE(out.find("--ann-probe"), std::string::npos) << out;
+    EXPECT_EQ(cli("serve --port 0 -n " + file("a.nc") + " --ann " + work_.file("none.ann"), &out),
+              1)
+        << out;
+    EXPECT_NE(out.find("none.ann"), std::string::npos) << out;
+    EXPECT_NE(out.find("ann-index"), std::string::npos) << out;
+    // An index of model b for model a: the load fails naming the file; the service exits 1.
+    ASSERT_EQ(
+        cli("ann-index -n " + file("b.nc") + " -o " + work_.file("b.ann") + " --kind flat", &out),
+        0)
+        << out;
+    Server server("-n " + file("a.nc") + " --ann " + work_.file("b.ann"), work_.file("log"));
+    EXPECT_EQ(server.wait_exit(), 1) << server.log();
+    EXPECT_NE(
+        server.log().find(work_.file("b.ann") + ": this ANN index was built from another model"),
+        std::string::npos)
+        << server.log();
+    // Not an ANN index at all.
+    testing::write_file(work_.file("text.ann"), "item0\t0\n");
+    Server text("-n " + file("a.nc") + " --ann " + work_.file("text.ann"), work_.file("log2"));
+    EXPECT_EQ(text.wait_exit(), 1) << text.log();
+    EXPECT_NE(text.log().find("not a sparsenet ANN index"), std::string::npos) << text.log();
+}
+
+TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
+    std::string out;
+    const std::string index = work_.file("a.ann");
+    ASSERT_EQ(cli("ann-index -n " + file("a.nc") + " -o " + index + " --kind flat", &out), 0)
+        << out;
+    EXPECT_NE(out.find("40 items"), std::string::npos) << out;
+    Server server("-n " + file("a.nc") + " --threads 2 --ann " + index, work_.file("serve.log"));
+    const int port = server.port();
+    ASSERT_GT(port, 0) << server.log();
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(120, 0);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    for (;;) {
+        auto res = http.Get("/health");
+        if (res && res->status == 200) break;
+        ASSERT_FALSE(server.exited()) << server.log();
+        ASSERT_LT(Clock::now(), deadline) << server.log();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_NE(server.log().find("ANN index " + index), std::string::npos) << server.log();
+    const Recommender exact(file("a.nc"));
+    const Dataset d = Dataset::read(file("data.nc"), "gl_input");
+    Json::Value batch(Json::arrayValue);
+    std::vector<Recommendations> wanted;
+    uint32_t singles = 0;
+    for (uint64_t u = 0; u < 60; ++u) {
+        Json::Value q(Json::objectValue);
+        std::vector<ItemRef> items;
+        q["items"] = Json::Value(Json::arrayValue);
+        for (uint64_t e = d.offsets[u]; e < d.offsets[u + 1]; ++e) {
+            q["items"].append(d.indices[e]);
+            items.emplace_back(d.indices[e]);
+        }
+        RecommendOptions o;
+        o.k = 1 + u % 12;
+        q["k"] = o.k;
+        if (u % 3 == 1) {
+            q["exclude"] = Json::Value(Json::arrayValue);
+            for (uint32_t i : {3u, 7u, 11u}) {
+                q["exclude"].append(i);
+                o.deny.emplace_back(i);
+            }
+        }
+        if (u % 3 == 2) {
+            q["allow"] = Json::Value(Json::arrayValue);
+            for (uint32_t i = 0; i < kItems; i += 2) {
+                q["allow"].append(i);
+                o.allow.emplace_back(i);
+            }
+        }
+        const Recommendations want = exact.recommend(items, o);
+        auto res = http.Post("/recommend", write(q), "application/json");
+        ASSERT_TRUE(res) << server.log();
+        ASSERT_EQ(res->status, 200) << res->body;
+        ++singles;
+        const Json::Value got = parse(res->body);
+        ASSERT_EQ(got["items"].size(), want.items.size()) << "user " << u << ": " << res->body;
+        for (Json::ArrayIndex i = 0; i < got["items"].size(); ++i) {
+            EXPECT_EQ(got["items"][i]["id"].asUInt(), want.items[i].id) << "user " << u;
+            EXPECT_EQ(float(got["items"][i]["score"].asDouble()), want.items[i].score)
+                << "user " << u;
+        }
+        batch.append(q);
+        wanted.push_back(want);
+    }
+    auto res = http.Post("/recommend/batch", write(batch), "application/json");
+    ASSERT_TRUE(res) << server.log();
+    ASSERT_EQ(res->status, 200) << res->body;
+    const Json::Value got = parse(res->body);
+    ASSERT_EQ(got["results"].size(), wanted.size());
+    for (Json::ArrayIndex u = 0; u < got["results"].size(); ++u) {
+        ASSERT_EQ(got["results"][u]["items"].size(), wanted[u].items.size()) << "query " << u;
+        for (Json::ArrayIndex i = 0; i < wanted[u].items.size(); ++i) {
+            EXPECT_EQ(got["results"][u]["items"][i]["id"].asUInt(), wanted[u].items[i].id);
+        }
+    }
+    auto metrics = http.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("sparsenet_ann_queries_total " +
+                                 std::to_string(singles + wanted.size())),
+              std::string::npos)
+        << metrics->body;
+}
+
+// A reload of a retrained model is refused while its ANN index is the old model's: the old model
+// keeps serving, the answer names the index; a rebuilt index lets the next reload through.
+TEST_F(AnnCli, AReloadedModelMustMatchItsIndex) {
+    std::string out;
+    const std::string served = work_.file("served.nc"), index = work_.file("served.ann");
+    std::filesystem::copy_file(file("a.nc"), served);
+    ASSERT_EQ(cli("ann-index -n " + served + " -o " + index + " --kind flat", &out), 0) << out;
+    Server server("-n " + served + " --ann " + index, work_.file("serve.log"));
+    const int port = server.port();
+    ASSERT_GT(port, 0) << server.log();
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(120, 0);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    for (;;) {
+        auto res = http.Get("/health");
+        if (res && res->status == 200) break;
+        ASSERT_FALSE(server.exited()) << server.log();
+        ASSERT_LT(Clock::now(), deadline) << server.log();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::filesystem::copy_file(file("b.nc"), served + ".tmp");
+    std::filesystem::rename(served + ".tmp", served);
+    auto refused = http.Post("/reload", "", "application/json");
+    ASSERT_TRUE(refused) << server.log();
+    EXPECT_EQ(refused->status, 500) << refused->body;
+    EXPECT_NE(refused->body.find("served.ann: this ANN index was built from another model"),
+              std::string::npos)
+        << refused->body;
+    EXPECT_EQ(parse(refused->body)["model_version"].asUInt(), 1u) << refused->body;
+    auto q = http.Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
+    ASSERT_TRUE(q);
+    EXPECT_EQ(q->status, 200) << q->body;
+    // The index rebuilt for the new model (written beside, renamed over): the reload goes through.
+    ASSERT_EQ(cli("ann-index -n " + served + " -o " + index + ".tmp --kind flat", &out), 0) << out;
+    std::filesystem::rename(index + ".tmp", index);
+    auto ok = http.Post("/reload", "", "application/json");
+    ASSERT_TRUE(ok) << server.log();
+    EXPECT_EQ(ok->status, 200) << ok->body;
+    EXPECT_EQ(parse(ok->body)["model_version"].asUInt(), 2u) << ok->body;
+}
+
+}  // namespace
+}  // namespace sparsenet

@@ -1,0 +1,335 @@
+// ANN index (sparsenet/ann_index.h, RecommenderOptions::ann_index): an exhaustive (flat) index
+// answers exactly what the model answers without one; approximate answers keep the allow, deny
+// and exclusion lists and score their items exactly; an index built from another model, a
+// stale one, a file that is no ANN index or a truncated one are refused naming the file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "library/library_test_util.h"
+#include "sparsenet/ann_index.h"
+#include "sparsenet/error.h"
+#include "sparsenet/network.h"
+#include "sparsenet/recommender.h"
+#include "support/test_support.h"
+
+namespace sparsenet {
+namespace {
+
+// Input -> Hidden (Tanh) -> Output (`output` activation); `tied`: the output edge uses the
+// input edge's matrix transposed (SharedWeights).
+NetworkConfig config(const std::string& output, uint32_t hidden, bool tied = false) {
+    std::string out = R"({"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
+         "Activation": ")" +
+                      output +
+                      R"(", "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -1.0})";
+    if (tied) {
+        out += R"(, "SharedWeights": {"InputLayer": "Hidden", "SourceInputLayer": "Input",
+                  "SourceOutputLayer": "Hidden", "Transposed": true})";
+    }
+    out += "}";
+    return NetworkConfig::from_json(R"({
+      "Version": 0.9, "Name": "ann-test", "Kind": "AutoEncoder", "ErrorFunction": "L2",
+      "Layers": [
+        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": )" +
+                                    std::to_string(hidden) +
+                                    R"(, "Activation": "Tanh"},
+        )" + out + "]}");
+}
+
+std::string save_network(const NetworkConfig& c, uint32_t items, const std::string& path,
+                         uint64_t seed = 3) {
+    NetworkOptions options;
+    options.device = "cpu";
+    options.seed = seed;
+    Network net = Network::create(c, {{"in", items}, {"out", items}}, options);
+    // Biases that differ per item (popularity), so that [w, b] vectors differ in norm.
+    std::vector<float> b = net.get_parameter("bias:Output");
+    std::mt19937 rng{uint32_t(seed)};
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    for (float& v : b) v += normal(rng);
+    net.set_parameter("bias:Output", b);
+    net.save(path);
+    return path;
+}
+
+RecommenderOptions with_ann(const std::string& path, uint32_t probe = 0) {
+    RecommenderOptions o;
+    o.ann_index = path;
+    o.ann_probe = probe;
+    return o;
+}
+
+// Random queries with varied k, exclusions, allow and deny lists.
+RecommendOptions random_options(std::mt19937& rng, uint32_t items, uint32_t i) {
+    RecommendOptions o;
+    const uint32_t ks[] = {1, 10, 50, items + 5};
+    o.k = ks[rng() % 4];
+    o.exclude_inputs = rng() % 4 != 0;
+    if (rng() % 4 == 0)
+        for (int d = 0; d < 30; ++d) o.deny.emplace_back(rng() % items);
+    if (i % 5 == 1)  // a short allow list
+        for (int a = 0; a < 25; ++a) o.allow.emplace_back(rng() % items);
+    if (i % 5 == 3)  // a long one: most items
+        for (uint32_t a = 0; a < items; ++a)
+            if (rng() % 8 != 0) o.allow.emplace_back(a);
+    return o;
+}
+
+void expect_same(const Recommendations& got, const Recommendations& want, uint32_t query) {
+    ASSERT_EQ(got.items.size(), want.items.size()) << "query " << query;
+    for (size_t r = 0; r < want.items.size(); ++r) {
+        ASSERT_EQ(got.items[r].id, want.items[r].id) << "query " << query << " rank " << r;
+        ASSERT_EQ(got.items[r].score, want.items[r].score) << "query " << query << " rank " << r;
+    }
+}
+
+class AnnIndexTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
+    }
+    testing::TempDir dir;
+};
+
+TEST_F(AnnIndexTest, FlatIndexAnswersExactlyTheExactAnswer) {
+    for (const auto& [activation, tied] : std::vector<std::pair<std::string, bool>>{
+             {"Sigmoid", false}, {"Linear", false}, {"Relu", true}}) {
+        SCOPED_TRACE(activation + (tied ? " tied" : ""));
+        const uint32_t items = 700;
+        const std::string model =
+            save_network(config(activation, 24, tied), items, dir.file(activation + ".nc"));
+        AnnIndexOptions build;
+        build.kind = "flat";
+        const AnnIndexReport report = build_ann_index(model, dir.file(activation + ".ann"), build);
+        EXPECT_EQ(report.items, items);
+        EXPECT_EQ(report.width, 24u);
+        // flat stores the header only: its vectors are the model's, rebuilt when loading.
+        EXPECT_LT(report.file_bytes, 4096u);
+        EXPECT_EQ(report.index_bytes, uint64_t(items) * 32 * 4);  // 24 + 2 padded to 16s
+        const Recommender exact(model);
+        const Recommender ann(model, with_ann(dir.file(activation + ".ann")));
+        ASSERT_TRUE(ann.ann());
+        ASSERT_FALSE(exact.ann());
+        std::mt19937 rng(11);
+        std::vector<Query> batch;
+        std::vector<Recommendations> wanted;
+        for (uint32_t i = 0; i < 150; ++i) {
+            Query q;
+            q.items = testing::random_items(rng, items, 30, i % 3 == 0);
+            q.options = random_options(rng, items, i);
+            const Recommendations want = exact.recommend(q.items, q.options);
+            expect_same(ann.recommend(q.items, q.options), want, i);
+            batch.push_back(q);
+            wanted.push_back(want);
+        }
+        const std::vector<Recommendations> got = ann.recommend_batch(batch);
+        for (uint32_t i = 0; i < got.size(); ++i) expect_same(got[i], wanted[i], i);
+        EXPECT_EQ(ann.ann_queries(), 300u);
+        EXPECT_GT(ann.ann_memory_bytes(), 0u);
+    }
+}
+
+// A small graph searched with a short candidate list: approximate candidates, but every answer
+// keeps the filters, has min(k, allowed items) results, and scores each of them exactly.
+TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
+    const uint32_t items = 2000;
+    const std::string model = save_network(config("Sigmoid", 16), items, dir.file("m.nc"));
+    for (const uint32_t m : {4u, 12u}) {
+        SCOPED_TRACE("M " + std::to_string(m));
+        const std::string kind = "hnsw" + std::to_string(m);
+        AnnIndexOptions build;
+        build.hnsw_m = m;
+        build.ef_construction = 20;
+        build.probe = 2;
+        const AnnIndexReport report = build_ann_index(model, dir.file(kind + ".ann"), build);
+        EXPECT_EQ(report.kind, "hnsw");
+        EXPECT_EQ(report.links, m);
+        EXPECT_EQ(report.probe, 2u);
+        const Recommender exact(model);
+        // efSearch 2: the candidate list is the over-fetch alone, from a sparse graph.
+        const Recommender ann(model, with_ann(dir.file(kind + ".ann"), 2));
+        std::mt19937 rng(5);
+        double overlap = 0.0;
+        for (uint32_t i = 0; i < 100; ++i) {
+            const std::vector<ItemRef> q = testing::random_items(rng, items, 30, false);
+            const RecommendOptions o = random_options(rng, items, i);
+            RecommendOptions all = o;
+            all.k = items;  // every allowed item, with its exact score
+            const Recommendations full = exact.recommend(q, all);
+            std::map<uint32_t, float> allowed;
+            for (const Recommendation& r : full.items) allowed[r.id] = r.score;
+            const Recommendations got = ann.recommend(q, o);
+            ASSERT_EQ(got.items.size(), std::min<size_t>(o.k, allowed.size())) << "query " << i;
+            std::set<uint32_t> seen;
+            for (const Recommendation& r : got.items) {
+                auto it = allowed.find(r.id);
+                ASSERT_NE(it, allowed.end()) << "query " << i << ": item " << r.id
+                                             << " is excluded, denied or outside the allow list";
+                EXPECT_EQ(r.score, it->second) << "query " << i << " item " << r.id;
+                EXPECT_TRUE(seen.insert(r.id).second) << "query " << i << ": " << r.id << " twice";
+            }
+            for (size_t r = 1; r < got.items.size(); ++r)
+                ASSERT_GE(got.items[r - 1].score, got.items[r].score) << "query " << i;
+            const Recommendations want = exact.recommend(q, o);
+            // k beyond the items: the index cannot fill it; the fallback ranks every item.
+            if (o.k > items) expect_same(got, want, i);
+            size_t common = 0;
+            for (const Recommendation& r : want.items)
+                common += allowed.count(r.id) && seen.count(r.id);
+            overlap += want.items.empty() ? 1.0 : double(common) / double(want.items.size());
+        }
+        // Not a quality bar, a sign that the candidates come from the right neighbourhood.
+        EXPECT_GT(overlap / 100, 0.3);
+    }
+}
+
+// Concurrent calls share one index: each answer is the one the query gets alone.
+TEST_F(AnnIndexTest, ConcurrentQueriesAnswerAsQueriesAlone) {
+    const uint32_t items = 3000;
+    const std::string model = save_network(config("Sigmoid", 16), items, dir.file("c.nc"));
+    AnnIndexOptions build;
+    build.probe = 40;
+    build_ann_index(model, dir.file("c.ann"), build);
+    RecommenderOptions o = with_ann(dir.file("c.ann"));
+    o.max_concurrent_calls = 4;
+    const Recommender ann(model, o);
+    std::mt19937 rng(9);
+    std::vector<std::vector<ItemRef>> queries;
+    std::vector<Recommendations> alone;
+    for (int i = 0; i < 64; ++i) {
+        queries.push_back(testing::random_items(rng, items, 20, false));
+        RecommendOptions ro;
+        ro.k = 30;
+        alone.push_back(ann.recommend(queries.back(), ro));
+    }
+    std::vector<std::thread> threads;
+    std::vector<int> mismatches(4, 0);
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            for (int round = 0; round < 5; ++round) {
+                for (size_t i = size_t(t); i < queries.size(); i += 2) {
+                    RecommendOptions ro;
+                    ro.k = 30;
+                    const Recommendations r = ann.recommend(queries[i], ro);
+                    bool same = r.items.size() == alone[i].items.size();
+                    for (size_t j = 0; same && j < r.items.size(); ++j)
+                        same = r.items[j].id == alone[i].items[j].id &&
+                               r.items[j].score == alone[i].items[j].score;
+                    mismatches[size_t(t)] += !same;
+                }
+            }
+        });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+    EXPECT_EQ(ann.ann_queries(), 64u + 5 * (32 + 32 + 31 + 31));  // thread t: t, t + 2, ...
+}
+
+TEST_F(AnnIndexTest, AnIndexOfAnotherOrAStaleModelIsRefusedNamingTheFile) {
+    const uint32_t items = 300;
+    const std::string a = save_network(config("Sigmoid", 8), items, dir.file("a.nc"), 3);
+    const std::string b = save_network(config("Sigmoid", 8), items, dir.file("b.nc"), 4);
+    const std::string c = save_network(config("Sigmoid", 8), items + 1, dir.file("c.nc"), 3);
+    AnnIndexOptions build;
+    build.kind = "flat";
+    const std::string index = dir.file("a.ann");
+    build_ann_index(a, index, build);
+    for (const std::string& other : {b, c}) {
+        try {
+            Recommender r(other, with_ann(index));
+            FAIL() << "expected the index of a.nc to be refused for " << other;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.category(), ErrorCategory::kData);
+            const std::string m = e.what();
+            EXPECT_NE(m.find(index), std::string::npos) << m;
+            EXPECT_NE(m.find("built from another model"), std::string::npos) << m;
+            EXPECT_NE(m.find("sparsenet ann-index -n " + other), std::string::npos) << m;
+        }
+    }
+    // Stale: the same model file, one weight changed since the index was built.
+    {
+        NetworkOptions options;
+        options.device = "cpu";
+        Network net = Network::load(a, options);
+        std::vector<float> w = net.get_parameter("weight:Hidden->Output");
+        w[17] += 0.001f;
+        net.set_parameter("weight:Hidden->Output", w);
+        net.save(a);
+    }
+    try {
+        Recommender r(a, with_ann(index));
+        FAIL() << "expected a stale index to be refused";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kData);
+        EXPECT_NE(std::string(e.what()).find(index), std::string::npos) << e.what();
+    }
+    // Not an ANN index, a truncated one, a missing one: kIo naming the file.
+    build_ann_index(b, dir.file("b.ann"), build);
+    const std::string bytes = testing::read_file(dir.file("b.ann"));
+    testing::write_file(dir.file("cut.ann"), bytes.substr(0, bytes.size() / 2));
+    testing::write_file(dir.file("text.ann"), "label\t0\nother\t1\n");
+    for (const std::string& bad : {dir.file("cut.ann"), dir.file("text.ann"), dir.file("no.ann")}) {
+        try {
+            Recommender r(b, with_ann(bad));
+            FAIL() << "expected " << bad << " to be refused";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.category(), ErrorCategory::kIo) << e.what();
+            EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_NO_THROW(Recommender(b, with_ann(dir.file("b.ann"))));
+    // The index re-ranks with FP32 vectors: keeping only BF16 weights is refused with it.
+    RecommenderOptions both = with_ann(dir.file("b.ann"));
+    both.precision = Precision::kBf16;
+    both.bf16_weights_only = true;
+    try {
+        Recommender r(b, both);
+        FAIL() << "expected ann_index with bf16_weights_only to be refused";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+        EXPECT_NE(std::string(e.what()).find("exclude each other"), std::string::npos)
+            << e.what();
+    }
+}
+
+TEST_F(AnnIndexTest, BuildRefusesBadOptionsAndLayersThatAreNoInnerProducts) {
+    const std::string soft = save_network(config("SoftMax", 8), 100, dir.file("soft.nc"));
+    const std::string ok = save_network(config("Sigmoid", 8), 100, dir.file("ok.nc"));
+    auto refused = [&](const std::string& model, const AnnIndexOptions& o, ErrorCategory cat,
+                       const std::string& fragment) {
+        try {
+            build_ann_index(model, dir.file("x.ann"), o);
+            ADD_FAILURE() << "expected a refusal mentioning " << fragment;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.category(), cat) << e.what();
+            EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+        }
+    };
+    refused(soft, {}, ErrorCategory::kUsage, "SoftMax");
+    AnnIndexOptions kind;
+    kind.kind = "lsh";
+    refused(ok, kind, ErrorCategory::kUsage, "--kind 'lsh'");
+    AnnIndexOptions links;
+    links.hnsw_m = 1;
+    refused(ok, links, ErrorCategory::kUsage, "--hnsw-m 1");
+    AnnIndexOptions layer;
+    layer.output_layer = "Nope";
+    refused(ok, layer, ErrorCategory::kUsage, "'Nope'");
+    try {
+        build_ann_index(ok, dir.file("no/such/dir/x.ann"), {});
+        ADD_FAILURE() << "expected an unwritable path to be refused";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kIo);
+        EXPECT_NE(std::string(e.what()).find("no/such/dir/x.ann"), std::string::npos);
+    }
+}
+
+}  // namespace
+}  // namespace sparsenet

@@ -1,0 +1,34 @@
+"""ANN index from Python: build_ann_index, Recommender(ann_index=...): a flat index answers
+exactly what the Recommender answers without one; an index of another model is refused."""
+
+import pytest
+
+import sparsenet
+from conftest import AUTOENCODER
+
+pytestmark = pytest.mark.skipif(not sparsenet._core.ann_index_available(),
+                                reason="built without hnswlib (SPARSENET_ANN)")
+
+
+def test_flat_index_answers_exactly_and_foreign_index_is_refused(train, tmp_path):
+    net = sparsenet.Network.from_json(AUTOENCODER, device="cpu")
+    net.fit(train, epochs=1, progress=False)
+    net.save(tmp_path / "m.nc")
+    report = sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "m.ann", kind="flat")
+    assert report["items"] == train.cols and report["kind"] == "flat"
+    exact = sparsenet.Recommender(tmp_path / "m.nc", device="cpu")
+    ann = sparsenet.Recommender(tmp_path / "m.nc", device="cpu", ann_index=tmp_path / "m.ann")
+    assert ann.ann and not exact.ann
+    for query in ([1, 5, 9], [0], [17, 300, 42, 8]):
+        want = exact.recommend(query, k=20, deny=[2, 3])
+        got = ann.recommend(query, k=20, deny=[2, 3])
+        assert list(got.ids) == list(want.ids) and list(got.scores) == list(want.scores)
+    assert ann.ann_queries == 3
+    with pytest.raises(sparsenet.UsageError, match="--kind 'nope'"):
+        sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "x.ann", kind="nope")
+
+    other = sparsenet.Network.from_json(AUTOENCODER, device="cpu")
+    other.fit(train, epochs=2, progress=False)  # other weights: another fingerprint
+    other.save(tmp_path / "o.nc")
+    with pytest.raises(sparsenet.DataError, match="m.ann"):
+        sparsenet.Recommender(tmp_path / "o.nc", device="cpu", ann_index=tmp_path / "m.ann")

@@ -1,0 +1,65 @@
+// sparsenet ann-index: the ANN index of a model's output layer (approximate top-K for serving
+// large catalogues; docs/serving.md, "ANN index"). Not a features index (convert -f).
+#include <cstdio>
+#include <string>
+
+#include "args.h"
+#include "common.h"
+#include "sparsenet/ann_index.h"
+#include "sparsenet/error.h"
+
+namespace sparsenet::cli {
+
+int ann_index_main(int argc, char** argv) {
+    return run_command("ann-index", [&]() {
+        std::string model, out;
+        AnnIndexOptions o;
+        ArgParser args("ann-index",
+                       "sparsenet ann-index -n MODEL.nc -o MODEL.ann [--kind KIND]: build the ANN "
+                       "index of the model's output layer for `sparsenet serve --ann` and "
+                       "RecommenderOptions::ann_index (approximate candidates, ranked exactly). "
+                       "The file records the model it was built from; serving refuses it for "
+                       "another.");
+        args.add({"-n", "--model"}, &model, "MODEL", "the model file (netCDF) (required)");
+        args.add({"-o", "--output"}, &out, "FILE", "the ANN index file to write (required)");
+        args.add({"--kind"}, &o.kind, "KIND",
+                 "hnsw (default: a navigable small-world graph) or flat (exhaustive: the exact "
+                 "answer, for tests and small catalogues)");
+        args.add({"--hnsw-m"}, &o.hnsw_m, "N", "hnsw: links per node (default 16)");
+        args.add({"--ef-construction"}, &o.ef_construction, "N",
+                 "hnsw: candidate list while building (default 80)");
+        args.add({"--probe"}, &o.probe, "N",
+                 "the default accuracy knob stored in the file: hnsw's efSearch, the candidate "
+                 "list of a search (default 128); serve --ann-probe overrides it");
+        args.add({"--threads"}, &o.threads, "N", "threads building (default: all)");
+        args.add({"--layer"}, &o.output_layer, "NAME",
+                 "the ranked layer (default: the first Output layer)");
+        if (!args.parse(argc, argv)) return 0;
+        if (model.empty()) {
+            throw Error(ErrorCategory::kUsage, "-n MODEL is required (the model file to index)");
+        }
+        if (out.empty()) {
+            throw Error(ErrorCategory::kUsage,
+                        "-o FILE is required (where to write the ANN index, e.g. model.ann)");
+        }
+        if (o.threads < 0) {
+            throw Error(ErrorCategory::kUsage,
+                        "--threads " + std::to_string(o.threads) + ": expected 0 (all) or more");
+        }
+        const AnnIndexReport r = build_ann_index(model, out, o);
+        std::printf(
+            "ann-index: %s, %llu items x %u units, %s%s in %.2f s; %llu bytes (%.1f per item), "
+            "fingerprint %016llx\n",
+            out.c_str(), static_cast<unsigned long long>(r.items), r.width, r.kind.c_str(),
+            r.kind == "hnsw"
+                ? (" (M " + std::to_string(r.links) + ", efSearch " + std::to_string(r.probe) + ")")
+                      .c_str()
+                : "",
+            r.seconds, static_cast<unsigned long long>(r.file_bytes),
+            r.items ? double(r.file_bytes) / double(r.items) : 0.0,
+            static_cast<unsigned long long>(r.fingerprint));
+        return 0;
+    });
+}
+
+}  // namespace sparsenet::cli
