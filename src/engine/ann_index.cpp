@@ -19,6 +19,7 @@
 #include <limits>
 #include <thread>
 
+#include "engine/output_screen.h"
 #include "sparsenet/error.h"
 #include "sparsenet/network.h"
 
@@ -543,45 +544,10 @@ AnnRanker::AnnRanker(const Network& network, int output, const AnnIndex* index)
 
 void AnnRanker::rank(Backend& be, const float* h, const std::vector<uint32_t>& candidates,
                      uint32_t k, Scratch& s, float* out_scores, uint32_t* out_ids) const {
-    // As OutputScreen::rank_approximated: the candidates' columns through the full path's ops.
-    const size_t c = candidates.size(), width = edge_.k;
-    s.gathered.resize(c * width);
-    if (edge_.transposed) {  // gemm(h, rows^T): rows [c, k]
-        for (size_t i = 0; i < c; ++i) {
-            std::copy_n(row(candidates[i]), width, s.gathered.begin() + i * width);
-        }
-    } else {  // gemm(h, columns): [k, c]
-        for (size_t i = 0; i < c; ++i) {
-            const float* r = row(candidates[i]);
-            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = r[q];
-        }
-    }
-    s.bias.resize(c);
-    s.scores.resize(std::max<size_t>(c, 1));
-    for (size_t i = 0; i < c; ++i) s.bias[i] = bias(candidates[i]);
-    s.top_scores.resize(k);
-    s.top_slots.resize(k);
-    if (c > 0) {
-        const MatrixView scores{s.scores.data(), 1, c, c};
-        const ConstMatrixView hv(h, 1, width, width);
-        if (edge_.transposed) {
-            be.gemm(false, true, 1.0f, hv, ConstMatrixView(s.gathered.data(), c, width, width),
-                    0.0f, scores);
-        } else {
-            be.gemm(false, false, 1.0f, hv, ConstMatrixView(s.gathered.data(), width, c, c), 0.0f,
-                    scores);
-        }
-        be.bias_activation_forward(edge_.activation, s.bias.data(), scores);
-        be.top_k(scores, nullptr, k, s.top_scores.data(), s.top_slots.data());
-    } else {
-        std::fill(s.top_scores.begin(), s.top_scores.end(),
-                  -std::numeric_limits<float>::infinity());
-        std::fill(s.top_slots.begin(), s.top_slots.end(), UINT32_MAX);
-    }
-    for (size_t i = 0; i < k; ++i) {
-        out_scores[i] = s.top_scores[i];
-        out_ids[i] = s.top_slots[i] == UINT32_MAX ? UINT32_MAX : candidates[s.top_slots[i]];
-    }
+    rank_candidates(
+        be, h, edge_.k, edge_.transposed, edge_.activation, candidates.data(), candidates.size(), k,
+        [this](uint32_t id) { return row(id); }, [this](uint32_t id) { return bias(id); }, s,
+        out_scores, out_ids);
 }
 
 void AnnRanker::rank_all(Backend& be, const float* h, const std::vector<uint32_t>& excluded,

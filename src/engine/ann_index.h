@@ -25,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "engine/network_scoring.h"
+#include "engine/output_screen.h"
 #include "sparsenet/ann_index.h"
 
 namespace sparsenet {
@@ -99,10 +100,7 @@ class AnnRanker {
     size_t width() const { return edge_.k; }
     size_t memory_bytes() const { return (rows_.size() + bias_.size()) * sizeof(float); }
 
-    struct Scratch {
-        std::vector<float> gathered, bias, scores, top_scores;
-        std::vector<uint32_t> top_slots;
-    };
+    using Scratch = CandidateScratch;  // output_screen.h
     // Top-k of `candidates` (distinct item ids) for source activations h: out_scores / out_ids
     // [k], best first, ties to the lower id when the candidates are sorted ascending; UINT32_MAX
     // past the candidates' end.

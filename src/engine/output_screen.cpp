@@ -267,6 +267,50 @@ void OutputScreen::approximate(const float* h, size_t rows, ScreenScratch& s, in
                  threads > 0 ? std::min(threads, threads_) : threads_);
 }
 
+void rank_candidates(Backend& be, const float* h, size_t width, bool transposed,
+                     const formulas::ActivationParams& activation, const uint32_t* candidates,
+                     size_t c, uint32_t k, const std::function<const float*(uint32_t)>& item_row,
+                     const std::function<float(uint32_t)>& bias_of, CandidateScratch& s,
+                     float* out_scores, uint32_t* out_ids) {
+    s.gathered.resize(c * width);
+    if (transposed) {  // gemm(h, rows^T): rows [c, width]
+        for (size_t i = 0; i < c; ++i) {
+            std::copy_n(item_row(candidates[i]), width, s.gathered.begin() + i * width);
+        }
+    } else {  // gemm(h, columns): [width, c]
+        for (size_t i = 0; i < c; ++i) {
+            const float* row = item_row(candidates[i]);
+            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = row[q];
+        }
+    }
+    s.bias.resize(c);
+    s.scores.resize(std::max<size_t>(c, 1));
+    for (size_t i = 0; i < c; ++i) s.bias[i] = bias_of(candidates[i]);
+    s.top_scores.resize(k);
+    s.top_slots.resize(k);
+    if (c > 0) {
+        const MatrixView scores{s.scores.data(), 1, c, c};
+        const ConstMatrixView hv(h, 1, width, width);
+        if (transposed) {
+            be.gemm(false, true, 1.0f, hv, ConstMatrixView(s.gathered.data(), c, width, width),
+                    0.0f, scores);
+        } else {
+            be.gemm(false, false, 1.0f, hv, ConstMatrixView(s.gathered.data(), width, c, c), 0.0f,
+                    scores);
+        }
+        be.bias_activation_forward(activation, s.bias.data(), scores);
+        be.top_k(scores, nullptr, k, s.top_scores.data(), s.top_slots.data());
+    } else {
+        std::fill(s.top_scores.begin(), s.top_scores.end(),
+                  -std::numeric_limits<float>::infinity());
+        std::fill(s.top_slots.begin(), s.top_slots.end(), UINT32_MAX);
+    }
+    for (size_t i = 0; i < k; ++i) {
+        out_scores[i] = s.top_scores[i];
+        out_ids[i] = s.top_slots[i] == UINT32_MAX ? UINT32_MAX : candidates[s.top_slots[i]];
+    }
+}
+
 ScreenResult OutputScreen::rank_approximated(Backend& be, const float* h, size_t row,
                                              const std::vector<uint32_t>& excluded, uint32_t k,
                                              ScreenScratch& s, float* out_scores,
@@ -320,45 +364,11 @@ ScreenResult OutputScreen::rank_approximated(Backend& be, const float* h, size_t
     result.candidates = c;
     if (c > std::max<size_t>(n_ / 16, 4 * size_t(k) + 64)) return result;
 
-    // The candidates through the full path's ops: their columns of the product, bias and
-    // activation, top_k (ties: lower position, which is the lower id).
-    s.gathered.resize(c * k_);
-    if (transposed_) {  // gemm(h, rows^T): rows [c, k]
-        for (size_t i = 0; i < c; ++i) {
-            std::copy_n(item_rows_ + size_t(s.candidates[i]) * k_, k_, s.gathered.begin() + i * k_);
-        }
-    } else {  // gemm(h, columns): [k, c]
-        for (size_t i = 0; i < c; ++i) {
-            const float* row = item_rows_ + size_t(s.candidates[i]) * k_;
-            for (size_t q = 0; q < k_; ++q) s.gathered[q * c + i] = row[q];
-        }
-    }
-    s.bias.resize(c);
-    s.scores.resize(std::max<size_t>(c, 1));
-    for (size_t i = 0; i < c; ++i) s.bias[i] = bias_[s.candidates[i]];
-    s.top_scores.resize(k);
-    s.top_slots.resize(k);
-    if (c > 0) {
-        const MatrixView scores{s.scores.data(), 1, c, c};
-        const ConstMatrixView hv(h, 1, k_, k_);
-        if (transposed_) {
-            be.gemm(false, true, 1.0f, hv, ConstMatrixView(s.gathered.data(), c, k_, k_), 0.0f,
-                    scores);
-        } else {
-            be.gemm(false, false, 1.0f, hv, ConstMatrixView(s.gathered.data(), k_, c, c), 0.0f,
-                    scores);
-        }
-        be.bias_activation_forward(activation_, s.bias.data(), scores);
-        be.top_k(scores, nullptr, k, s.top_scores.data(), s.top_slots.data());
-    } else {
-        std::fill(s.top_scores.begin(), s.top_scores.end(),
-                  -std::numeric_limits<float>::infinity());
-        std::fill(s.top_slots.begin(), s.top_slots.end(), UINT32_MAX);
-    }
-    for (size_t i = 0; i < k; ++i) {
-        out_scores[i] = s.top_scores[i];
-        out_ids[i] = s.top_slots[i] == UINT32_MAX ? UINT32_MAX : s.candidates[s.top_slots[i]];
-    }
+    // The candidates through the full path's ops (ties: lower position, which is the lower id).
+    rank_candidates(
+        be, h, k_, transposed_, activation_, s.candidates.data(), c, k,
+        [this](uint32_t id) { return item_rows_ + size_t(id) * k_; },
+        [this](uint32_t id) { return bias_[id]; }, s.ranked, out_scores, out_ids);
     result.ranked = true;
     return result;
 }

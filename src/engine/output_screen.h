@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,17 +22,35 @@ class Network;
 
 namespace engine {
 
+// The buffers of rank_candidates; they only grow.
+struct CandidateScratch {
+    std::vector<float> gathered;  // the candidates' fp32 weights
+    std::vector<float> bias;      // their biases
+    std::vector<float> scores;    // their exact activations
+    std::vector<float> top_scores;
+    std::vector<uint32_t> top_slots;
+};
+
+// The exact top k of c candidate items (distinct ids) for an output layer's source activations
+// h [width]: their weights (item_row(id): [width] floats) and biases gathered, then the full
+// path's own ops (gemm over the layout the layer's product reads, transposed or not,
+// bias_activation_forward, top_k), so each candidate's score has the bits of the full forward
+// pass. out_scores / out_ids [k], best first, ties to the lower position (the lower id when the
+// candidates are ascending); UINT32_MAX past the candidates' end. The fp16 screen's and the ANN
+// index's re-ranking.
+void rank_candidates(Backend& be, const float* h, size_t width, bool transposed,
+                     const formulas::ActivationParams& activation, const uint32_t* candidates,
+                     size_t c, uint32_t k, const std::function<const float*(uint32_t)>& item_row,
+                     const std::function<float(uint32_t)>& bias_of, CandidateScratch& s,
+                     float* out_scores, uint32_t* out_ids);
+
 // Per-call buffers (one per Recommender context); they only grow.
 struct ScreenScratch {
     std::vector<float> approx;  // approximate pre-activation of every item, per query [rows, n]
     std::vector<float> bound;   // its error bound
     std::vector<float> heap;    // the k largest lower bounds
     std::vector<uint32_t> candidates;
-    std::vector<float> gathered;  // the candidates' fp32 weights
-    std::vector<float> bias;      // their biases
-    std::vector<float> scores;    // their exact activations
-    std::vector<float> top_scores;
-    std::vector<uint32_t> top_slots;
+    CandidateScratch ranked;  // their exact ranking
 };
 
 struct ScreenResult {

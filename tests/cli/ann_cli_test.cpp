@@ -23,6 +23,7 @@
 #include "sparsenet/ann_index.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/recommender.h"
+#include "support/serve_process.h"
 #include "support/test_support.h"
 #include "test_configs.h"
 
@@ -40,87 +41,9 @@ int cli(const std::string& args, std::string* out) {
     return testing::run_command(std::string(SPARSENET_CLI_PATH) + " " + args, out);
 }
 
-Json::Value parse(const std::string& text) {
-    Json::CharReaderBuilder builder;
-    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
-    Json::Value v;
-    std::string errors;
-    if (!reader->parse(text.data(), text.data() + text.size(), &v, &errors)) {
-        ADD_FAILURE() << "not JSON: " << text << "\n" << errors;
-    }
-    return v;
-}
-
-std::string write(const Json::Value& v) {
-    Json::StreamWriterBuilder builder;
-    builder["indentation"] = "";
-    return Json::writeString(builder, v);
-}
-
-// A `sparsenet serve --port 0` child process (as serve_cli_test's), its log in a file.
-class Server {
-  public:
-    Server(const std::string& args, const std::string& log) : log_(log) {
-        const std::string exec =
-            std::string("exec ") + SPARSENET_CLI_PATH + " serve --port 0 " + args;
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0644);
-        posix_spawn_file_actions_adddup2(&actions, 1, 2);
-        const char* argv[] = {"/bin/sh", "-c", exec.c_str(), nullptr};
-        if (posix_spawn(&pid_, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv),
-                        environ) != 0) {
-            pid_ = -1;
-        }
-        posix_spawn_file_actions_destroy(&actions);
-    }
-    ~Server() {
-        if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-    }
-    std::string log() const {
-        std::ifstream in(log_);
-        std::stringstream s;
-        s << in.rdbuf();
-        return s.str();
-    }
-    int port() {
-        const std::string mark = "listening on http://127.0.0.1:";
-        const auto deadline = Clock::now() + std::chrono::seconds(60);
-        while (Clock::now() < deadline) {
-            const std::string text = log();
-            const size_t at = text.find(mark);
-            if (at != std::string::npos && text.find(' ', at + mark.size()) != std::string::npos)
-                return std::stoi(text.substr(at + mark.size()));
-            if (exited()) return 0;
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        return 0;
-    }
-    bool exited() {
-        if (pid_ <= 0) return true;
-        if (waitpid(pid_, &status_, WNOHANG) == pid_) {
-            pid_ = -1;
-            return true;
-        }
-        return false;
-    }
-    int wait_exit() {
-        const auto deadline = Clock::now() + std::chrono::seconds(120);
-        while (!exited() && Clock::now() < deadline)
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (pid_ > 0) return -1;
-        return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
-    }
-
-  private:
-    std::string log_;
-    pid_t pid_ = -1;
-    int status_ = 0;
-};
+using Server = testing::ServeProcess;
+using testing::parse_json;
+using testing::write_json;
 
 class AnnCli : public ::testing::Test {
   protected:
@@ -262,11 +185,11 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
             }
         }
         const Recommendations want = exact.recommend(items, o);
-        auto res = http.Post("/recommend", write(q), "application/json");
+        auto res = http.Post("/recommend", write_json(q), "application/json");
         ASSERT_TRUE(res) << server.log();
         ASSERT_EQ(res->status, 200) << res->body;
         ++singles;
-        const Json::Value got = parse(res->body);
+        const Json::Value got = parse_json(res->body);
         ASSERT_EQ(got["items"].size(), want.items.size()) << "user " << u << ": " << res->body;
         for (Json::ArrayIndex i = 0; i < got["items"].size(); ++i) {
             EXPECT_EQ(got["items"][i]["id"].asUInt(), want.items[i].id) << "user " << u;
@@ -276,10 +199,10 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
         batch.append(q);
         wanted.push_back(want);
     }
-    auto res = http.Post("/recommend/batch", write(batch), "application/json");
+    auto res = http.Post("/recommend/batch", write_json(batch), "application/json");
     ASSERT_TRUE(res) << server.log();
     ASSERT_EQ(res->status, 200) << res->body;
-    const Json::Value got = parse(res->body);
+    const Json::Value got = parse_json(res->body);
     ASSERT_EQ(got["results"].size(), wanted.size());
     for (Json::ArrayIndex u = 0; u < got["results"].size(); ++u) {
         ASSERT_EQ(got["results"][u]["items"].size(), wanted[u].items.size()) << "query " << u;
@@ -323,7 +246,7 @@ TEST_F(AnnCli, AReloadedModelMustMatchItsIndex) {
     EXPECT_NE(refused->body.find("served.ann: this ANN index was built from another model"),
               std::string::npos)
         << refused->body;
-    EXPECT_EQ(parse(refused->body)["model_version"].asUInt(), 1u) << refused->body;
+    EXPECT_EQ(parse_json(refused->body)["model_version"].asUInt(), 1u) << refused->body;
     auto q = http.Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
     ASSERT_TRUE(q);
     EXPECT_EQ(q->status, 200) << q->body;
@@ -333,7 +256,7 @@ TEST_F(AnnCli, AReloadedModelMustMatchItsIndex) {
     auto ok = http.Post("/reload", "", "application/json");
     ASSERT_TRUE(ok) << server.log();
     EXPECT_EQ(ok->status, 200) << ok->body;
-    EXPECT_EQ(parse(ok->body)["model_version"].asUInt(), 2u) << ok->body;
+    EXPECT_EQ(parse_json(ok->body)["model_version"].asUInt(), 2u) << ok->body;
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 
 #include "sparsenet/dataset.h"
 #include "sparsenet/recommender.h"
+#include "support/serve_process.h"
 #include "support/test_support.h"
 #include "test_configs.h"
 
@@ -49,104 +50,9 @@ int cli(const std::string& args, std::string* out) {
     return testing::run_command(std::string(SPARSENET_CLI_PATH) + " " + args, out);
 }
 
-Json::Value parse(const std::string& text) {
-    Json::CharReaderBuilder builder;
-    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
-    Json::Value v;
-    std::string errors;
-    if (!reader->parse(text.data(), text.data() + text.size(), &v, &errors)) {
-        ADD_FAILURE() << "not JSON: " << text << "\n" << errors;
-    }
-    return v;
-}
-
-std::string write(const Json::Value& v) {
-    Json::StreamWriterBuilder builder;
-    builder["indentation"] = "";
-    return Json::writeString(builder, v);
-}
-
-// A `sparsenet serve` child process: started with --port 0, its port read from its log.
-class Server {
-  public:
-    Server(const std::string& args, const std::string& log) : log_(log) {
-        const std::string command = std::string(SPARSENET_CLI_PATH) + " serve --port 0 " + args;
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0644);
-        posix_spawn_file_actions_adddup2(&actions, 1, 2);
-        // exec: the shell splits the arguments and becomes the server (its pid is ours).
-        const std::string exec = "exec " + command;
-        const char* argv[] = {"/bin/sh", "-c", exec.c_str(), nullptr};
-        const int rc = posix_spawn(&pid_, "/bin/sh", &actions, nullptr,
-                                   const_cast<char* const*>(argv), environ);
-        posix_spawn_file_actions_destroy(&actions);
-        if (rc != 0) {
-            ADD_FAILURE() << "posix_spawn failed: " << rc;
-            pid_ = -1;
-        }
-    }
-    ~Server() {
-        if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-    }
-
-    // Waits for "listening on http://127.0.0.1:PORT" in the log; 0 when the process ended or
-    // a minute passed.
-    int port() {
-        const auto deadline = Clock::now() + std::chrono::seconds(60);
-        while (Clock::now() < deadline) {
-            const std::string text = log();
-            const size_t at = text.find("listening on http://127.0.0.1:");
-            if (at != std::string::npos) {
-                const size_t start = at + std::strlen("listening on http://127.0.0.1:");
-                const size_t end = text.find(' ', start);
-                if (end != std::string::npos) return std::stoi(text.substr(start, end - start));
-            }
-            if (exited()) return 0;
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        return 0;
-    }
-
-    std::string log() const {
-        std::ifstream in(log_);
-        std::stringstream s;
-        s << in.rdbuf();
-        return s.str();
-    }
-
-    void signal(int sig) const { kill(pid_, sig); }
-
-    bool exited() {
-        if (pid_ <= 0) return true;
-        int status = 0;
-        if (waitpid(pid_, &status, WNOHANG) == pid_) {
-            status_ = status;
-            pid_ = -1;
-            return true;
-        }
-        return false;
-    }
-
-    // The exit code after waiting up to 2 minutes; -1 if it did not exit (or by a signal).
-    int wait_exit() {
-        const auto deadline = Clock::now() + std::chrono::seconds(120);
-        while (!exited() && Clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        if (pid_ > 0) return -1;
-        return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
-    }
-
-  private:
-    std::string log_;
-    pid_t pid_ = -1;
-    int status_ = 0;
-};
+using Server = testing::ServeProcess;
+using testing::parse_json;
+using testing::write_json;
 
 std::unique_ptr<httplib::Client> client(int port) {
     auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
@@ -359,13 +265,13 @@ class Serve : public ::testing::Test {
             return Json::Value();
         }
         EXPECT_EQ(res->status, expect_status) << path << " " << body << "\n" << res->body;
-        return parse(res->body);
+        return parse_json(res->body);
     }
 
     uint64_t model_version() {
         auto res = http_->Get("/health");
         if (!res || res->status != 200) return 0;
-        return parse(res->body)["model_version"].asUInt64();
+        return parse_json(res->body)["model_version"].asUInt64();
     }
 
     // The users' items (row r of data.nc's gl_input) as ids.
@@ -391,7 +297,7 @@ class Serve : public ::testing::Test {
     static void expect_same(const Json::Value& got, const Recommendations& want,
                             const std::string& what) {
         ASSERT_TRUE(got.isObject()) << what;
-        ASSERT_EQ(got["items"].size(), want.items.size()) << what << ": " << write(got);
+        ASSERT_EQ(got["items"].size(), want.items.size()) << what << ": " << write_json(got);
         for (Json::ArrayIndex i = 0; i < got["items"].size(); ++i) {
             const Json::Value& item = got["items"][i];
             EXPECT_EQ(item["id"].asUInt(), want.items[i].id) << what << " rank " << i;
@@ -449,7 +355,7 @@ TEST_F(Serve, AnswersEqualTheRecommenderAndPredict) {
     Json::Value batch(Json::arrayValue);
     std::vector<Query> queries;
     for (uint32_t u = 0; u < kUsers; ++u) {
-        const Json::Value got = post("/recommend", write(query_json(rows[u], 5)));
+        const Json::Value got = post("/recommend", write_json(query_json(rows[u], 5)));
         Query q;
         q.items.assign(rows[u].begin(), rows[u].end());
         q.options.k = 5;
@@ -469,9 +375,9 @@ TEST_F(Serve, AnswersEqualTheRecommenderAndPredict) {
         queries.push_back(q);
     }
     // The batch endpoint: one product for all users, equal to recommend_batch.
-    const Json::Value got = post("/recommend/batch", write(batch));
+    const Json::Value got = post("/recommend/batch", write_json(batch));
     const std::vector<Recommendations> want = r.recommend_batch(queries);
-    ASSERT_EQ(got["results"].size(), want.size()) << write(got).substr(0, 500);
+    ASSERT_EQ(got["results"].size(), want.size()) << write_json(got).substr(0, 500);
     for (size_t u = 0; u < want.size(); ++u) {
         expect_same(got["results"][Json::ArrayIndex(u)], want[u],
                     "batch user " + std::to_string(u));
@@ -543,13 +449,13 @@ TEST_F(Serve, GroupedConcurrentQueriesAnswerAsQueriesAlone) {
                 auto http = client(port_);
                 for (size_t i = 0; i < 40; ++i) {
                     const size_t u = (size_t(c) * 17 + i) % rows.size();
-                    auto res =
-                        http->Post("/recommend", write(query_json(rows[u], 7)), "application/json");
+                    auto res = http->Post("/recommend", write_json(query_json(rows[u], 7)),
+                                          "application/json");
                     if (!res || res->status != 200) {
                         ++failures[c];
                         continue;
                     }
-                    const Json::Value got = parse(res->body);
+                    const Json::Value got = parse_json(res->body);
                     bool same = got["items"].size() == want[u].items.size();
                     for (Json::ArrayIndex j = 0; same && j < got["items"].size(); ++j) {
                         same = got["items"][j]["id"].asUInt() == want[u].items[j].id &&
@@ -643,7 +549,7 @@ TEST_F(Serve, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) {
                          << server_->log();
         EXPECT_EQ(res->status, 400) << bad.path << " " << bad.body.substr(0, 80) << "\n"
                                     << res->body;
-        const Json::Value v = parse(res->body);
+        const Json::Value v = parse_json(res->body);
         ASSERT_TRUE(v.isObject() && v["error"].isString()) << res->body;
         EXPECT_NE(v["error"].asString().find(bad.mentions), std::string::npos)
             << bad.path << " " << bad.body.substr(0, 80) << "\nwanted '" << bad.mentions
@@ -655,7 +561,8 @@ TEST_F(Serve, BadRequestsGet400NamingTheFieldAndTheServerGoesOn) {
     auto res = http_->Get("/no-such-endpoint");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 404);
-    EXPECT_NE(parse(res->body)["error"].asString().find("/no-such-endpoint"), std::string::npos);
+    EXPECT_NE(parse_json(res->body)["error"].asString().find("/no-such-endpoint"),
+              std::string::npos);
     // Every refusal is counted.
     auto metrics = http_->Get("/metrics");
     ASSERT_TRUE(metrics);
@@ -709,9 +616,9 @@ TEST_F(Serve, ReloadUnderConcurrentTrafficLosesNoRequest) {
                     for (size_t j = 0; j < 3; ++j) {
                         batch.append(query_json(rows[(u + j) % rows.size()], 5));
                     }
-                    body = write(batch);
+                    body = write_json(batch);
                 } else {
-                    body = write(query_json(rows[u], 5));
+                    body = write_json(query_json(rows[u], 5));
                 }
                 auto res = http->Post(as_batch ? "/recommend/batch" : "/recommend", body,
                                       "application/json");
@@ -722,7 +629,7 @@ TEST_F(Serve, ReloadUnderConcurrentTrafficLosesNoRequest) {
                     continue;
                 }
                 ++answered;
-                const Json::Value v = parse(res->body);
+                const Json::Value v = parse_json(res->body);
                 for (size_t j = 0; j < (as_batch ? 3u : 1u); ++j) {
                     const Json::Value& one = as_batch ? v["results"][Json::ArrayIndex(j)] : v;
                     std::string ids;
@@ -774,7 +681,7 @@ TEST_F(Serve, ReloadUnderConcurrentTrafficLosesNoRequest) {
     ASSERT_EQ(model_version(), before + 1) << server_->log();
     for (size_t u = 0; u < rows.size(); u += 7) {
         std::string ids;
-        const Json::Value answer = post("/recommend", write(query_json(rows[u], 5)));
+        const Json::Value answer = post("/recommend", write_json(query_json(rows[u], 5)));
         for (const auto& x : answer["items"]) {
             ids += std::to_string(x["id"].asUInt()) + ",";
         }
@@ -802,10 +709,10 @@ TEST_F(Serve, ACorruptModelOnReloadIsRefusedAndTheOldOneKeepsServing) {
         std::filesystem::rename(served_ + ".tmp", served_);
         const Json::Value refused = post("/reload", "", 500);
         EXPECT_NE(refused["error"].asString().find("served.nc"), std::string::npos)
-            << write(refused);
+            << write_json(refused);
         EXPECT_NE(refused["error"].asString().find("still serving model version 1"),
                   std::string::npos)
-            << write(refused);
+            << write_json(refused);
         EXPECT_EQ(refused["model_version"].asUInt64(), 1u);
         EXPECT_EQ(model_version(), 1u);
         expect_same(post("/recommend", body), a.recommend(q.items, q.options), "after refusal");
@@ -883,7 +790,7 @@ TEST_F(Serve, AHalfClosedRequestIsAnswered) {
     query.half_close();
     const Raw::Response answer = query.read();
     EXPECT_EQ(answer.status, 200) << server_->log();
-    EXPECT_EQ(parse(answer.body)["items"].size(), 3u) << answer.body;
+    EXPECT_EQ(parse_json(answer.body)["items"].size(), 3u) << answer.body;
     EXPECT_TRUE(query.closed_within(30));
 
     Raw reload(port_);
@@ -891,7 +798,7 @@ TEST_F(Serve, AHalfClosedRequestIsAnswered) {
     reload.half_close();
     const Raw::Response reloaded = reload.read();
     EXPECT_EQ(reloaded.status, 200) << reloaded.body;
-    EXPECT_EQ(parse(reloaded.body)["model_version"].asUInt64(), 2u) << reloaded.body;
+    EXPECT_EQ(parse_json(reloaded.body)["model_version"].asUInt64(), 2u) << reloaded.body;
     server_->signal(SIGTERM);
     EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
 }
@@ -908,13 +815,13 @@ TEST_F(Serve, PipelinedRequestsAreEachAnsweredInOrder) {
     const Raw::Response first = raw.read(), second = raw.read(), third = raw.read(),
                         fourth = raw.read(), fifth = raw.read();
     EXPECT_EQ(first.status, 200);
-    EXPECT_EQ(parse(first.body)["items"].size(), 2u) << first.body;
+    EXPECT_EQ(parse_json(first.body)["items"].size(), 2u) << first.body;
     EXPECT_EQ(second.status, 200);
-    EXPECT_EQ(parse(second.body)["status"].asString(), "ready") << second.body;
+    EXPECT_EQ(parse_json(second.body)["status"].asString(), "ready") << second.body;
     EXPECT_EQ(third.status, 400);
     EXPECT_NE(third.body.find("invalid JSON at line 1, column 1"), std::string::npos) << third.body;
     EXPECT_EQ(fourth.status, 200);
-    EXPECT_EQ(parse(fourth.body)["results"][0]["items"].size(), 4u) << fourth.body;
+    EXPECT_EQ(parse_json(fourth.body)["results"][0]["items"].size(), 4u) << fourth.body;
     EXPECT_EQ(fifth.status, 200);
     EXPECT_EQ(fifth.header("connection"), "close");
     EXPECT_TRUE(raw.closed_within(30));
@@ -962,7 +869,7 @@ TEST_F(Serve, HttpRefusalsAreImmediateAndNameTheirCause) {
         const Raw::Response r = raw.read(60);
         const std::string what = c.request.substr(0, 60);
         EXPECT_EQ(r.status, c.status) << what << "\n" << r.body;
-        EXPECT_NE(parse(r.body)["error"].asString().find(c.mentions), std::string::npos)
+        EXPECT_NE(parse_json(r.body)["error"].asString().find(c.mentions), std::string::npos)
             << what << "\nwanted '" << c.mentions << "' in " << r.body;
         // Answered at once: the previous server held some of these for 30 s (a generous bound
         // for a loaded machine, far below that).

@@ -294,8 +294,7 @@ TEST_F(AnnIndexTest, AnIndexOfAnotherOrAStaleModelIsRefusedNamingTheFile) {
         FAIL() << "expected ann_index with bf16_weights_only to be refused";
     } catch (const Error& e) {
         EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-        EXPECT_NE(std::string(e.what()).find("exclude each other"), std::string::npos)
-            << e.what();
+        EXPECT_NE(std::string(e.what()).find("exclude each other"), std::string::npos) << e.what();
     }
 }
 
