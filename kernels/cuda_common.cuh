@@ -114,32 +114,32 @@ __device__ float block_max(float v, float* smem) {
     return m;
 }
 
-// Exclusive prefix sum over the block of one uint32 per thread, in thread order; *total (every
-// thread) gets the block's sum. smem: Threads / 32 + 1 values.
-template <int Threads>
-__device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t* smem, uint32_t* total) {
+// Exclusive prefix sum over the block of one value per thread (uint32_t or uint64_t), in thread
+// order; *total (every thread) gets the block's sum. smem: Threads / 32 + 1 values.
+template <int Threads, class T>
+__device__ T block_exclusive_scan(T v, T* smem, T* total) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    uint32_t incl = v;
+    T incl = v;
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
-        const uint32_t o = __shfl_up_sync(kFullMask, incl, off);
+        const T o = __shfl_up_sync(kFullMask, incl, off);
         if (lane >= off) incl += o;
     }
     if (lane == 31) smem[warp] = incl;
     __syncthreads();
     if (warp == 0) {
-        const uint32_t w = lane < Threads / 32 ? smem[lane] : 0u;
-        uint32_t wi = w;
+        const T w = lane < Threads / 32 ? smem[lane] : T(0);
+        T wi = w;
 #pragma unroll
         for (int off = 1; off < 32; off <<= 1) {
-            const uint32_t o = __shfl_up_sync(kFullMask, wi, off);
+            const T o = __shfl_up_sync(kFullMask, wi, off);
             if (lane >= off) wi += o;
         }
         if (lane < Threads / 32) smem[lane] = wi - w;  // exclusive warp offsets
         if (lane == Threads / 32 - 1) smem[Threads / 32] = wi;
     }
     __syncthreads();
-    const uint32_t result = smem[warp] + incl - v;
+    const T result = smem[warp] + incl - v;
     *total = smem[Threads / 32];
     __syncthreads();
     return result;

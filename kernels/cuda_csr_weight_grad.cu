@@ -32,25 +32,34 @@
 //  * capacity >= in: the input is no wider than the largest batch's entries, so the dense path
 //    below (flags over [in]) costs no more than the batch; it also handles a batch storing more
 //    than `in` entries without knowing how many on the host (tiles of rows bound the pairs).
-// Dense path steps (all enqueued on the backend's stream; the host never waits):
-//  1. mark_kernel (one block of 128 threads per batch row): touched[col] = 1 for kept entries.
-//  2. exclusive scan of touched over [in] (three kernels: tile totals, one-block scan of the
-//     totals, tile rescans) and compact_kernel: the touched columns in increasing order give
-//     grad.rows and a column -> compact index map; *count = min(U, capacity). U > capacity is
-//     reported (Error(kInternal) at the next synchronisation; the CPU throws at once) and only
-//     the first `capacity` rows are computed.
+// Dense path steps (all enqueued on the backend's stream; the host never waits). Kernels that
+// walk the batch's entries split each row into parts (entry_parts_shape: grid (rows, parts)), so
+// no block waits for the batch's longest row alone.
+//  1. count_columns_kernel: counts[col] = kept entries of column col (atomicAdd; order-free).
+//  2. one exclusive scan over [in] of (count > 0) << 32 | count (a single block up to 32,768
+//     columns, scan_shape): the high half numbers the touched columns, the low half places
+//     their entries. compact_kernel writes grad.rows (increasing), the column -> compact index
+//     map and *count = min(U, capacity); U > capacity is reported (Error(kInternal) at the next
+//     synchronisation; the CPU throws at once) and only the first `capacity` rows are computed.
+//     With one tile of rows (the usual case: dsstne-bench's 256 rows) it also writes each touched
+//     column's segment (start and length) from the scan, so the tile needs no pass of its own.
 //  3. Per tile of at most 1024 batch rows (more tiles only when the batch is larger, or when
 //     B * in would exceed kMaxPairs entries of scratch and capacity >= in):
-//     a. tile_count_kernel: entries per touched column (atomicAdd; counts are order-free);
-//     b. exclusive scan of the counts -> segment starts;
+//     a. (several tiles) tile_count_kernel: entries per touched column in the tile, then
+//        b. an exclusive scan of the counts -> segment starts;
 //     c. tile_fill_kernel: each kept entry writes (batch row, alpha * v * s) into its column's
 //        segment at an atomically claimed slot (the order inside a segment is not fixed yet);
 //     d. tile_sum_kernel: one block (256 threads) per touched column, grid-striding over the
 //        columns: the segment is loaded into shared memory and bitonic-sorted by batch row (rows
 //        are unique within a segment, CSR ids being strictly increasing), then each thread sums
-//        its output columns over the segment in increasing batch row. The first tile writes,
-//        later tiles add: the terms of every output element are added in increasing b, the CPU's
-//        order, whatever the scheduling: bit-identical on every run.
+//        its output columns over the segment in increasing batch row, the dz values of four rows
+//        loaded ahead (add_terms). The first tile writes, later tiles add: the terms of every
+//        output element are added in increasing b, the CPU's order, whatever the scheduling:
+//        bit-identical on every run.
+// A step of dsstne-bench (256 rows, 37,000 entries, 1,024 wide, fused update) is thus 1 memset
+// and 5 kernels (count, scan, compact, fill, sum) where it was 2 memsets and 12; the floor is
+// the sum's traffic: 37,000 dz rows of 4 KB from L2 (150 MB at several TB/s) and each touched
+// weight row read and written once (about 10,000 x 8 KB from memory): 40-50 us on an H100.
 // Scratch: sorted path O(B + capacity); dense path O(in) flags/maps plus the pair buffer (a tile
 // holds at most tile_rows * in entries). A caller breaking the capacity contract gets
 // kStatusPairOverflow instead of a buffer overrun.
@@ -68,14 +77,14 @@ namespace sparsenet::cuda {
 
 namespace {
 
-constexpr int kEntryThreads = 128;
 constexpr int kScanThreads = 256;
 constexpr int kScanItems = 8;
 static_assert(size_t(kScanThreads) * kScanItems == kScanTile, "scan_shape (launch_shapes.h)");
 constexpr int kScanTotalsThreads = 1024;
 constexpr int kSumThreads = 256;
-constexpr int kColsPerThread = 4;               // segment_sum_kernel: 1024 output columns per pass
-constexpr size_t kMaxTileRows = 1024;           // segment length bound for the in-block sort
+constexpr int kColsPerThread = 4;      // tile_sum, segment_sum: 1024 output columns per pass
+constexpr int kTermsInFlight = 4;      // batch rows whose dz values a thread loads before adding
+constexpr size_t kMaxTileRows = 1024;  // segment length bound for the in-block sort
 constexpr size_t kMaxPairs = size_t(16) << 20;  // pair scratch bound when capacity >= in
 
 __device__ __forceinline__ bool kept_entry(const SparseNoise& noise, uint64_t ex,
@@ -84,64 +93,120 @@ __device__ __forceinline__ bool kept_entry(const SparseNoise& noise, uint64_t ex
            formulas::keep_unit(noise.seed, ex, uint64_t(col_offset) + col, noise.p);
 }
 
+// This block's entries of batch row b: part blockIdx.y of gridDim.y (entry_parts_shape).
+__device__ __forceinline__ void block_entries(const CsrBatchView& x, size_t b, uint64_t* first,
+                                              uint64_t* begin, uint64_t* end) {
+    const uint64_t ex = example_of(x.batch, b);
+    *first = x.offsets[ex];
+    uint64_t lo = 0, hi = 0;
+    entry_part_range(x.offsets[ex + 1] - *first, blockIdx.y, gridDim.y, &lo, &hi);
+    *begin = *first + lo;
+    *end = *first + hi;
+}
+
+// counts[col] = kept entries of column col in the batch (atomics: counts are order-free).
 __global__ void __launch_bounds__(kEntryThreads)
-    mark_kernel(CsrBatchView x, SparseNoise noise, uint32_t* touched, DeviceStatus* status) {
+    count_columns_kernel(CsrBatchView x, SparseNoise noise, uint32_t* counts,
+                         DeviceStatus* status) {
     const uint64_t ex = example_of(x.batch, blockIdx.x);
-    const uint64_t end = x.offsets[ex + 1];
-    for (uint64_t e = x.offsets[ex] + threadIdx.x; e < end; e += kEntryThreads) {
+    uint64_t first = 0, begin = 0, end = 0;
+    block_entries(x, blockIdx.x, &first, &begin, &end);
+    for (uint64_t e = begin + threadIdx.x; e < end; e += kEntryThreads) {
         const uint32_t col = x.indices[e];
         if (!kept_entry(noise, ex, x.col_offset, col)) continue;
         if (col >= x.cols) {
             report(status, kStatusColumnOutOfRange, Op::kCsrWeightGrad, col, x.cols);
             continue;
         }
-        touched[col] = 1u;  // idempotent: racing writers store the same value
+        atomicAdd(counts + col, 1u);
     }
 }
 
-// ---- exclusive scan of n uint32 into out[0..n], out[n] = total ----
+// ---- exclusive scan of n values into out[0..n], out[n] = total (scan_shape) ----
+//
+// `Load` gives value i: the scanned array as is (PlainLoad), or a column's count packed with
+// its touched flag (CountLoad).
 
+struct PlainLoad {
+    const uint32_t* in;
+    __device__ uint32_t operator()(size_t i) const { return in[i]; }
+};
+// (count > 0) << 32 | count: one scan numbers the touched columns (high half) and places their
+// entries (low half). The low half does not carry: a batch in one tile stores at most
+// tile_rows * in <= kMaxPairs entries that the segments hold (more is a reported overflow).
+struct CountLoad {
+    const uint32_t* counts;
+    bool entries;  // false: the flags alone
+    __device__ uint64_t operator()(size_t i) const {
+        const uint32_t c = counts[i];
+        return (c != 0u ? uint64_t(1) << 32 : uint64_t(0)) | (entries ? c : 0u);
+    }
+};
+
+template <class T, class Load>
+__global__ void __launch_bounds__(kSingleBlockScanThreads)
+    scan_single_block_kernel(Load in, size_t n, T* out) {
+    __shared__ T smem[kSingleBlockScanThreads / 32 + 1];
+    const size_t per = (n + kSingleBlockScanThreads - 1) / kSingleBlockScanThreads;  // <= 32
+    const size_t base = size_t(threadIdx.x) * per;
+    const size_t stop = base + per < n ? base + per : n;
+    // The values are read twice (sum, then write) rather than held: 32 uint64 values a thread
+    // would spill at 1,024 threads (64 registers each); a second read hits L2.
+    T sum = 0;
+    for (size_t i = base; i < stop; ++i) sum += in(i);
+    T total = 0;
+    T running = block_exclusive_scan<kSingleBlockScanThreads>(sum, smem, &total);
+    for (size_t i = base; i < stop; ++i) {
+        const T v = in(i);
+        out[i] = running;
+        running += v;
+    }
+    if (threadIdx.x == 0) out[n] = total;
+}
+
+template <class T, class Load>
 __global__ void __launch_bounds__(kScanThreads)
-    scan_totals_kernel(const uint32_t* in, size_t n, uint32_t* block_totals) {
-    __shared__ uint32_t smem[kScanThreads / 32];
+    scan_totals_kernel(Load in, size_t n, T* block_totals) {
+    __shared__ T smem[kScanThreads / 32];
     const size_t base = size_t(blockIdx.x) * kScanTile + size_t(threadIdx.x) * kScanItems;
-    uint32_t sum = 0;
+    T sum = 0;
 #pragma unroll
     for (int i = 0; i < kScanItems; ++i)
-        if (base + i < n) sum += in[base + i];
+        if (base + i < n) sum += in(base + i);
     sum = block_sum<kScanThreads>(sum, smem);
     if (threadIdx.x == 0) block_totals[blockIdx.x] = sum;
 }
 
+template <class T>
 __global__ void __launch_bounds__(kScanTotalsThreads)
-    scan_block_totals_kernel(uint32_t* block_totals, size_t blocks, uint32_t* total_out) {
-    __shared__ uint32_t smem[kScanTotalsThreads / 32 + 1];
-    uint32_t carry = 0;
+    scan_block_totals_kernel(T* block_totals, size_t blocks, T* total_out) {
+    __shared__ T smem[kScanTotalsThreads / 32 + 1];
+    T carry = 0;
     for (size_t base = 0; base < blocks; base += kScanTotalsThreads) {
         const size_t i = base + threadIdx.x;
-        const uint32_t v = i < blocks ? block_totals[i] : 0u;
-        uint32_t chunk = 0;
-        const uint32_t excl = block_exclusive_scan<kScanTotalsThreads>(v, smem, &chunk);
+        const T v = i < blocks ? block_totals[i] : T(0);
+        T chunk = 0;
+        const T excl = block_exclusive_scan<kScanTotalsThreads>(v, smem, &chunk);
         if (i < blocks) block_totals[i] = carry + excl;
         carry += chunk;
     }
     if (threadIdx.x == 0) *total_out = carry;
 }
 
+template <class T, class Load>
 __global__ void __launch_bounds__(kScanThreads)
-    scan_apply_kernel(const uint32_t* in, size_t n, const uint32_t* block_offsets, uint32_t* out) {
-    __shared__ uint32_t smem[kScanThreads / 32 + 1];
+    scan_apply_kernel(Load in, size_t n, const T* block_offsets, T* out) {
+    __shared__ T smem[kScanThreads / 32 + 1];
     const size_t base = size_t(blockIdx.x) * kScanTile + size_t(threadIdx.x) * kScanItems;
-    uint32_t items[kScanItems];
-    uint32_t sum = 0;
+    T items[kScanItems];
+    T sum = 0;
 #pragma unroll
     for (int i = 0; i < kScanItems; ++i) {
-        items[i] = base + i < n ? in[base + i] : 0u;
+        items[i] = base + i < n ? in(base + i) : T(0);
         sum += items[i];
     }
-    uint32_t total = 0;
-    uint32_t running =
-        block_offsets[blockIdx.x] + block_exclusive_scan<kScanThreads>(sum, smem, &total);
+    T total = 0;
+    T running = block_offsets[blockIdx.x] + block_exclusive_scan<kScanThreads>(sum, smem, &total);
 #pragma unroll
     for (int i = 0; i < kScanItems; ++i) {
         if (base + i < n) out[base + i] = running;
@@ -149,48 +214,72 @@ __global__ void __launch_bounds__(kScanThreads)
     }
 }
 
-void exclusive_scan(const Context& ctx, const uint32_t* in, uint32_t* out, size_t n,
-                    ScratchBuffer& block_scratch) {
+template <class T, class Load>
+void scan_values(const Context& ctx, Load in, T* out, size_t n, ScratchBuffer& block_scratch) {
     if (n == 0) {
-        check_cuda(cudaMemsetAsync(out, 0, sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
+        check_cuda(cudaMemsetAsync(out, 0, sizeof(T), ctx.stream), "cudaMemsetAsync",
                    "clearing an empty scan");
+        return;
+    }
+    const Shape2d g = dims(scan_shape(n));
+    if (single_block_scan(n)) {
+        scan_single_block_kernel<T><<<g.grid, g.block, 0, ctx.stream>>>(in, n, out);
+        check_launch(ctx, "scan_single_block_kernel");
         return;
     }
     const size_t blocks = (n + kScanTile - 1) / kScanTile;
     if (blocks > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "scan: too many elements");
-    uint32_t* totals = block_scratch.get_as<uint32_t>(ctx, blocks, "csr_weight_grad scan totals");
-    const Shape2d g = dims(scan_shape(n));  // a block per tile of 2,048 values
-    scan_totals_kernel<<<g.grid, g.block, 0, ctx.stream>>>(in, n, totals);
+    T* totals = block_scratch.get_as<T>(ctx, blocks, "csr_weight_grad scan totals");
+    scan_totals_kernel<T><<<g.grid, g.block, 0, ctx.stream>>>(in, n, totals);
     check_launch(ctx, "scan_totals_kernel");
-    scan_block_totals_kernel<<<1, kScanTotalsThreads, 0, ctx.stream>>>(totals, blocks, out + n);
+    scan_block_totals_kernel<T><<<1, kScanTotalsThreads, 0, ctx.stream>>>(totals, blocks, out + n);
     check_launch(ctx, "scan_block_totals_kernel");
-    scan_apply_kernel<<<g.grid, g.block, 0, ctx.stream>>>(in, n, totals, out);
+    scan_apply_kernel<T><<<g.grid, g.block, 0, ctx.stream>>>(in, n, totals, out);
     check_launch(ctx, "scan_apply_kernel");
 }
 
-// ---- compaction of the touched columns ----
+void exclusive_scan(const Context& ctx, const uint32_t* in, uint32_t* out, size_t n,
+                    ScratchBuffer& block_scratch) {
+    scan_values<uint32_t>(ctx, PlainLoad{in}, out, n, block_scratch);
+}
 
-__global__ void compact_kernel(const uint32_t* touched, const uint32_t* pos, size_t in,
-                               size_t capacity, uint32_t* col_map, uint32_t* rows_out) {
-    for (size_t col = size_t(blockIdx.x) * blockDim.x + threadIdx.x; col < in;
-         col += size_t(gridDim.x) * blockDim.x) {
+// ---- compaction of the touched columns ----
+//
+// prefix[col] = (touched columns before col) << 32 | (their entries), prefix[in] the totals.
+// Writes grad.rows and col_map; with one tile (seg_start != nullptr) also each touched column's
+// segment (start, count) for tile_fill, so the tile needs no count pass and no scan of its own.
+// Thread 0 writes *count = min(U, capacity) (U > capacity is reported).
+__global__ void compact_kernel(const uint64_t* prefix, const uint32_t* counts, size_t in,
+                               size_t capacity, uint32_t* col_map, uint32_t* rows_out,
+                               uint32_t* seg_start, uint32_t* seg_count, uint32_t* count,
+                               DeviceStatus* status) {
+    const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (first == 0) {
+        const uint64_t total = prefix[in];
+        const uint32_t u = uint32_t(total >> 32);
+        if (u > capacity) report(status, kStatusGradCapacity, Op::kCsrWeightGrad, u, capacity);
+        *count = u < capacity ? u : uint32_t(capacity);
+        if (seg_start != nullptr && u <= capacity) seg_start[u] = uint32_t(total);
+    }
+    for (size_t col = first; col < in; col += size_t(gridDim.x) * blockDim.x) {
         uint32_t slot = kNone;
-        if (touched[col] != 0u) {
-            const uint32_t i = pos[col];
+        const uint32_t c = counts[col];
+        if (c != 0u) {
+            const uint64_t p = prefix[col];
+            const uint32_t i = uint32_t(p >> 32);
             if (i < capacity) {
                 rows_out[i] = uint32_t(col);
                 slot = i;
+                if (seg_start != nullptr) {
+                    seg_start[i] = uint32_t(p);
+                    seg_count[i] = c;
+                }
+            } else if (i == capacity && seg_start != nullptr) {
+                seg_start[i] = uint32_t(p);  // the end of the last segment kept
             }
         }
         col_map[col] = slot;
     }
-}
-
-__global__ void finish_count_kernel(const uint32_t* total, size_t capacity, uint32_t* count,
-                                    DeviceStatus* status) {
-    const uint32_t u = *total;
-    if (u > capacity) report(status, kStatusGradCapacity, Op::kCsrWeightGrad, u, capacity);
-    *count = u < capacity ? u : uint32_t(capacity);
 }
 
 // ---- per tile ----
@@ -198,9 +287,11 @@ __global__ void finish_count_kernel(const uint32_t* total, size_t capacity, uint
 __global__ void __launch_bounds__(kEntryThreads)
     tile_count_kernel(CsrBatchView x, SparseNoise noise, const uint32_t* col_map,
                       uint32_t* seg_count, size_t b0) {
-    const uint64_t ex = example_of(x.batch, b0 + blockIdx.x);
-    const uint64_t end = x.offsets[ex + 1];
-    for (uint64_t e = x.offsets[ex] + threadIdx.x; e < end; e += kEntryThreads) {
+    const size_t b = b0 + blockIdx.x;
+    const uint64_t ex = example_of(x.batch, b);
+    uint64_t first = 0, begin = 0, end = 0;
+    block_entries(x, b, &first, &begin, &end);
+    for (uint64_t e = begin + threadIdx.x; e < end; e += kEntryThreads) {
         const uint32_t col = x.indices[e];
         if (col >= x.cols || !kept_entry(noise, ex, x.col_offset, col)) continue;
         const uint32_t i = col_map[col];
@@ -215,9 +306,10 @@ __global__ void __launch_bounds__(kEntryThreads)
                      DeviceStatus* status) {
     const size_t b = b0 + blockIdx.x;
     const uint64_t ex = example_of(x.batch, b);
-    const uint64_t end = x.offsets[ex + 1];
+    uint64_t first = 0, begin = 0, end = 0;
+    block_entries(x, b, &first, &begin, &end);
     const bool noisy = noise.p > 0.0f;
-    for (uint64_t e = x.offsets[ex] + threadIdx.x; e < end; e += kEntryThreads) {
+    for (uint64_t e = begin + threadIdx.x; e < end; e += kEntryThreads) {
         const uint32_t col = x.indices[e];
         if (col >= x.cols || !kept_entry(noise, ex, x.col_offset, col)) continue;
         const uint32_t i = col_map[col];
@@ -226,12 +318,69 @@ __global__ void __launch_bounds__(kEntryThreads)
         const uint32_t slot = atomicSub(seg_count + i, 1u) - 1u;
         const size_t pos = size_t(seg_start[i]) + slot;
         if (pos >= pairs) {
-            report(status, kStatusPairOverflow, Op::kCsrWeightGrad, seg_start[slots], pairs);
+            report(status, kStatusPairOverflow, Op::kCsrWeightGrad, pos, pairs);
             continue;
         }
         const float v = csr_value(x, e);
         pair_row[pos] = uint32_t(b);
         pair_coef[pos] = alpha * (noisy ? v * s : v);
+    }
+}
+
+// acc[k] (column c0 + threadIdx.x + k * kSumThreads) += coef[j] * dz[row[j], column] for
+// j = 0 .. m-1 in increasing j, one FMA per term: the order and rounding of the one-term loop.
+// The dz values of kTermsInFlight rows are loaded before they are added, so each thread has up
+// to 16 loads in flight instead of one. Why: a popular column's block added up to 256 terms,
+// each waiting for its load (an L2 round trip) before the next was issued: the step waited for
+// that block (tile_sum_kernel 176-278 us per step in the 2026-11-28 H100 profile of dsstne-bench,
+// for a few microseconds of arithmetic).
+__device__ __forceinline__ void add_terms(float (&acc)[kColsPerThread], const uint32_t* row,
+                                          const float* coef, size_t m, ConstMatrixView dz,
+                                          size_t c0) {
+    const size_t n = dz.cols;
+    size_t j = 0;
+    for (; j + kTermsInFlight <= m; j += kTermsInFlight) {
+        float d[kTermsInFlight][kColsPerThread];
+#pragma unroll
+        for (int u = 0; u < kTermsInFlight; ++u) {
+            const float* dzr = dz.data + size_t(row[j + u]) * dz.ld;
+#pragma unroll
+            for (int k = 0; k < kColsPerThread; ++k) {
+                const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
+                d[u][k] = c < n ? dzr[c] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kTermsInFlight; ++u) {
+            const float cf = coef[j + u];
+#pragma unroll
+            for (int k = 0; k < kColsPerThread; ++k) acc[k] = fmaf(cf, d[u][k], acc[k]);
+        }
+    }
+    for (; j < m; ++j) {
+        const float* dzr = dz.data + size_t(row[j]) * dz.ld;
+        const float cf = coef[j];
+#pragma unroll
+        for (int k = 0; k < kColsPerThread; ++k) {
+            const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
+            acc[k] = fmaf(cf, c < n ? dzr[c] : 0.0f, acc[k]);
+        }
+    }
+}
+
+// out or the row update for the columns of add_terms' pass c0.
+__device__ __forceinline__ void store_terms(const float (&acc)[kColsPerThread], float* out,
+                                            size_t n, size_t c0, const RowUpdate& update,
+                                            const TouchedRow& tr) {
+#pragma unroll
+    for (int k = 0; k < kColsPerThread; ++k) {
+        const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
+        if (c >= n) continue;
+        if (update.active) {
+            row_update_element(update, tr.row, c, acc[k], tr.skipped, tr.cu);
+        } else {
+            out[c] = acc[k];
+        }
     }
 }
 
@@ -284,15 +433,15 @@ __global__ void __launch_bounds__(kSumThreads)
             }
         }
         float* out = grad.values + i * n;
-        for (size_t c = threadIdx.x; c < n; c += kSumThreads) {
-            float acc = first_tile ? 0.0f : out[c];
-            for (size_t j = 0; j < len; ++j)
-                acc += s_coef[j] * dz.data[size_t(s_row[j]) * dz.ld + c];
-            if (update.active) {
-                row_update_element(update, tr.row, c, acc, tr.skipped, tr.cu);
-            } else {
-                out[c] = acc;
+        for (size_t c0 = 0; c0 < n; c0 += size_t(kSumThreads) * kColsPerThread) {
+            float acc[kColsPerThread];
+#pragma unroll
+            for (int k = 0; k < kColsPerThread; ++k) {
+                const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
+                acc[k] = first_tile || c >= n ? 0.0f : out[c];
             }
+            add_terms(acc, s_row, s_coef, len, dz, c0);
+            store_terms(acc, out, n, c0, update, tr);
         }
         __syncthreads();  // shared memory is reused by the next column; the clock was read
         if (update.active) row_update_done(update, tr.row);
@@ -329,10 +478,11 @@ __global__ void __launch_bounds__(kEntryThreads)
                      size_t slots, DeviceStatus* status) {
     const size_t b = blockIdx.x;
     const uint64_t ex = example_of(x.batch, b);
-    const uint64_t first = x.offsets[ex], end = x.offsets[ex + 1];
+    uint64_t first = 0, begin = 0, end = 0;
+    block_entries(x, b, &first, &begin, &end);
     const bool noisy = noise.p > 0.0f;
     const uint32_t none = x.cols;  // sorts after every column id
-    for (uint64_t e = first + threadIdx.x; e < end; e += kEntryThreads) {
+    for (uint64_t e = begin + threadIdx.x; e < end; e += kEntryThreads) {
         const size_t slot = size_t(row_start[b]) + size_t(e - first);
         if (slot >= slots) {
             report(status, kStatusPairOverflow, Op::kCsrWeightGrad, row_start[rows], slots);
@@ -410,26 +560,10 @@ __global__ void __launch_bounds__(kSumThreads)
                 }
                 __syncthreads();
                 const size_t m = stop - base < size_t(kSumThreads) ? stop - base : kSumThreads;
-                for (size_t t = 0; t < m; ++t) {
-                    const float* dzr = dz.data + size_t(s_row[t]) * dz.ld;
-#pragma unroll
-                    for (int k = 0; k < kColsPerThread; ++k) {
-                        const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
-                        if (c < n) acc[k] += s_coef[t] * dzr[c];
-                    }
-                }
+                add_terms(acc, s_row, s_coef, m, dz, c0);
                 __syncthreads();
             }
-#pragma unroll
-            for (int k = 0; k < kColsPerThread; ++k) {
-                const size_t c = c0 + threadIdx.x + size_t(k) * kSumThreads;
-                if (c >= n) continue;
-                if (update.active) {
-                    row_update_element(update, tr.row, c, acc[k], tr.skipped, tr.cu);
-                } else {
-                    out[c] = acc[k];
-                }
-            }
+            store_terms(acc, out, n, c0, update, tr);
         }
         if (update.active) {
             __syncthreads();  // every thread read the clock
@@ -468,7 +602,7 @@ void launch_sorted(const Context& ctx, const CsrBatchView& x, SparseNoise noise,
     exclusive_scan(ctx, row_len, row_start, rows, s.scan_block);
     fill_keys_kernel<<<per_slot.grid, per_slot.block, 0, ctx.stream>>>(keys, slots, none);
     check_launch(ctx, "fill_keys_kernel");
-    const Shape2d entries = dims(row_blocks_shape(rows, kEntryThreads));  // a block per batch row
+    const Shape2d entries = dims(entry_parts_shape(rows, entry_parts(rows, ctx.sm_count)));
     pair_fill_kernel<<<entries.grid, entries.block, 0, ctx.stream>>>(
         x, noise, ns, alpha, row_start, rows, keys, pairs, slots, ctx.status);
     check_launch(ctx, "pair_fill_kernel");
@@ -552,48 +686,61 @@ void launch_csr_weight_grad(const Context& ctx, const CsrBatchView& x, SparseNoi
     const bool noisy = noise.p > 0.0f;
     const float ns = noisy ? 1.0f / (1.0f - noise.p) : 1.0f;
     const size_t in1 = in > 0 ? in : 1;
-    uint32_t* touched = s.touched.get_as<uint32_t>(ctx, in1, "csr_weight_grad touched flags");
-    uint32_t* pos = s.positions.get_as<uint32_t>(ctx, in + 1, "csr_weight_grad column positions");
+    const size_t slots = std::min(grad.capacity, in);  // bound on the touched columns kept
+    // One tile of rows (dsstne-bench: 256 rows <= 615): the batch's column counts are the tile's,
+    // so the compaction also lays out the tile's segments.
+    const bool one_tile = rows <= plan.tile_rows;
+    const bool segments = one_tile && n > 0 && slots > 0;
+    uint32_t* counts = s.touched.get_as<uint32_t>(ctx, in1, "csr_weight_grad column counts");
+    uint64_t* prefix = s.positions.get_as<uint64_t>(ctx, in + 1, "csr_weight_grad column prefix");
     uint32_t* col_map = s.col_map.get_as<uint32_t>(ctx, in1, "csr_weight_grad column map");
-    check_cuda(cudaMemsetAsync(touched, 0, in1 * sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
-               "clearing the csr_weight_grad touched flags");
+    uint32_t* seg_count =
+        slots > 0 ? s.seg_count.get_as<uint32_t>(ctx, slots, "csr_weight_grad counts") : nullptr;
+    uint32_t* seg_start =
+        slots > 0 ? s.seg_start.get_as<uint32_t>(ctx, slots + 1, "csr_weight_grad starts")
+                  : nullptr;
+    check_cuda(cudaMemsetAsync(counts, 0, in1 * sizeof(uint32_t), ctx.stream), "cudaMemsetAsync",
+               "clearing the csr_weight_grad column counts");
 
-    // 1-2: touched columns, sorted, and their compact indices.
-    const Shape2d entries = dims(row_blocks_shape(rows, kEntryThreads));  // a block per batch row
-    mark_kernel<<<entries.grid, entries.block, 0, ctx.stream>>>(x, noise, touched, ctx.status);
-    check_launch(ctx, "mark_kernel");
-    exclusive_scan(ctx, touched, pos, in, s.scan_block);
+    // 1-2: the touched columns, sorted, their compact indices (and with one tile their segments).
+    const int parts = entry_parts(rows, ctx.sm_count);
+    const Shape2d entries = dims(entry_parts_shape(rows, parts));
+    count_columns_kernel<<<entries.grid, entries.block, 0, ctx.stream>>>(x, noise, counts,
+                                                                         ctx.status);
+    check_launch(ctx, "count_columns_kernel");
+    // Several tiles: only the flags are scanned (the batch's entries could carry into them).
+    scan_values<uint64_t>(ctx, CountLoad{counts, one_tile}, prefix, in, s.scan_block);
     if (in > 0) {
         const Shape2d per_input = grid_for(ctx, in, 256, 256, 32);
         compact_kernel<<<per_input.grid, per_input.block, 0, ctx.stream>>>(
-            touched, pos, in, grad.capacity, col_map, grad.rows);
+            prefix, counts, in, grad.capacity, col_map, grad.rows, segments ? seg_start : nullptr,
+            segments ? seg_count : nullptr, grad.count, ctx.status);
         check_launch(ctx, "compact_kernel");
     }
-    finish_count_kernel<<<1, 1, 0, ctx.stream>>>(pos + in, grad.capacity, grad.count, ctx.status);
-    check_launch(ctx, "finish_count_kernel");
-
-    const size_t slots = std::min(grad.capacity, in);  // bound on the touched columns kept
     if (n == 0 || slots == 0) return;
 
     // 3: tiles of batch rows (capacity >= in here: the sorted path takes capacity < in).
     const size_t tile_rows = plan.tile_rows;
     const size_t pairs = plan.pairs;
-    uint32_t* seg_count = s.seg_count.get_as<uint32_t>(ctx, slots, "csr_weight_grad counts");
-    uint32_t* seg_start = s.seg_start.get_as<uint32_t>(ctx, slots + 1, "csr_weight_grad starts");
     uint32_t* pair_row = s.pair_row.get_as<uint32_t>(ctx, pairs, "csr_weight_grad pair rows");
     float* pair_coef = s.pair_coef.get_as<float>(ctx, pairs, "csr_weight_grad pair coefficients");
-    check_cuda(cudaMemsetAsync(seg_count, 0, slots * sizeof(uint32_t), ctx.stream),
-               "cudaMemsetAsync", "clearing the csr_weight_grad counts");
+    if (!one_tile) {
+        check_cuda(cudaMemsetAsync(seg_count, 0, slots * sizeof(uint32_t), ctx.stream),
+                   "cudaMemsetAsync", "clearing the csr_weight_grad counts");
+    }
     const Shape2d per_column = grid_for(ctx, slots, 1, kSumThreads, 8);  // a column per block
-    if (update.active && rows > tile_rows) {
+    if (update.active && !one_tile) {
         throw Error(ErrorCategory::kInternal, "sparse_step: fused over several tiles of rows");
     }
     for (size_t b0 = 0; b0 < rows; b0 += tile_rows) {
-        const Shape2d tile = dims(row_blocks_shape(std::min(tile_rows, rows - b0), kEntryThreads));
-        tile_count_kernel<<<tile.grid, tile.block, 0, ctx.stream>>>(x, noise, col_map, seg_count,
-                                                                    b0);
-        check_launch(ctx, "tile_count_kernel");
-        exclusive_scan(ctx, seg_count, seg_start, slots, s.scan_block);
+        const Shape2d tile =
+            dims(entry_parts_shape(std::min(tile_rows, rows - b0), parts));  // (rows, parts)
+        if (!one_tile) {
+            tile_count_kernel<<<tile.grid, tile.block, 0, ctx.stream>>>(x, noise, col_map,
+                                                                        seg_count, b0);
+            check_launch(ctx, "tile_count_kernel");
+            exclusive_scan(ctx, seg_count, seg_start, slots, s.scan_block);
+        }
         tile_fill_kernel<<<tile.grid, tile.block, 0, ctx.stream>>>(
             x, noise, ns, alpha, col_map, seg_count, seg_start, slots, pair_row, pair_coef, pairs,
             b0, ctx.status);

@@ -15,6 +15,13 @@
 #include <cstdint>
 #include <cstdlib>
 
+// Functions the kernels call too (plain inline in a C++ translation unit).
+#if defined(__CUDACC__)
+#define SPARSENET_LS_HD __host__ __device__ inline
+#else
+#define SPARSENET_LS_HD inline
+#endif
+
 namespace sparsenet::cuda {
 
 // dim3 without the CUDA headers (cuda_common.cuh converts).
@@ -84,8 +91,7 @@ inline LaunchShape grid_stride_shape(size_t items, size_t items_per_block, unsig
 // A row's work is a chain (a block reduction, a walk of the row's sorted targets or entries), so
 // a row is not split: B blocks. Callers: softmax_forward (1,024 threads), output_delta (1,024),
 // row_max, exp_rows, row_sum_squares, normalize_rows (256), top_k's select_kernel (512) and
-// exclusion_bits (128), csr_weight_grad's mark, tile_count, tile_fill, pair_fill (128),
-// csr_matmul's slices at parts = 1 (see csr_matmul_shape).
+// exclusion_bits (128), csr_matmul's slices at parts = 1 (see csr_matmul_shape).
 // The rule holds from B = 2 * sm_count rows (264 on an H100); output_delta at batch 256 is the
 // named exception (tests/backend/launch_shapes_test.cpp).
 inline LaunchShape row_blocks_shape(size_t rows, unsigned threads) {
@@ -93,6 +99,43 @@ inline LaunchShape row_blocks_shape(size_t rows, unsigned threads) {
     s.grid = {unsigned(rows > 0 ? rows : 1), 1, 1};
     s.block = {threads, 1, 1};
     return s;
+}
+
+// ---- a batch's entries, a row's in parts (csr_weight_grad's column counts, tile_count,
+// tile_fill and pair_fill; kernels/cuda_csr_weight_grad.cu) ----
+//
+// entry_parts_shape: grid (rows, parts), blocks of 128 threads; block (b, p) walks part p of
+// batch row b's entries (entry_part_range). Work per entry is order-free (an atomic count, a
+// claimed slot, a slot fixed by the entry's position), so a row may be split.
+// Why: one block per row made the step wait for the batch's longest row, a chain of dependent
+// loads and atomics 128 entries at a time: mark 6.7-29 us, tile_count 8-39, tile_fill 11-60 per
+// step in the H100 profile of dsstne-bench (2026-11-28, the spread following the batch), where
+// the batch's 37,000 entries are a few microseconds of work. `parts`: the least power of two, up
+// to 16, giving rows * parts >= 8 blocks per SM; a part covers at least 32 entries, so short
+// rows keep one busy block and the rest exit at once.
+constexpr unsigned kEntryThreads = 128;
+constexpr int kMaxEntryParts = 16;
+inline int entry_parts(size_t rows, int sm_count) {
+    const size_t want = 8 * size_t(sm_count > 0 ? sm_count : 1);
+    int parts = 1;
+    while (parts < kMaxEntryParts && rows * size_t(parts) < want) parts *= 2;
+    return parts;
+}
+inline LaunchShape entry_parts_shape(size_t rows, int parts) {
+    LaunchShape s;
+    s.grid = {unsigned(rows > 0 ? rows : 1), unsigned(parts > 0 ? parts : 1), 1};
+    s.block = {kEntryThreads, 1, 1};
+    return s;
+}
+// Part `part` of `parts` of a row of `length` entries: [*begin, *end) relative to the row's
+// first entry; parts of 32-entry multiples (a warp's aligned loads), the last ones may be empty.
+SPARSENET_LS_HD void entry_part_range(uint64_t length, unsigned part, unsigned parts,
+                                      uint64_t* begin, uint64_t* end) {
+    uint64_t per = (length + parts - 1) / parts;
+    per = (per + 31) / 32 * 32;
+    const uint64_t b = per * part, e = b + per;
+    *begin = b < length ? b : length;
+    *end = e < length ? e : length;
 }
 
 // ---- column reductions (column_sum, activation_backward_column_sum, sparseness_penalty,
@@ -174,14 +217,27 @@ inline LaunchShape row_segments_shape(size_t rows, size_t cols) {
 
 // ---- exclusive scans (csr_weight_grad, kernels/cuda_csr_weight_grad.cu) ----
 //
-// scan_totals_kernel and scan_apply_kernel: one block of 256 threads per tile of 2,048 values
-// (8 per thread, kept in registers between the load and the scan): ceil(n / 2,048) blocks. The
-// scans of a step run over the input width (27,278 for ML-20M: 14 blocks) or the batch (256):
-// under the rule's 256K elements at every shape of the test.
+// Up to kSingleBlockScan values (32,768): one block of 1,024 threads, ceil(n / 1,024) values a
+// thread (at most 32, in registers): one launch. Above: scan_totals_kernel and scan_apply_kernel
+// with one block of 256 threads per tile of 2,048 values (8 per thread) and one block scanning
+// the tiles' totals between them: three launches.
+// Why: the scans of a step run over the input width (27,278 for ML-20M) or the batch (256); in
+// the H100 profile the three-launch scan took 12 us of a step's 303 us of input gradient, twice
+// per step, almost all of it launch and drain (each kernel moves about 100 KB).
 constexpr size_t kScanTile = 2048;
+constexpr unsigned kSingleBlockScanThreads = 1024;
+constexpr size_t kSingleBlockScanItems = 32;
+constexpr size_t kSingleBlockScan = kSingleBlockScanThreads * kSingleBlockScanItems;
+inline bool single_block_scan(size_t n) {
+    return n <= kSingleBlockScan;
+}
 inline LaunchShape scan_shape(size_t n) {
     LaunchShape s;
-    s.grid = {unsigned(n > 0 ? ceil_div(n, kScanTile) : 1), 1, 1};
+    if (single_block_scan(n)) {
+        s.block = {kSingleBlockScanThreads, 1, 1};
+        return s;
+    }
+    s.grid = {unsigned(ceil_div(n, kScanTile)), 1, 1};
     s.block = {256, 1, 1};
     return s;
 }

@@ -318,6 +318,9 @@ TEST_F(CudaParity, CsrWeightGradOverGrid) {
     // B * in above the pair budget (several tiles of rows).
     run_weight_grad(cpu_, dev(), {300, 3000, 65, RowShape::kPowerLaw, true, true, 0.2f, false, 7});
     run_weight_grad(cpu_, dev(), {1000, 20000, 33, RowShape::kUniform, false, true, 0.0f, true, 8});
+    // One tile with long rows (split in parts by entry_parts_shape) and a layer wider than one
+    // pass of tile_sum's columns (1,024).
+    run_weight_grad(cpu_, dev(), {64, 3000, 1100, RowShape::kPowerLaw, true, true, 0.2f, true, 9});
 }
 
 TEST_F(CudaParity, CsrWeightGradCapacityTooSmallIsReported) {

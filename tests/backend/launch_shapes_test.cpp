@@ -11,6 +11,7 @@
 // tests on a GPU (CudaParity.*); this test needs none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -112,13 +113,12 @@ std::vector<Launch> training_step(const Net& net) {
                             "hidden" + std::to_string(l) + " backward");
     // The sparse input layer's weight gradient and step (one op: sparse_step).
     const size_t n1 = net.widths[1];
-    if (net.capacity >= in) {  // dense path: flags over the input width, tiles of batch rows
-        add(out, "mark_kernel", "input gradient", entries, row_blocks_shape(B, 128));
-        add(out, "scan_totals_kernel", "input gradient", in, scan_shape(in));
-        add(out, "scan_apply_kernel", "input gradient", in, scan_shape(in));
+    const int parts = entry_parts(B, kSms);  // a row's entries in parts (entry_parts_shape)
+    if (net.capacity >= in) {  // dense path: counts over the input width, one tile of rows
+        add(out, "count_columns_kernel", "input gradient", entries, entry_parts_shape(B, parts));
+        add(out, "scan_single_block_kernel", "input gradient", in, scan_shape(in));
         add(out, "compact_kernel", "input gradient", in, grid_stride_shape(in, 256, 256, 32, kSms));
-        add(out, "tile_count_kernel", "input gradient", entries, row_blocks_shape(B, 128));
-        add(out, "tile_fill_kernel", "input gradient", entries, row_blocks_shape(B, 128));
+        add(out, "tile_fill_kernel", "input gradient", entries, entry_parts_shape(B, parts));
         add(out, "tile_sum_kernel", "input gradient and step", uint64_t(entries) * n1,
             grid_stride_shape(in, 1, 256, 8, kSms));
     } else {  // sorted path: everything proportional to the batch's entries
@@ -127,7 +127,7 @@ std::vector<Launch> training_step(const Net& net) {
             grid_stride_shape(B, 256, 256, 32, kSms));
         add(out, "fill_keys_kernel", "input gradient", slots,
             grid_stride_shape(slots, 256, 256, 32, kSms));
-        add(out, "pair_fill_kernel", "input gradient", entries, row_blocks_shape(B, 128));
+        add(out, "pair_fill_kernel", "input gradient", entries, entry_parts_shape(B, parts));
         add(out, "head_kernel", "input gradient", slots,
             grid_stride_shape(slots, 256, 256, 32, kSms));
         add(out, "compact_heads_kernel", "input gradient", slots,
@@ -315,6 +315,50 @@ TEST(LaunchShapes, CsrMatmulShapes) {
     // A 64-wide layer: groups of 32 lanes, 4 rows per block of 128 threads.
     EXPECT_EQ(csr_matmul_shape(256, 64, 1).grid.x, 64u);
     EXPECT_EQ(csr_matmul_parts(256, 2, kSms, "1"), 1);  // SPARSENET_CSR_MATMUL_PARTS
+}
+
+// csr_weight_grad's entry kernels split each batch row into parts, so the batch's longest row
+// does not hold the step: at dsstne-bench's 256 rows, 8 parts (2,048 blocks, 8 per SM of 132);
+// the parts of a row cover it exactly, in order, in 32-entry multiples, for row lengths from 0 to
+// the longest user of ML-20M (9,254 ratings) and beyond.
+TEST(LaunchShapes, EntryPartsCoverEachRowOnceInOrder) {
+    EXPECT_EQ(entry_parts(256, kSms), 8);
+    EXPECT_EQ(entry_parts(500, kSms), 4);  // mult-dae
+    EXPECT_EQ(entry_parts(4096, kSms), 1);
+    EXPECT_EQ(entry_parts(1, kSms), kMaxEntryParts);
+    const LaunchShape s = entry_parts_shape(256, 8);
+    EXPECT_EQ(s.blocks(), 2048u);
+    EXPECT_EQ(s.block.x, kEntryThreads);
+    for (unsigned parts : {1u, 2u, 8u, 16u}) {
+        for (uint64_t length :
+             {0ull, 1ull, 31ull, 32ull, 33ull, 144ull, 1000ull, 9254ull, 1000003ull}) {
+            uint64_t next = 0, longest = 0;
+            for (unsigned p = 0; p < parts; ++p) {
+                uint64_t b = 0, e = 0;
+                entry_part_range(length, p, parts, &b, &e);
+                EXPECT_EQ(b, next) << length << " entries, part " << p << " of " << parts;
+                EXPECT_LE(b, e);
+                if (e < length) EXPECT_EQ((e - b) % 32, 0u);
+                longest = std::max(longest, e - b);
+                next = e;
+            }
+            EXPECT_EQ(next, length) << length << " entries in " << parts << " parts";
+            // No part is longer than an even share rounded up to a warp.
+            EXPECT_LE(longest, (length + parts - 1) / parts + 31);
+        }
+    }
+}
+
+// The step's scans run over the input width (27,278) in one launch of one block; wider inputs
+// take the three-launch scan over tiles of 2,048.
+TEST(LaunchShapes, ScansOfAStepAreOneLaunchUpTo32768Values) {
+    EXPECT_TRUE(single_block_scan(27278));
+    EXPECT_TRUE(single_block_scan(kSingleBlockScan));
+    EXPECT_FALSE(single_block_scan(kSingleBlockScan + 1));
+    EXPECT_EQ(scan_shape(27278).blocks(), 1u);
+    EXPECT_EQ(scan_shape(27278).block.x, 1024u);
+    EXPECT_EQ(scan_shape(100000).blocks(), 49u);
+    EXPECT_EQ(scan_shape(100000).block.x, 256u);
 }
 
 }  // namespace
