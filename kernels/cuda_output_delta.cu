@@ -42,6 +42,9 @@ namespace {
 // Threads per row (one block per row). 1024: each pass over a row is a chain of dependent loads
 // per thread, so more threads are more bytes in flight. With 256, a 256 x 27,278 sigmoid +
 // ScaledMarginalCrossEntropy delta took 188 us on an H100 (84 MB moved: about 0.45 TB/s).
+// __launch_bounds__(kThreads, 2): two blocks per SM (2,048 threads) need at most 32 registers a
+// thread; the writing pass's four activations held in registers fit that without spilling
+// (ptxas, sm_90), where unbounded it took 51 and one block per SM.
 constexpr int kThreads = 1024;
 constexpr int kSumThreads = 256;
 
@@ -49,7 +52,7 @@ constexpr int kSumThreads = 256;
 constexpr int kPerThread = 4;
 constexpr int kSegment = kThreads * kPerThread;
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     output_delta_kernel(formulas::LossParams loss, formulas::ActivationParams act,
                         ConstMatrixView a, CsrBatchView target, float scale, MatrixView delta,
                         double* row_loss, DeviceStatus* status, float* za_all = nullptr,
@@ -131,12 +134,25 @@ __global__ void __launch_bounds__(kThreads)
             p += uint64_t(count);
             if (count < kThreads) break;
         }
+        // The thread's kPerThread activations are loaded before any delta is written: each
+        // element's delta depends on its own activation only, so this is the same result when
+        // delta is a's storage, with four loads in flight per thread instead of one (a write to
+        // dr may alias the next a[j], so the compiler could not reorder the one-element loop).
+        // Why: the one-element loop moved 56 MB in 91 us per dsstne-bench step on an H100
+        // (0.6 TB/s; 2026-11-28 profile), a chain of memory round trips per thread.
+        float av[kPerThread];
+#pragma unroll
         for (int k = 0; k < kPerThread; ++k) {
             const size_t j = seg + threadIdx.x + size_t(k) * kThreads;
-            if (j >= seg_end) break;
+            av[k] = j < seg_end ? ar[j] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < kPerThread; ++k) {
+            const size_t j = seg + threadIdx.x + size_t(k) * kThreads;
+            if (j >= seg_end) continue;
             const uint32_t s = stored_at[j - seg];
             const bool has = s != 0;
-            float aj = ar[j];
+            float aj = av[k];
             if (za != nullptr) aj = formulas::activate(act, bias != nullptr ? aj + bias[j] : aj);
             const float t = has ? csr_value(target, t0 + s - 1) : 0.0f;
             float dj;
