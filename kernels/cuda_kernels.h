@@ -237,13 +237,13 @@ bool sparse_step_fusable(size_t rows, size_t in, size_t capacity);
 void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
                          const formulas::ActivationParams& act, ConstMatrixView a,
                          const CsrBatchView& target, float scale, MatrixView delta,
-                         double* loss_sum, ScratchBuffer& row_loss);
+                         double* loss_sum, float* row_norms, ScratchBuffer& row_loss);
 // output_epilogue: z := f(z + bias), then output_delta of the new z, in the same kernel (one
 // block per row) for element-wise activations; SoftMax runs the two kernels in sequence.
 void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss,
                             const formulas::ActivationParams& act, const float* bias, MatrixView z,
                             const CsrBatchView& target, float scale, MatrixView delta,
-                            double* loss_sum, ScratchBuffer& row_loss);
+                            double* loss_sum, float* row_norms, ScratchBuffer& row_loss);
 
 // kernels/cuda_optimizer.cu
 // w_bf16 (nullable, w's layout): the BF16 bits of each updated weight, written in the same pass.

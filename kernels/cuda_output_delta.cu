@@ -55,8 +55,8 @@ constexpr int kSegment = kThreads * kPerThread;
 __global__ void __launch_bounds__(kThreads, 2)
     output_delta_kernel(formulas::LossParams loss, formulas::ActivationParams act,
                         ConstMatrixView a, CsrBatchView target, float scale, MatrixView delta,
-                        double* row_loss, DeviceStatus* status, float* za_all = nullptr,
-                        const float* bias = nullptr) {
+                        double* row_loss, float* row_norms, DeviceStatus* status,
+                        float* za_all = nullptr, const float* bias = nullptr) {
     __shared__ double smem[kThreads / 32];
     // 1 + (entry - t0) of the stored target at column seg + i of the current segment; 0: none.
     __shared__ uint32_t stored_at[kSegment];
@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bool want_loss = row_loss != nullptr;
     const bool iz = loss.ignore_zero;
     double lsum = 0.0;
+    double sq = 0.0;  // row_norms: the sum of the row's squared activations
 
     for (int i = threadIdx.x; i < kSegment; i += kThreads) stored_at[i] = 0;
     // The writing pass writes delta[j] once per column, from the thread owning j: a row holding
@@ -154,6 +155,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             const bool has = s != 0;
             float aj = av[k];
             if (za != nullptr) aj = formulas::activate(act, bias != nullptr ? aj + bias[j] : aj);
+            if (row_norms != nullptr) sq += double(aj) * double(aj);
             const float t = has ? csr_value(target, t0 + s - 1) : 0.0f;
             float dj;
             if (multinomial) {
@@ -181,6 +183,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         lsum = block_sum<kThreads>(lsum, smem);
         if (threadIdx.x == 0) row_loss[b] = double(wb) * lsum;
     }
+    if (row_norms != nullptr) {
+        sq = block_sum<kThreads>(sq, smem);
+        if (threadIdx.x == 0) row_norms[b] = float(sqrt(sq));
+    }
 }
 
 // *loss_sum += sum of row_loss[0 .. rows), in a fixed order (one block).
@@ -198,7 +204,7 @@ __global__ void __launch_bounds__(kSumThreads)
 void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
                          const formulas::ActivationParams& act, ConstMatrixView a,
                          const CsrBatchView& target, float scale, MatrixView delta,
-                         double* loss_sum, ScratchBuffer& row_loss) {
+                         double* loss_sum, float* row_norms, ScratchBuffer& row_loss) {
     const size_t rows = a.rows;
     if (rows == 0) return;
     if (rows > 0x7fffffffu)
@@ -207,7 +213,7 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
     if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
     const Shape2d g = dims(row_blocks_shape(rows, kThreads));  // a block per row
     output_delta_kernel<<<g.grid, g.block, 0, ctx.stream>>>(loss, act, a, target, scale, delta, rl,
-                                                            ctx.status);
+                                                            row_norms, ctx.status);
     check_launch(ctx, "output_delta_kernel");
     if (loss_sum != nullptr) {
         sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);
@@ -218,10 +224,10 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
 void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss,
                             const formulas::ActivationParams& act, const float* bias, MatrixView z,
                             const CsrBatchView& target, float scale, MatrixView delta,
-                            double* loss_sum, ScratchBuffer& row_loss) {
+                            double* loss_sum, float* row_norms, ScratchBuffer& row_loss) {
     if (act.kind == Activation::kSoftMax) {  // row-wise: the softmax kernel, then the delta
         launch_bias_activation_forward(ctx, act, bias, z);
-        launch_output_delta(ctx, loss, act, z, target, scale, delta, loss_sum, row_loss);
+        launch_output_delta(ctx, loss, act, z, target, scale, delta, loss_sum, row_norms, row_loss);
         return;
     }
     const size_t rows = z.rows;
@@ -231,8 +237,9 @@ void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss
     double* rl = nullptr;
     if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
     const Shape2d g = dims(row_blocks_shape(rows, kThreads));  // a block per row
-    output_delta_kernel<<<g.grid, g.block, 0, ctx.stream>>>(
-        loss, act, ConstMatrixView(z), target, scale, delta, rl, ctx.status, z.data, bias);
+    output_delta_kernel<<<g.grid, g.block, 0, ctx.stream>>>(loss, act, ConstMatrixView(z), target,
+                                                            scale, delta, rl, row_norms, ctx.status,
+                                                            z.data, bias);
     check_launch(ctx, "output_delta_kernel (epilogue)");
     if (loss_sum != nullptr) {
         sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);

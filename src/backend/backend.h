@@ -163,9 +163,13 @@ class Backend {
     // Dataset::validate, the netCDF reader and the trainer refuse repeated columns.
     // delta may be a's storage (the delta written over the activations): every element's delta
     // depends on its own activation and on row statistics taken before anything is written.
+    // If row_norms is not null, row_norms[b] = sqrt(sum_j a[b, j]^2) (each row in double, then
+    // float; any order): the finite-value guard's check of this layer's activations (NaN when a
+    // value is NaN, +inf when one is infinite or the sum overflows), read by
+    // Training::record_health instead of a pass of its own over [B, n] (issue 43).
     void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                       ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
-                      double* loss_sum);
+                      double* loss_sum, float* row_norms = nullptr);
 
     // The output layer of a training step in one pass per row (issue 33): z := f(z + bias) as
     // bias_activation_forward, then delta and *loss_sum as output_delta with a = the new z, each
@@ -175,9 +179,10 @@ class Backend {
     // scale, loss_sum: as output_delta. A target row breaking output_delta's rule is
     // Error(kInternal) before anything is written (CPU; a device at its next synchronisation).
     // delta may be z's storage: z then ends as the delta (the activations are not kept).
+    // row_norms: as output_delta's, of the activations f(z + bias).
     void output_epilogue(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                          const float* bias, MatrixView z, const CsrBatchView& target, float scale,
-                         MatrixView delta, double* loss_sum);
+                         MatrixView delta, double* loss_sum, float* row_norms = nullptr);
 
     // Sparseness penalty of a hidden layer (formulas/regularizer.h): rho_j = mean over the rows
     // of a[:, j], clamped; delta[r, j] += scale * beta * KL'(p, rho_j) for every row (0 where
@@ -328,13 +333,13 @@ class Backend {
     virtual void output_delta_impl(const formulas::LossParams& loss,
                                    const formulas::ActivationParams& act, ConstMatrixView a,
                                    const CsrBatchView& target, float scale, MatrixView delta,
-                                   double* loss_sum) = 0;
+                                   double* loss_sum, float* row_norms) = 0;
     // The unfused composition by default (bias_activation_forward_impl, then output_delta_impl);
     // the CPU and CUDA backends override it with their one-pass versions.
     virtual void output_epilogue_impl(const formulas::LossParams& loss,
                                       const formulas::ActivationParams& act, const float* bias,
                                       MatrixView z, const CsrBatchView& target, float scale,
-                                      MatrixView delta, double* loss_sum);
+                                      MatrixView delta, double* loss_sum, float* row_norms);
     // The unfused compositions by default; the CPU backend overrides them.
     virtual void bias_activation_dropout_impl(const formulas::ActivationParams& act,
                                               const float* bias, const DropoutMask& mask,

@@ -222,7 +222,7 @@ void Backend::dropout(const DropoutMask& mask, MatrixView m) {
 
 void Backend::output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                            ConstMatrixView a, const CsrBatchView& target, float scale,
-                           MatrixView delta, double* loss_sum) {
+                           MatrixView delta, double* loss_sum, float* row_norms) {
     check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
           "shapes of a and delta differ");
     check(target.batch.batch == a.rows, "output_delta", "target batch size != rows of a");
@@ -230,13 +230,13 @@ void Backend::output_delta(const formulas::LossParams& loss, const formulas::Act
     check_ld(a, "output_delta", "ld of a < its columns");
     check_ld(delta, "output_delta", "ld of delta < its columns");
     const OpTimer timer(Op::kOutputDelta, 0.0);
-    output_delta_impl(loss, act, a, target, scale, delta, loss_sum);
+    output_delta_impl(loss, act, a, target, scale, delta, loss_sum, row_norms);
 }
 
 void Backend::output_epilogue(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, const float* bias,
                               MatrixView z, const CsrBatchView& target, float scale,
-                              MatrixView delta, double* loss_sum) {
+                              MatrixView delta, double* loss_sum, float* row_norms) {
     check(z.rows == delta.rows && z.cols == delta.cols, "output_epilogue",
           "shapes of z and delta differ");
     check(target.batch.batch == z.rows, "output_epilogue", "target batch size != rows of z");
@@ -244,15 +244,15 @@ void Backend::output_epilogue(const formulas::LossParams& loss,
     check_ld(z, "output_epilogue", "ld of z < its columns");
     check_ld(delta, "output_epilogue", "ld of delta < its columns");
     const OpTimer timer(Op::kOutputEpilogue, 0.0);
-    output_epilogue_impl(loss, act, bias, z, target, scale, delta, loss_sum);
+    output_epilogue_impl(loss, act, bias, z, target, scale, delta, loss_sum, row_norms);
 }
 
 void Backend::output_epilogue_impl(const formulas::LossParams& loss,
                                    const formulas::ActivationParams& act, const float* bias,
                                    MatrixView z, const CsrBatchView& target, float scale,
-                                   MatrixView delta, double* loss_sum) {
+                                   MatrixView delta, double* loss_sum, float* row_norms) {
     bias_activation_forward_impl(act, bias, z);
-    output_delta_impl(loss, act, z, target, scale, delta, loss_sum);
+    output_delta_impl(loss, act, z, target, scale, delta, loss_sum, row_norms);
 }
 
 void Backend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,

@@ -621,6 +621,10 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
         // An output layer whose delta is written over its activations has no delta buffer.
         const bool own_delta = !plan.layers[l].delta_over_act;
         if (own_delta) buffers.layers[l].delta = DeviceArray<float>(*backend, n, "deltas");
+        if (graph.layers[l].is_output()) {
+            buffers.layers[l].act_norms =
+                DeviceArray<float>(*backend, batch, "activation norms (finite-value guard)");
+        }
         if (plan.layers[l].ld != plan.layers[l].n_local) {
             backend->fill(buffers.layers[l].act.data(), n, 0.0f);
             if (own_delta) backend->fill(buffers.layers[l].delta.data(), n, 0.0f);

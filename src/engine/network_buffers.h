@@ -25,6 +25,10 @@ struct LayerBuffers {
     DeviceArray<float> act;
     DeviceArray<float> delta;
     DeviceArray<float> bias_grad;  // [n_local]
+    // Output layers: [batch] the norm of each row of the activations, written by backward's
+    // output_delta / output_epilogue and read by the finite-value guard (Training::record_health)
+    // instead of a pass over [batch, n_local].
+    DeviceArray<float> act_norms;
     // Split networks, a layer with a matrix split by input rows into it: the layer's whole delta
     // [batch, n] (ld n), gathered once in backward for those matrices' weight gradients, and
     // kept until update() (a deferred gradient's GEMM or sparse step reads it).

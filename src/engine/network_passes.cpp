@@ -255,14 +255,16 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
         // The delta may be written over the activations (delta_over_activation): both ops read
         // an element's activation, and the row's statistics, before they write its delta.
         MatrixView delta = layer_delta(l, batch);
+        // The guard's check of the activations comes with them (buf.act_norms).
         if (buffers.output_activation_pending) {
             backend->output_epilogue(loss_params(layer, *data.layer_data[l]), layer.activation,
                                      params.layers[l].bias.data(), layer_rows(buf.act, l, batch),
-                                     data.layer_data[l]->view(rows), scale, delta, loss_sum);
+                                     data.layer_data[l]->view(rows), scale, delta, loss_sum,
+                                     buf.act_norms.data());
         } else {
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
                                   layer_rows(buf.act, l, batch), data.layer_data[l]->view(rows),
-                                  scale, delta, loss_sum);
+                                  scale, delta, loss_sum, buf.act_norms.data());
         }
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
         if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);

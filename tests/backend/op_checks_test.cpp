@@ -360,8 +360,8 @@ class RecordingBackend : public Backend {
     }
     void dropout_impl(const DropoutMask&, MatrixView) override { reached.push_back("dropout"); }
     void output_delta_impl(const formulas::LossParams&, const formulas::ActivationParams&,
-                           ConstMatrixView, const CsrBatchView&, float, MatrixView,
-                           double*) override {
+                           ConstMatrixView, const CsrBatchView&, float, MatrixView, double*,
+                           float*) override {
         reached.push_back("output_delta");
     }
     void sparseness_penalty_impl(float, float, ConstMatrixView, float, MatrixView,

@@ -225,6 +225,78 @@ TEST(OutputEpilogue, RepeatedTargetColumnIsRefusedBeforeAnythingIsWritten) {
     EXPECT_TRUE(same_bits(d, in.delta0));
 }
 
+// row_norms (the finite-value guard's check of the activations): each row's sqrt(sum of a^2) of
+// the activations, from output_delta (into a delta apart or over a) and from output_epilogue (of
+// f(z + bias), delta over z too), with every other output bit for bit the same as without it; a
+// NaN activation makes its row's norm NaN, an infinite one +inf.
+void expect_row_norms(Backend& be, const EpilogueCase& c) {
+    const EpilogueInputs in(c);
+    DevCsr target(be, in.targets, in.batch, 0, c.weighted ? &in.weights : nullptr);
+    const CsrBatchView tv = target.view;
+    DeviceArray<float> bias = dev_array(be, in.bias, "test bias");
+    const float* b = c.with_bias ? bias.data() : nullptr;
+    const formulas::ActivationParams act = act_params(c.combo.act);
+    const formulas::LossParams loss = c.loss();
+    const float scale = 1.0f / float(c.rows);
+    DevMat activated(be, in.z);
+    be.bias_activation_forward(act, b, activated.view());
+    Dense<float> a = activated.get(in.z);
+    const size_t poisoned = c.rows > 2 ? 1 : 0, infinite = c.rows > 2 ? 2 : 0;
+    if (c.rows > 2) {
+        a.at(poisoned, c.n - 1) = kNaN;
+        a.at(infinite, 0) = -kInf;
+    }
+    std::vector<double> want(c.rows);
+    for (size_t r = 0; r < c.rows; ++r) {
+        double sq = 0.0;
+        for (size_t j = 0; j < c.n; ++j) sq += double(a.at(r, j)) * double(a.at(r, j));
+        want[r] = std::sqrt(sq);
+    }
+    const auto check = [&](const DeviceArray<float>& norms, const char* what) {
+        const std::vector<float> got = fetch(norms, c.rows);
+        for (size_t r = 0; r < c.rows; ++r) {
+            if (std::isnan(want[r])) {
+                EXPECT_TRUE(std::isnan(got[r])) << c.name() << " " << what << " row " << r;
+            } else if (std::isinf(want[r])) {
+                EXPECT_EQ(got[r], kInf) << c.name() << " " << what << " row " << r;
+            } else {
+                EXPECT_NEAR(got[r], want[r], 1e-6 * want[r] + 1e-30)
+                    << c.name() << " " << what << " row " << r;
+            }
+        }
+    };
+    DeviceArray<float> norms(be, c.rows, "row norms");
+    // output_delta into a delta apart, with and without the norms: the same delta.
+    DevMat a1(be, a), d1(be, in.delta0), d2(be, in.delta0);
+    be.output_delta(loss, act, a1.cview(), tv, scale, d1.view(), nullptr, norms.data());
+    check(norms, "output_delta");
+    be.output_delta(loss, act, a1.cview(), tv, scale, d2.view(), nullptr);
+    EXPECT_TRUE(same_bits(d1.get(in.delta0), d2.get(in.delta0))) << c.name();
+    // Over the activations: the norms are the activations', not the delta's.
+    DevMat a2(be, a);
+    be.fill(norms.data(), c.rows, 0.0f);
+    be.output_delta(loss, act, a2.cview(), tv, scale, a2.view(), nullptr, norms.data());
+    check(norms, "output_delta over the activations");
+    if (c.rows > 2) return;  // the epilogue activates z itself: no planted values
+    DevMat z(be, in.z), z2(be, in.z), dz(be, in.delta0);
+    be.fill(norms.data(), c.rows, 0.0f);
+    be.output_epilogue(loss, act, b, z.view(), tv, scale, z.view(), nullptr, norms.data());
+    check(norms, "output_epilogue over z");
+    be.output_epilogue(loss, act, b, z2.view(), tv, scale, z2.view(), nullptr);
+    EXPECT_TRUE(same_bits(z.get(in.z), z2.get(in.z))) << c.name();
+}
+
+TEST(OutputEpilogue, RowNormsAreTheActivationsNorms) {
+    for (int threads : {1, 2}) {
+        CpuBackend cpu(threads);
+        for (EpilogueCase c : grid()) {
+            expect_row_norms(cpu, c);
+            c.rows = 2;  // the epilogue's norms (no planted values)
+            expect_row_norms(cpu, c);
+        }
+    }
+}
+
 // ---- on the device (skipped without a GPU) ----
 
 TEST_F(CudaParity, OutputEpilogueEqualsItsTwoKernelsBitForBit) {
@@ -241,6 +313,17 @@ TEST_F(CudaParity, DeltaOverTheActivationsEqualsTwoBuffersBitForBit) {
         if (!sampled(++k)) continue;
         c.n = c.n == 5 ? 5 : 9000;  // rows over several of the kernel's segments
         expect_in_place_equals_two_buffers(dev(), c);
+    }
+}
+
+TEST_F(CudaParity, RowNormsAreTheActivationsNorms) {
+    uint64_t k = 0;
+    for (EpilogueCase c : grid()) {
+        if (!sampled(++k)) continue;
+        c.n = c.n == 5 ? 5 : 9000;  // rows over several of the kernel's segments
+        expect_row_norms(dev(), c);
+        c.rows = 2;
+        expect_row_norms(dev(), c);
     }
 }
 

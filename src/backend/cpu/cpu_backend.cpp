@@ -191,10 +191,11 @@ void CpuBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
 void CpuBackend::output_delta_impl(const formulas::LossParams& loss,
                                    const formulas::ActivationParams& act, ConstMatrixView a,
                                    const CsrBatchView& target, float scale, MatrixView delta,
-                                   double* loss_sum) {
+                                   double* loss_sum, float* row_norms) {
     with_scratch(Op::kOutputDelta, [&] {
         cpu::output_delta(loss, act, cmat(a), csr(target), scale, mat(delta), loss_sum, row_loss_,
-                          threads_);
+                          threads_, static_cast<float*>(nullptr),
+                          static_cast<const float*>(nullptr), row_norms);
     });
 }
 
@@ -213,10 +214,10 @@ void CpuBackend::activation_backward_column_sum_impl(const formulas::ActivationP
 void CpuBackend::output_epilogue_impl(const formulas::LossParams& loss,
                                       const formulas::ActivationParams& act, const float* bias,
                                       MatrixView z, const CsrBatchView& target, float scale,
-                                      MatrixView delta, double* loss_sum) {
+                                      MatrixView delta, double* loss_sum, float* row_norms) {
     with_scratch(Op::kOutputEpilogue, [&] {
         cpu::output_delta(loss, act, cmat(z), csr(target), scale, mat(delta), loss_sum, row_loss_,
-                          threads_, z.data, bias);
+                          threads_, z.data, bias, row_norms);
     });
 }
 

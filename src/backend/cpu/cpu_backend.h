@@ -56,10 +56,10 @@ class CpuBackend final : public Backend {
     void output_epilogue_impl(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, const float* bias,
                               MatrixView z, const CsrBatchView& target, float scale,
-                              MatrixView delta, double* loss_sum) override;
+                              MatrixView delta, double* loss_sum, float* row_norms) override;
     void output_delta_impl(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                            ConstMatrixView a, const CsrBatchView& target, float scale,
-                           MatrixView delta, double* loss_sum) override;
+                           MatrixView delta, double* loss_sum, float* row_norms) override;
     void sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                  MatrixView delta, double* loss_sum) override;
     void normalize_rows_impl(float max_norm, MatrixView m) override;

@@ -422,11 +422,13 @@ inline double output_delta_row(const formulas::LossParams& params,
 //
 // activate_z (output_epilogue): z with the storage of a; each row first becomes f(z + bias)
 // (bias_activation_row, bias may be null), then its delta is computed while the row is in cache.
+// row_norms (may be null): each row's sqrt(sum of a^2) in double, before its delta is written
+// (the finite-value guard's check of the activations, Backend::output_delta).
 template <class T>
 void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                   CMatT<T> a, const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
                   std::vector<double>& row_loss, int threads, T* activate_z = nullptr,
-                  const T* bias = nullptr) {
+                  const T* bias = nullptr, float* row_norms = nullptr) {
     const size_t rows = a.rows, n = a.cols;
     if (rows == 0) return;
     // The correction at each stored target overwrites delta[j] and adds j's loss: a row holding
@@ -460,6 +462,13 @@ void output_delta(const formulas::LossParams& loss, const formulas::ActivationPa
                         formulas::ActivationParams p = act;  // private, kind constant
                         p.kind = A;
                         bias_activation_row<A>(p, bias, activate_z + b * a.ld, n);
+                    }
+                    if (row_norms != nullptr) {
+                        const T* ar = a.row(b);
+                        double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+                        for (size_t j = 0; j < n; ++j) sq += double(ar[j]) * double(ar[j]);
+                        row_norms[b] = float(std::sqrt(sq));
                     }
                     // The example's weight scales its delta and its loss (1 when unweighted, so
                     // unweighted results are unchanged bit for bit).

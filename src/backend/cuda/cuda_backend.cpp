@@ -750,9 +750,9 @@ void CudaBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
 void CudaBackend::output_delta_impl(const formulas::LossParams& loss,
                                     const formulas::ActivationParams& act, ConstMatrixView a,
                                     const CsrBatchView& target, float scale, MatrixView delta,
-                                    double* loss_sum) {
+                                    double* loss_sum, float* row_norms) {
     activate();
-    cuda::launch_output_delta(ctx_, loss, act, a, target, scale, delta, loss_sum,
+    cuda::launch_output_delta(ctx_, loss, act, a, target, scale, delta, loss_sum, row_norms,
                               row_loss_scratch_);
 }
 
@@ -774,10 +774,10 @@ void CudaBackend::bias_activation_dropout_impl(const formulas::ActivationParams&
 void CudaBackend::output_epilogue_impl(const formulas::LossParams& loss,
                                        const formulas::ActivationParams& act, const float* bias,
                                        MatrixView z, const CsrBatchView& target, float scale,
-                                       MatrixView delta, double* loss_sum) {
+                                       MatrixView delta, double* loss_sum, float* row_norms) {
     activate();
     cuda::launch_output_epilogue(ctx_, loss, act, bias, z, target, scale, delta, loss_sum,
-                                 row_loss_scratch_);
+                                 row_norms, row_loss_scratch_);
 }
 
 void CudaBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
