@@ -9,9 +9,38 @@ import numpy as np
 
 from . import _core
 from ._dataset import PathLike
+from ._errors import UsageError
 
 Item = Union[str, int, tuple]  # a name, an id, or (name or id, weight)
 Items = Union[Sequence[Item], dict]
+
+_PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def _check_options(precision: Optional[str], bf16_weights_only: bool, fp16_screening: bool,
+                   ann_index: Optional[PathLike]) -> None:
+    """The arguments' values and combinations the library refuses, named in Python's terms."""
+    if precision is not None and (not isinstance(precision, str)
+                                  or precision.lower() not in _PRECISIONS):
+        raise UsageError(f"Recommender: precision={precision!r} is unknown; expected 'fp32', "
+                         "'tf32' or 'bf16' (or None: the model's Training Precision, else the "
+                         "device's default)")
+    if not isinstance(bf16_weights_only, bool):
+        raise UsageError(f"Recommender: bf16_weights_only={bf16_weights_only!r}; expected True "
+                         "or False")
+    if not bf16_weights_only:
+        return
+    if precision is not None and precision.lower() != "bf16":
+        raise UsageError(f"Recommender: bf16_weights_only=True needs precision='bf16' (or "
+                         f"precision=None with a model trained in bf16); got "
+                         f"precision={precision!r}")
+    if fp16_screening:
+        raise UsageError("Recommender: bf16_weights_only=True and fp16_screening=True exclude "
+                         "each other (the fp16 copy is made from the FP32 weights); pass one")
+    if ann_index:
+        raise UsageError("Recommender: bf16_weights_only=True and ann_index exclude each other "
+                         "(the ANN index re-ranks with the FP32 item vectors it stores); pass "
+                         "one")
 
 
 class Recommendations(NamedTuple):
@@ -39,17 +68,34 @@ class Recommender:
     ``ann_probe`` its accuracy knob (0: the file's), ``ann_fetch`` the candidates per query (0:
     max(k, efSearch)). An index built from another model raises :class:`sparsenet.DataError`
     naming the file. docs/serving.md ("ANN index").
+
+    ``precision``: the matrix products' arithmetic, ``"fp32"``, ``"tf32"`` or ``"bf16"`` (as
+    ``sparsenet serve --precision``; None: the model's Training Precision, else the device's
+    default; docs/gpu.md "Precision"). ``bf16_weights_only``: with precision bf16, keep only the
+    BF16 copies of the weights the products read (half their memory, the same answers; as
+    ``--bf16-weights-only``); it excludes ``fp16_screening`` and ``ann_index``. A value or a
+    combination that is refused raises :class:`sparsenet.UsageError` naming the argument.
     """
 
     def __init__(self, path: PathLike, *, features_index: Optional[PathLike] = None,
                  device: str = "auto", output_layer: Optional[str] = None,
                  threads_per_call: int = 1, max_concurrent_calls: int = 0,
                  max_batch: int = 256, fp16_screening: bool = False,
-                 ann_index: Optional[PathLike] = None, ann_probe: int = 0, ann_fetch: int = 0):
-        self._native = _core.Recommender(
-            os.fspath(path), os.fspath(features_index) if features_index else "", device,
-            output_layer or "", threads_per_call, max_concurrent_calls, max_batch,
-            fp16_screening, os.fspath(ann_index) if ann_index else "", ann_probe, ann_fetch)
+                 ann_index: Optional[PathLike] = None, ann_probe: int = 0, ann_fetch: int = 0,
+                 precision: Optional[str] = None, bf16_weights_only: bool = False):
+        _check_options(precision, bf16_weights_only, fp16_screening, ann_index)
+        try:
+            self._native = _core.Recommender(
+                os.fspath(path), os.fspath(features_index) if features_index else "", device,
+                output_layer or "", threads_per_call, max_concurrent_calls, max_batch,
+                fp16_screening, os.fspath(ann_index) if ann_index else "", ann_probe, ann_fetch,
+                precision.lower() if precision else "", bf16_weights_only)
+        except UsageError as e:
+            if bf16_weights_only and "needs precision bf16" in str(e):
+                # precision=None and a model whose Training Precision is not bf16.
+                raise UsageError(f"Recommender: bf16_weights_only=True needs precision='bf16' "
+                                 f"(or a model trained in bf16): {e}") from e
+            raise
 
     def recommend(self, items: Items, k: int = 10, *, exclude_inputs: bool = True,
                   allow: Optional[Items] = None, deny: Optional[Items] = None,

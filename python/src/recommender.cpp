@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "sparsenet/ann_index.h"
+#include "sparsenet/config.h"
 #include "sparsenet/recommender.h"
 
 namespace sparsenet::python {
@@ -75,7 +76,8 @@ void bind_recommender(nb::module_& m) {
             [](Recommender* self, const std::string& path, const std::string& features_index,
                const std::string& device, const std::string& output_layer, int threads_per_call,
                int max_concurrent_calls, uint32_t max_batch, bool fp16_screening,
-               const std::string& ann_index, uint32_t ann_probe, uint32_t ann_fetch) {
+               const std::string& ann_index, uint32_t ann_probe, uint32_t ann_fetch,
+               const std::string& precision, bool bf16_weights_only) {
                 RecommenderOptions o;
                 o.features_index = features_index;
                 o.device = device;
@@ -87,13 +89,16 @@ void bind_recommender(nb::module_& m) {
                 o.ann_index = ann_index;
                 o.ann_probe = ann_probe;
                 o.ann_fetch = ann_fetch;
+                // "": the model file's $.Training.Precision, else the device's default.
+                if (!precision.empty()) o.precision = parse_precision(precision);
+                o.bf16_weights_only = bf16_weights_only;
                 nb::gil_scoped_release release;
                 new (self) Recommender(path, o);
             },
             nb::arg("path"), nb::arg("features_index"), nb::arg("device"), nb::arg("output_layer"),
             nb::arg("threads_per_call"), nb::arg("max_concurrent_calls"), nb::arg("max_batch"),
             nb::arg("fp16_screening"), nb::arg("ann_index"), nb::arg("ann_probe"),
-            nb::arg("ann_fetch"))
+            nb::arg("ann_fetch"), nb::arg("precision") = "", nb::arg("bf16_weights_only") = false)
         .def(
             "recommend",
             [](const Recommender& self, nb::handle items, uint32_t k, bool exclude_inputs,

@@ -211,6 +211,20 @@ engine::Band Network::Impl::moving_side() const {
     return most;
 }
 
+void Network::Impl::largest_block(int wi, double* rows, double* ld) const {
+    const GraphEdge& w = graph.edges[wi];
+    const engine::Split split = plan.edges[wi].split;
+    *rows = split == engine::Split::kByInput ? plan.layers[w.source].cap : w.rows;
+    *ld = engine::padded_ld(split == engine::Split::kByOutput ? plan.layers[w.destination].cap
+                                                              : w.cols);
+}
+
+double Network::Impl::largest_band_floats(int l) const {
+    // ensure_batch_capacity: max(cap, ld) per row; padded_ld(cap) bounds every rank's ld.
+    const uint32_t cap = plan.layers[l].cap;
+    return std::max(cap, engine::padded_ld(cap));
+}
+
 void Network::Impl::allocate_parameters() {
     params.layers.resize(graph.layers.size());
     params.edges.resize(graph.edges.size());
@@ -389,7 +403,8 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
         band.offset = b.offset;
         band.n_local = b.count;
         band.cap = uint32_t((uint64_t(n) + ranks - 1) / ranks);
-        band.ld = ranks == 1 ? engine::padded_ld(b.count) : b.count;
+        band.ld = engine::padded_ld(b.count);
+        band.whole_ld = engine::padded_ld(n);
         band.delta_over_act = delta_over_activation(int(l));
     }
     for (size_t i = 0; i < graph.edges.size(); ++i) {
@@ -429,7 +444,7 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
             block.local_cols = dst_band.n_local;
             block.col_offset = dst_band.offset;
         }
-        block.ld = block.local_cols;  // collectives and file chunks move packed rows
+        block.ld = engine::padded_ld(block.local_cols);  // save chunks are repacked
     }
     for (const GraphLayer& layer : graph.layers) {
         if (layer.is_output() && layer.config.activation == Activation::kSoftMax &&
@@ -630,23 +645,28 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
             if (own_delta) backend->fill(buffers.layers[l].delta.data(), n, 0.0f);
         }
         if (gathers_delta(int(l))) {
-            buffers.layers[l].delta_all =
-                DeviceArray<float>(*backend, batch * graph.layers[l].n, "gathered deltas");
+            const size_t whole = batch * plan.layers[l].whole_ld;
+            buffers.layers[l].delta_all = DeviceArray<float>(*backend, whole, "gathered deltas");
+            backend->fill(buffers.layers[l].delta_all.data(), whole, 0.0f);  // zero padding
         }
     }
     if (plan.split()) {
         // Collectives move the smaller side of each matrix only: the scratch is sized by those
-        // layers, never by a wide output layer.
+        // layers, never by a wide output layer. The partial rows of every moving layer (row
+        // stride padded_ld(n) <= padded_ld(moving.offset)) share one buffer.
         const engine::Band moving = moving_side();
-        plan.full_partial = DeviceArray<float>(*backend, batch * moving.offset, "partial rows");
+        const size_t partial = batch * engine::padded_ld(moving.offset);
+        plan.full_partial = DeviceArray<float>(*backend, partial, "partial rows");
+        backend->fill(plan.full_partial.data(), partial, 0.0f);
         plan.comm_blocks = DeviceArray<float>(*backend, size_t(plan.ranks) * batch * moving.count,
                                               "collective blocks");
         plan.comm_local = DeviceArray<float>(*backend, batch * moving.count, "collective band");
         plan.row_stat = DeviceArray<float>(*backend, 2 * batch, "row statistics");  // two [batch]
         for (size_t i = 0; i < graph.edges.size(); ++i) {
             if (plan.edges[i].split != engine::Split::kByOutput) continue;
-            buffers.edges[i].gathered =
-                DeviceArray<float>(*backend, batch * graph.edges[i].rows, "gathered activations");
+            const size_t whole = batch * plan.layers[graph.edges[i].source].whole_ld;
+            buffers.edges[i].gathered = DeviceArray<float>(*backend, whole, "gathered activations");
+            backend->fill(buffers.edges[i].gathered.data(), whole, 0.0f);  // zero padding
         }
     }
     buffers.batch_capacity = batch;
@@ -861,9 +881,15 @@ void Network::Impl::stream_weight_rows(int wi, const DeviceArray<float>& values,
         // This rank's rows [first, first + count) of its block (fewer at the end of a band).
         const size_t local_rows = mine_block.local_rows, local_cols = mine_block.local_cols;
         const size_t mine = std::min<size_t>(count, local_rows > first ? local_rows - first : 0);
-        if (mine > 0) {
+        // Chunks travel packed: rows of a padded block are repacked into `send`.
+        if (mine > 0 && mine_block.ld == local_cols) {
             backend->copy(send.data(), values.data() + first * local_cols,
                           mine * local_cols * sizeof(float));
+        } else if (mine > 0) {
+            backend->add_matrix(1.0f,
+                                ConstMatrixView(values.data() + first * mine_block.ld, mine,
+                                                local_cols, mine_block.ld),
+                                0.0f, MatrixView{send.data(), mine, local_cols, local_cols});
         }
         plan.comm->gather(send.data(), recv.data(), count * width, CommType::kFloat32, 0);
         if (!root) continue;

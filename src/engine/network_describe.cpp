@@ -51,9 +51,11 @@ std::string describe_model_parallel(const NetworkConfig& config,
         const uint32_t cap = net.plan.layers[l].cap;
         out << "  " << layer.config.name << " (" << to_string(layer.config.kind) << "): " << layer.n
             << " units, " << cap << " per rank\n";
-        // Activations + deltas (one buffer where the delta is written over the activations).
+        // Activations + deltas (one buffer where the delta is written over the activations),
+        // rows padded as allocated.
         if (!layer.is_input())
-            act_bytes += (net.plan.layers[l].delta_over_act ? 1.0 : 2.0) * B * cap * f;
+            act_bytes += (net.plan.layers[l].delta_over_act ? 1.0 : 2.0) * B *
+                         net.largest_band_floats(int(l)) * f;
     }
     out << "weights (block = the largest rank's; traffic = bytes each rank sends per step):\n";
     double param_bytes = 0.0, gathered_bytes = 0.0;
@@ -66,8 +68,9 @@ std::string describe_model_parallel(const NetworkConfig& config,
         const uint32_t src_cap = net.plan.layers[w.source].cap;
         const uint32_t dst_cap = net.plan.layers[w.destination].cap;
         const bool by_output = part.split == engine::Split::kByOutput;
-        const double rows = part.split == engine::Split::kByInput ? src_cap : w.rows;
         const double cols = by_output ? dst_cap : w.cols;
+        double rows = 0, ld = 0;  // the block as stored: rows padded to ld floats
+        net.largest_block(static_cast<int>(i), &rows, &ld);
         // Parameters, the dense gradient (sparse sources keep a row-sparse one instead; none
         // where the step runs inside the gradient GEMM, as plan_memory), state; a fixed matrix
         // (FixedWeights) has only its values.
@@ -77,7 +80,7 @@ std::string describe_model_parallel(const NetworkConfig& config,
             Network::Impl::fused_updates_enabled() && net.update_fusable(static_cast<int>(i), rule);
         const bool grad = part.dense_grad && !fused;
         const double per_value = f * (1.0 + (grad ? 1.0 : 0.0) + (w.fixed ? 0 : slots));
-        param_bytes += rows * cols * per_value;
+        param_bytes += rows * ld * per_value;
         out << "  " << src.config.name << " -> " << dst.config.name << " [" << w.rows << " x "
             << w.cols << "]: ";
         if (part.split == engine::Split::kNone) {
@@ -92,7 +95,7 @@ std::string describe_model_parallel(const NetworkConfig& config,
             forward = "all-gather " + src.config.name + " activations [" + std::to_string(batch) +
                       " x " + std::to_string(w.rows) + "]";
             step += (P - 1) * block;
-            gathered_bytes += B * w.rows * f;
+            gathered_bytes += B * net.plan.layers[w.source].whole_ld * f;
             if (src.reaches_output && !src.is_input()) {
                 backward = "reduce-scatter " + src.config.name + " delta";
                 step += (P - 1) * block;
@@ -107,8 +110,10 @@ std::string describe_model_parallel(const NetworkConfig& config,
             step += 2.0 * (P - 1) * block;
         }
         out << "split " << engine::to_string(part.split) << ", block [" << rows << " x " << cols
-            << "] (" << bytes_text(rows * cols * f) << "); forward: " << forward
-            << "; backward: " << backward << "; " << bytes_text(step) << " per step\n";
+            << "] (" << bytes_text(rows * ld * f)
+            << (ld > cols ? ", rows padded to " + std::to_string(uint64_t(ld)) : std::string())
+            << "); forward: " << forward << "; backward: " << backward << "; " << bytes_text(step)
+            << " per step\n";
     }
     for (size_t l = 0; l < net.graph.layers.size(); ++l) {
         if (net.graph.layers[l].is_input()) continue;
@@ -116,11 +121,12 @@ std::string describe_model_parallel(const NetworkConfig& config,
     }
     const engine::Band moving = net.moving_side();  // as ensure_batch_capacity sizes scratch
     for (size_t l = 0; l < net.graph.layers.size(); ++l) {
-        if (net.gathers_delta(int(l))) gathered_bytes += B * net.graph.layers[l].n * f;
+        if (net.gathers_delta(int(l))) gathered_bytes += B * net.plan.layers[l].whole_ld * f;
     }
     const double scratch =
         ranks > 1
-            ? (B * moving.offset + (P + 1.0) * B * moving.count + 2.0 * B) * f + gathered_bytes
+            ? (B * engine::padded_ld(moving.offset) + (P + 1.0) * B * moving.count + 2.0 * B) * f +
+                  gathered_bytes
             : 0.0;
     out << "memory per rank (largest): parameters, gradients and optimizer state "
         << bytes_text(param_bytes) << "; batch buffers " << bytes_text(act_bytes + scratch)

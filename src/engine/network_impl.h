@@ -45,11 +45,17 @@ struct Network::Impl {
     // The widest layer whose rows travel in a collective (offset: its units; count: the largest
     // cap of those layers); the collective scratch is sized by it.
     engine::Band moving_side() const;
-    // Collectives over layer bands (split networks). gather_columns: every rank's band of layer
-    // l ([batch, n_local] at local) -> full [batch, n] (ld n). reduce_scatter_columns: the sum
-    // over ranks of full partial rows [batch, n] (ld n) -> this rank's band of layer l,
-    // out := sum + beta * out.
-    void gather_columns(int l, const float* local, size_t batch, MatrixView full) const;
+    // The largest rank's storage, as allocated (the memory plan and the model-parallel summary):
+    // owner edge wi's block rows and row stride (padded_ld of the largest band of columns), and
+    // the floats per batch row of layer l's activation or delta buffer.
+    void largest_block(int wi, double* rows, double* ld) const;
+    double largest_band_floats(int l) const;
+    // Collectives over layer bands (split networks); they move packed blocks of cap columns per
+    // row and rank, repacking a padded band (ld > n_local) through plan.comm_local.
+    // gather_columns: every rank's band of layer l (`local`: [batch, n_local], the band's ld)
+    // -> full [batch, n] (any ld). reduce_scatter_columns: the sum over ranks of full partial
+    // rows [batch, n] (any ld) -> this rank's band of layer l, out := sum + beta * out.
+    void gather_columns(int l, ConstMatrixView local, MatrixView full) const;
     void reduce_scatter_columns(int l, ConstMatrixView full, float beta, MatrixView out) const;
     // In place over the ranks (backend memory).
     void all_reduce(float* data, size_t count, CommOp op) const;
@@ -265,10 +271,21 @@ struct Network::Impl {
         engine::LayerBuffers& buf = buffers.layers[l];
         return layer_rows(plan.layers[l].delta_over_act ? buf.act : buf.delta, l, batch);
     }
-    // Split networks: layer l's whole delta gathered from every rank's band ([batch, n], ld n).
+    // Split networks: layer l's whole rows in `buffer` ([batch, n], row stride
+    // plan.layers[l].whole_ld, zeros in the padding): layer l's gathered delta
+    // (LayerBuffers::delta_all), a source's gathered activations (EdgeBuffers::gathered), or
+    // the partial rows of a reduce-scatter (plan.full_partial: only ever a GEMM's output with
+    // beta 0 or csr_matmul's, whose padding nothing reads).
+    MatrixView whole_rows(float* buffer, int l, size_t batch) const {
+        return {buffer, batch, graph.layers[l].n, plan.layers[l].whole_ld, /*zero_padded=*/true};
+    }
     MatrixView gathered_delta(int l, size_t batch) {
-        const uint32_t n = graph.layers[l].n;
-        return {buffers.layers[l].delta_all.data(), batch, n, n};
+        return whole_rows(buffers.layers[l].delta_all.data(), l, batch);
+    }
+    // Owner edge wi (split by output columns): its source's activations gathered from every
+    // rank by forward.
+    MatrixView gathered_source(int wi, size_t batch) const {
+        return whole_rows(buffers.edges[wi].gathered.data(), graph.edges[wi].source, batch);
     }
     // Owner edge wi's weights, a state slot or its gradient: [local_rows, local_cols], row
     // stride plan.edges[wi].ld.

@@ -102,13 +102,10 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         const engine::GraphEdge& w = net.graph.edges[i];
         if (w.owner != static_cast<int>(i)) continue;
         const engine::EdgeSplit& part = net.plan.edges[i];
-        const double rows =
-            part.split == engine::Split::kByInput ? net.plan.layers[w.source].cap : double(w.rows);
-        // Unsplit matrices are stored with padded rows (engine::padded_ld).
-        const double cols = part.split == engine::Split::kByOutput
-                                ? net.plan.layers[w.destination].cap
-                            : ranks == 1 ? double(engine::padded_ld(w.cols))
-                                         : double(w.cols);
+        // The largest rank's block, its rows padded (engine::padded_ld), split or not; `cols` is
+        // the row stride, which the state slots and the dense gradient share.
+        double rows = 0, cols = 0;
+        net.largest_block(static_cast<int>(i), &rows, &cols);
         m.weights += rows * cols * f;
         if (bf16_copies && net.gemm_reads_matrix(static_cast<int>(i)))
             m.bf16_weights += rows * cols * 2.0;
@@ -125,7 +122,11 @@ MemoryPlan plan_memory(const NetworkConfig& config,
             const auto it = datasets.find(net.graph.layers[w.source].config.dataset);
             const double entries = it == datasets.end() ? rows : batch_entries(it->second, B) / P;
             const double capacity = std::min(rows, std::max(entries, 1.0));
-            m.other_gradients += capacity * (cols * f + 4.0) + 4.0;
+            // The row-sparse gradient's rows are packed ([capacity, local_cols]).
+            const double local_cols = part.split == engine::Split::kByOutput
+                                          ? net.plan.layers[w.destination].cap
+                                          : double(w.cols);
+            m.other_gradients += capacity * (local_cols * f + 4.0) + 4.0;
             // csr_weight_grad's scratch: a count per input row, and the batch's entries sorted
             // by row (ids and coefficients); the every-row exact update's row map (4 B a row).
             m.scratch += 4.0 * rows + 16.0 * capacity;
@@ -148,24 +149,27 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         m.biases += cap * f;
         m.optimizer_state += slots * cap * f;
         m.other_gradients += cap * f;
-        // Activations and deltas, padded rows on one rank; one buffer for both where the delta
-        // is written over the activations (an output layer no other layer reads).
+        // Activations and deltas, padded rows (split or not); one buffer for both where the
+        // delta is written over the activations (an output layer no other layer reads).
         const double buffers_of_layer = net.plan.layers[l].delta_over_act ? 1.0 : 2.0;
-        m.activations += buffers_of_layer * B * std::max<double>(cap, net.plan.layers[l].ld) * f;
+        m.activations += buffers_of_layer * B * net.largest_band_floats(int(l)) * f;
     }
     if (ranks > 1) {  // ensure_batch_capacity's collective scratch
         const engine::Band moving = net.moving_side();
         // Forward's gathered source activations (by output columns) and backward's gathered
-        // deltas (by input rows, one per layer), both kept until update().
+        // deltas (by input rows, one per layer), both kept until update(); whole rows padded
+        // (LayerBand::whole_ld), as the partial rows.
         double gathered = 0;
         for (size_t i = 0; i < net.graph.edges.size(); ++i) {
             if (net.plan.edges[i].split == engine::Split::kByOutput)
-                gathered += B * net.graph.edges[i].rows * f;
+                gathered += B * net.plan.layers[net.graph.edges[i].source].whole_ld * f;
         }
         for (size_t l = 0; l < net.graph.layers.size(); ++l) {
-            if (net.gathers_delta(int(l))) gathered += B * net.graph.layers[l].n * f;
+            if (net.gathers_delta(int(l))) gathered += B * net.plan.layers[l].whole_ld * f;
         }
-        m.scratch += (B * moving.offset + (P + 1.0) * B * moving.count + 2.0 * B) * f + gathered;
+        m.scratch +=
+            (B * engine::padded_ld(moving.offset) + (P + 1.0) * B * moving.count + 2.0 * B) * f +
+            gathered;
     }
     // The datasets the layers bind, once per name (inputs and outputs), each rank its band of
     // the entries; the Trainer's batch permutation (4 B per example).

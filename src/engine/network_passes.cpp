@@ -129,7 +129,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                 case engine::Split::kByInput: {
                     // This rank's rows of W give a partial z over every unit; the ranks' sum of
                     // the partials, band by band, is z.
-                    const MatrixView part{plan.full_partial.data(), batch, layer.n, layer.n};
+                    const MatrixView part = whole_rows(plan.full_partial.data(), l, batch);
                     if (source.is_input()) {
                         be.csr_matmul(data.layer_data[w.source]->view(rows),
                                       input_noise(w.source, training, mask_seed), wv, part, 0.0f);
@@ -141,9 +141,8 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                 }
                 case engine::Split::kByOutput: {
                     // Every rank's band of the source activations, then this rank's columns.
-                    float* gathered = buffers.edges[layer.in_weights[k]].gathered.data();
-                    const MatrixView all{gathered, batch, source.n, source.n};
-                    gather_columns(w.source, act[w.source], batch, all);
+                    const MatrixView all = gathered_source(layer.in_weights[k], batch);
+                    gather_columns(w.source, view(w.source), all);
                     be.gemm(false, false, 1.0f, all, wv, beta, z);
                     break;
                 }
@@ -171,10 +170,16 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
 
 // ---- collectives over layer bands ----
 
-void Network::Impl::gather_columns(int l, const float* local, size_t batch, MatrixView full) const {
-    // `local` has room for the block (buffers hold cap columns).
+void Network::Impl::gather_columns(int l, ConstMatrixView local, MatrixView full) const {
+    const size_t batch = local.rows;
     const size_t block = batch * plan.layers[l].cap;
-    plan.comm->all_gather(local, plan.comm_blocks.data(), block, CommType::kFloat32);
+    const float* send = local.data;  // packed rows: the band's buffer has room for the block
+    if (local.ld != local.cols) {    // padded rows: repacked first
+        backend->add_matrix(1.0f, local, 0.0f,
+                            MatrixView{plan.comm_local.data(), batch, local.cols, local.cols});
+        send = plan.comm_local.data();
+    }
+    plan.comm->all_gather(send, plan.comm_blocks.data(), block, CommType::kFloat32);
     for (int r = 0; r < plan.ranks; ++r) {
         const engine::Band b = engine::band_of(graph.layers[l].n, plan.ranks, r);
         if (b.count == 0) continue;
@@ -195,11 +200,12 @@ void Network::Impl::reduce_scatter_columns(int l, ConstMatrixView full, float be
             1.0f, ConstMatrixView(full.data + b.offset, batch, b.count, full.ld), 0.0f,
             MatrixView{plan.comm_blocks.data() + r * block, batch, b.count, b.count});
     }
-    // out's buffer holds cap columns per row, room for the received block.
-    float* recv = beta == 0.0f ? out.data : plan.comm_local.data();
+    // Packed rows (out's buffer holds cap columns per row, room for the received block) with
+    // beta 0 receive in place; padded rows, or a sum, through comm_local.
+    float* recv = beta == 0.0f && out.ld == out.cols ? out.data : plan.comm_local.data();
     plan.comm->reduce_scatter(plan.comm_blocks.data(), recv, block, CommType::kFloat32,
                               CommOp::kSum);
-    if (beta != 0.0f) {
+    if (recv != out.data) {
         backend->add_matrix(1.0f, ConstMatrixView(recv, batch, out.cols, out.cols), beta, out);
     }
 }
@@ -316,7 +322,7 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             // Allocated by its first write (a fused update never writes it).
             const auto grad = [&] { return dense_gradient(w.owner); };
             if (m_block.split == engine::Split::kByInput && !gathered_dz) {
-                gather_columns(l, dz.data, batch, gathered_delta(l, batch));
+                gather_columns(l, dz, gathered_delta(l, batch));
                 gathered_dz = true;
             }
             // A sparse input's row-sparse gradient with one use (split by input rows or not):
@@ -371,13 +377,12 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 if (defer_dense) {
                     m.deferred_rows = batch;
                 } else {
-                    backend->gemm(true, false, 1.0f,
-                                  ConstMatrixView(m.gathered.data(), batch, source.n, source.n), dz,
-                                  grad_beta, grad());
+                    backend->gemm(true, false, 1.0f, gathered_source(w.owner, batch), dz, grad_beta,
+                                  grad());
                 }
                 m.grad_ready = true;
                 if (source.reaches_output) {
-                    const MatrixView part{plan.full_partial.data(), batch, source.n, source.n};
+                    const MatrixView part = whole_rows(plan.full_partial.data(), w.source, batch);
                     backend->gemm(false, true, 1.0f, dz, matrix_of(w), 0.0f, part);
                     reduce_scatter_columns(w.source, part, has_delta[w.source] ? 1.0f : 0.0f,
                                            layer_delta(w.source, batch));
@@ -604,12 +609,10 @@ MatrixView Network::Impl::deferred_delta(int wi, size_t batch) {
 void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c) {
     const GraphEdge& w = graph.edges[wi];
     const size_t batch = buffers.edges[wi].deferred_rows;
-    const uint32_t n_source = graph.layers[w.source].n;
     // Split by output columns: every rank's source activations, gathered by forward.
-    const MatrixView a =
-        plan.edges[wi].split == engine::Split::kByOutput
-            ? MatrixView{buffers.edges[wi].gathered.data(), batch, n_source, n_source}
-            : layer_rows(buffers.layers[w.source].act, w.source, batch);
+    const MatrixView a = plan.edges[wi].split == engine::Split::kByOutput
+                             ? gathered_source(wi, batch)
+                             : layer_rows(buffers.layers[w.source].act, w.source, batch);
     const MatrixView dz = deferred_delta(wi, batch);
     // The same operands and order as backward's GEMM: z = a . M: dM = a^T . dz; transposed,
     // z = a . M^T: dM = dz^T . a.

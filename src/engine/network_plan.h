@@ -42,9 +42,15 @@ struct LayerBand {
     uint32_t offset = 0;
     uint32_t n_local = 0;
     uint32_t cap = 0;
-    // The row stride of the layer's activation and delta buffers (padded_ld(n_local); n_local
-    // on a split network, whose collectives move rows of n_local floats).
+    // The row stride of the layer's activation and delta buffers: padded_ld(n_local), split or
+    // not. Collectives move packed rows of n_local floats (Network::Impl::gather_columns and
+    // reduce_scatter_columns repack where ld > n_local).
     uint32_t ld = 0;
+    // Split networks: the row stride of the layer's whole rows gathered on this rank
+    // (padded_ld(n)): the partial rows of a reduce-scatter (ParallelPlan::full_partial), a
+    // source's gathered activations (EdgeBuffers::gathered), a gathered delta
+    // (LayerBuffers::delta_all), all GEMM operands.
+    uint32_t whole_ld = 0;
     // The layer's delta is written over its activations (Network::Impl::delta_over_activation):
     // no delta buffer; an output layer whose activations nothing reads once its delta is formed.
     bool delta_over_act = false;
@@ -59,8 +65,8 @@ struct EdgeSplit {
     uint32_t local_cols = 0;
     uint32_t row_offset = 0;
     uint32_t col_offset = 0;
-    // Owners: the row stride of w, state1/2 and grad (padded_ld(local_cols); local_cols on a
-    // split network). Model files, parameters and gradients handed out are packed [rows, cols].
+    // Owners: the row stride of w, state1/2 and grad: padded_ld(local_cols), split or not.
+    // Model files, save chunks, parameters and gradients handed out are packed [rows, cols].
     uint32_t ld = 0;
     // Owners: the gradient is dense ([rows, cols] in grad) unless the only use is a sparse
     // source, which keeps the row-sparse gradient (PassBuffers) instead.
@@ -74,7 +80,9 @@ struct EdgeSplit {
 // TFLOP/s, a third of the step (benchmarks/results/gpu/2026-11-25-h100-c-profile-dsstne-bench.txt).
 // OpenBLAS gains nothing measurable from it on the CPU (27,280 against 27,278:
 // benchmarks/results/2026-11-26-vm-dsstne-bench-op-times.txt), and costs at most 15 floats
-// per row; both backends pad, so the CPU tests run the padded layout the GPU runs.
+// per row; both backends pad, so the CPU tests run the padded layout the GPU runs. A split
+// network pads its blocks and bands the same way (padded_ld of the local width): what crosses
+// ranks (collectives, save chunks) is repacked.
 // SPARSENET_PADDED_LD=0 keeps ld == cols (to compare; read when a network is planned).
 constexpr uint32_t kPadFloats = 16;
 uint32_t padded_ld(uint32_t cols);
@@ -93,12 +101,13 @@ struct ParallelPlan {
     bool data_parallel = false;
     std::vector<LayerBand> layers;  // by layer index
     std::vector<EdgeSplit> edges;   // by edge index
-    // Split networks only: scratch of the collectives, [batch_capacity * moving_side units]
-    // (partial rows to reduce), blocks [ranks * batch_capacity * moving_side cap], and two
-    // [batch_capacity] row statistics. (A layer's whole delta gathered in backward has its own
-    // buffer, LayerBuffers::delta_all: a deferred weight gradient reads it in update().)
-    // Mutable: the const forward uses them, which is why a split network's forward is never run
-    // concurrently (the Recommender refuses it).
+    // Split networks only: scratch of the collectives, [batch_capacity * padded_ld(moving_side
+    // units)] (partial rows to reduce, row stride LayerBand::whole_ld), packed blocks
+    // [ranks * batch_capacity * moving_side cap], one packed band [batch_capacity * moving_side
+    // cap] (a band repacked to send, or received), and two [batch_capacity] row statistics. (A
+    // layer's whole delta gathered in backward has its own buffer, LayerBuffers::delta_all: a
+    // deferred weight gradient reads it in update().) Mutable: the const forward uses them, which
+    // is why a split network's forward is never run concurrently (the Recommender refuses it).
     mutable DeviceArray<float> full_partial, comm_blocks, comm_local;
     mutable DeviceArray<float> row_stat;
 

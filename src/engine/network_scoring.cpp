@@ -179,12 +179,20 @@ std::vector<float> Scoring::scores(int l, size_t count) const {
                            count, layer.n, out.data());
         return out;
     }
-    // Every rank's band of the rows ([count, band] blocks of count * cap floats), gathered into
-    // whole rows.
-    const size_t block = count * net_.plan.layers[size_t(l)].cap;
+    // Every rank's band of the rows ([count, band] blocks of count * cap floats, packed: padded
+    // rows are repacked first), gathered into whole rows.
+    const LayerBand& band = net_.plan.layers[size_t(l)];
+    const size_t block = count * band.cap;
     DeviceArray<float> all(*net_.backend, block * net_.plan.ranks, "gathered scores");
-    net_.plan.comm->all_gather(net_.buffers.layers[size_t(l)].act.data(), all.data(), block,
-                               CommType::kFloat32);
+    const float* send = net_.buffers.layers[size_t(l)].act.data();
+    DeviceArray<float> packed;
+    if (band.ld != band.n_local) {
+        packed = DeviceArray<float>(*net_.backend, std::max<size_t>(block, 1), "packed scores");
+        net_.backend->add_matrix(1.0f, ConstMatrixView(send, count, band.n_local, band.ld), 0.0f,
+                                 MatrixView{packed.data(), count, band.n_local, band.n_local});
+        send = packed.data();
+    }
+    net_.plan.comm->all_gather(send, all.data(), block, CommType::kFloat32);
     std::vector<float> blocks(block * net_.plan.ranks);
     all.download(blocks.data(), blocks.size());
     for (int r = 0; r < net_.plan.ranks; ++r) {

@@ -192,9 +192,10 @@ TEST(DeltaOverActivation, ThePlanCountsOneBuffer) {
     // Hidden layers keep both: 2 x 256 x (32 + 32) x 4 B, and the output's one buffer.
     EXPECT_DOUBLE_EQ(in_place.activations, 256.0 * (2 * (32 + 32) + 100016) * 4);
     EXPECT_DOUBLE_EQ(apart.device_bytes() - in_place.device_bytes(), 256.0 * 100016 * 4);
-    // Split over 2 ranks: each rank's band of the output (50,002 units), once.
+    // Split over 2 ranks: each rank's band of the output (50,002 units, rows padded to 50,016),
+    // once; the hidden bands (12 and 10 units) padded to 16.
     const MemoryPlan split = plan_memory(config, shapes, 2, 256, sgd, 0.0f);
-    EXPECT_DOUBLE_EQ(split.activations, 256.0 * (2 * (12 + 10) + 50002) * 4);
+    EXPECT_DOUBLE_EQ(split.activations, 256.0 * (2 * (16 + 16) + 50016) * 4);
 }
 
 }  // namespace

@@ -4,16 +4,15 @@
 // aligned wherever they run along a contiguous dimension and are a layer's width of 64 or more
 // (cuBLAS otherwise picks `align1` kernels: 583 of 1,441 us of an H100 dsstne-bench step), every
 // leading dimension too, and the padding those extents read must hold zeros (the contract that
-// makes running over it exact).
+// makes running over it exact). The same checks on a split network's ranks, at the same widths:
+// tests/mpi/mpi_padded_rows_test.cpp (mpirun -np 1, 2, 3).
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <set>
-#include <sstream>
+#include <cstdio>
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
 #include "backend/gemm_extents.h"
 #include "sparsenet/config.h"
 #include "sparsenet/dataset.h"
@@ -21,66 +20,14 @@
 #include "sparsenet/predictor.h"
 #include "sparsenet/recommender.h"
 #include "sparsenet/trainer.h"
+#include "support/gemm_recorder.h"
 #include "support/test_support.h"
 
 namespace sparsenet {
 namespace {
 
-struct Recorded {
-    std::set<std::string> shapes;    // "m x n x k (trans_a trans_b) ld a/b/c", distinct
-    std::vector<std::string> faults;  // unaligned extents, nonzero padding
-    size_t calls = 0;
-};
-
-// The padding of v that extent `cols` runs over, [v.cols, cols) of every row, holds zeros.
-bool padding_zero(const ConstMatrixView& v, size_t cols) {
-    for (size_t r = 0; r < v.rows; ++r)
-        for (size_t c = v.cols; c < cols; ++c)
-            if (v.data[r * v.ld + c] != 0.0f) return false;
-    return true;
-}
-
-void record(const GemmCall& call, void* context) {
-    auto* rec = static_cast<Recorded*>(context);
-    ++rec->calls;
-    const GemmExtents e = gpu_gemm_extents(call.trans_a, call.trans_b, call.a, call.b, call.c,
-                                           kGemmVectorFloats);
-    std::ostringstream shape;
-    shape << e.m << " x " << e.n << " x " << e.k << " (" << (call.trans_a ? 'T' : 'N')
-          << (call.trans_b ? 'T' : 'N') << ") ld " << call.a.ld << "/" << call.b.ld << "/"
-          << call.c.ld;
-    rec->shapes.insert(shape.str());
-    auto fault = [&](const std::string& what) { rec->faults.push_back(shape.str() + ": " + what); };
-    // The extents along a contiguous dimension: n (C's columns), k where it is A's columns
-    // (A not transposed) or B's (B transposed), m where it is A's columns (A transposed). The
-    // batch only ever runs along rows.
-    auto aligned = [&](size_t extent, const char* name) {
-        if (extent >= 64 && extent % kGemmVectorFloats != 0) fault(std::string(name) + " unaligned");
-    };
-    aligned(e.n, "n");
-    if (!call.trans_a || call.trans_b) aligned(e.k, "k");
-    if (call.trans_a) aligned(e.m, "m");
-    for (const ConstMatrixView* v : {&call.a, &call.b, &call.c})
-        if (v->rows > 1 && v->ld % kGemmVectorFloats != 0) fault("a leading dimension unaligned");
-    // The padding the extents run over is zeros (C's is read only where beta is not 0).
-    if (e.n > call.c.cols && !padding_zero(call.b, e.n)) fault("b's padding is not zero");
-    if (e.n > call.c.cols && call.beta != 0.0f && !padding_zero(call.c, e.n))
-        fault("c's padding is not zero");
-    if (e.k > (call.trans_a ? call.a.rows : call.a.cols)) {
-        if (!padding_zero(call.a, e.k)) fault("a's padding is not zero");
-        if (!padding_zero(call.b, e.k)) fault("b's padding is not zero");
-    }
-}
-
-class GemmRecorder {
-  public:
-    GemmRecorder() { set_gemm_observer(record, &rec_); }
-    ~GemmRecorder() { set_gemm_observer(nullptr, nullptr); }
-    const Recorded& result() const { return rec_; }
-
-  private:
-    Recorded rec_;
-};
+using testing::GemmRecorder;
+using testing::RecordedGemms;
 
 Dataset dataset(const std::string& name, uint64_t users, uint32_t items, uint64_t nnz) {
     GenerateOptions g;
@@ -124,15 +71,11 @@ void check_shapes(const std::string& what, const NetworkConfig& config, uint32_t
     RecommendOptions one;
     one.k = 10;
     rec.recommend({ItemRef(1), ItemRef(2)}, one);
-    const Recorded& r = recorder.result();
+    const RecordedGemms& r = recorder.result();
     EXPECT_GT(r.calls, 0u);
-    std::string faults;
-    for (const std::string& f : r.faults) faults += "\n  " + f;
-    EXPECT_TRUE(r.faults.empty()) << r.faults.size() << " faults:" << faults;
-    std::string shapes;
-    for (const std::string& s : r.shapes) shapes += "\n  " + s;
+    EXPECT_TRUE(r.faults.empty()) << r.faults.size() << " faults:" << r.fault_text();
     std::printf("%s, %s: %zu GEMMs, distinct GPU shapes:%s\n", what.c_str(), to_string(kind),
-                r.calls, shapes.c_str());
+                r.calls, r.shape_text().c_str());
 }
 
 NetworkConfig config_file(const std::string& name) {
