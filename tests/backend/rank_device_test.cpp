@@ -14,9 +14,12 @@
 #include "comm/node_rank.h"
 #include "sparsenet/error.h"
 #include "sparsenet/rank_device.h"
+#include "support/test_support.h"
 
 namespace sparsenet {
 namespace {
+
+using testing::ScopedEnv;
 
 // A launcher's environment as a table.
 EnvironmentLookup env_of(std::map<std::string, std::string> vars) {
@@ -225,32 +228,6 @@ TEST(GpuForRank, UnknownDevicesAreRefused) {
 }
 
 // ---- one process: nothing changes ----
-
-// Sets (or, with nullptr, unsets) an environment variable for the scope; restores it after.
-class ScopedEnv {
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        if (value != nullptr) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-    ~ScopedEnv() {
-        if (old_) {
-            setenv(name_.c_str(), old_->c_str(), 1);
-        } else {
-            unsetenv(name_.c_str());
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-  private:
-    std::string name_;
-    std::optional<std::string> old_;
-};
 
 TEST(RankDevice, OneProcessKeepsGpuZeroAndTheDeviceAsGiven) {
     // No launcher with more than one rank (a stray local-rank variable, mpirun -np 1): the

@@ -18,37 +18,14 @@
 #include "comm/mpi_communicator.h"
 #include "sparsenet/error.h"
 #include "sparsenet/network.h"
+#include "support/test_support.h"
 
 namespace sparsenet {
 namespace {
 
+using testing::ScopedEnv;
+
 const char* const kLauncherVariables[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
-
-// Sets (or, with nullptr, unsets) an environment variable for the scope; restores it after.
-class ScopedEnv {
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        if (value != nullptr) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-    ~ScopedEnv() {
-        if (old_) {
-            setenv(name_.c_str(), old_->c_str(), 1);
-        } else {
-            unsetenv(name_.c_str());
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-  private:
-    std::string name_;
-    std::optional<std::string> old_;
-};
 
 // None of the launchers' variables set, for the scope.
 struct NoLauncher {

@@ -23,19 +23,7 @@
 namespace sparsenet {
 namespace {
 
-class ScopedEnv {  // name=value while it lives (nothing when value is null)
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name), set_(value != nullptr) {
-        if (set_) setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (set_) unsetenv(name_);
-    }
-
-  private:
-    const char* name_;
-    bool set_;
-};
+using testing::ScopedEnv;
 
 // 83 items (ld 96) behind a sparse input and two hidden layers; `output` adds keys to the
 // Output layer.

@@ -19,6 +19,8 @@
 namespace sparsenet {
 namespace {
 
+using testing::ScopedEnv;
+
 // Two dense matrices with one use each (Hidden1 -> Hidden2 -> Output) behind the sparse input.
 const char* kNetwork = R"({
   "Name": "fused", "ErrorFunction": "ScaledMarginalCrossEntropy", "ShuffleIndices": true,
@@ -44,21 +46,6 @@ Dataset planted(const std::string& name) {
 struct TrainedRun {
     std::vector<std::vector<float>> parameters;
     bool gradient_buffer_untouched = false;  // the sentinel NaNs of Hidden2 -> Output's gradient
-};
-
-class ScopedEnv {
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (value) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-    ~ScopedEnv() { unsetenv(name_); }
-
-  private:
-    const char* name_;
 };
 
 TrainedRun train(const OptimizerOptions& optimizer, bool fused, const char* hidden2_extra = "",

@@ -24,19 +24,6 @@
 namespace sparsenet {
 namespace {
 
-class PackedRows {  // SPARSENET_PADDED_LD=0 while it lives
-  public:
-    explicit PackedRows(bool packed) : packed_(packed) {
-        if (packed_) setenv("SPARSENET_PADDED_LD", "0", 1);
-    }
-    ~PackedRows() {
-        if (packed_) unsetenv("SPARSENET_PADDED_LD");
-    }
-
-  private:
-    bool packed_;
-};
-
 // 83 items (ld 96), hidden layers of 24 (32) and 20 (32), behind a sparse input; `extra` adds
 // keys to Hidden2, `output` more keys to the Output layer.
 std::string network_json(const std::string& extra = "", const std::string& output = "") {
@@ -65,7 +52,7 @@ struct TrainedRun {
 
 TrainedRun train(const std::string& json, const OptimizerOptions& optimizer, bool packed,
                  const std::string& save_to = "") {
-    const PackedRows mode(packed);
+    const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
     const Dataset in = planted("in"), out = planted("out");
     Network net = make_network(json);
     TrainOptions o;
@@ -101,7 +88,7 @@ TEST(PaddedLd, RoundsWidthsUpToSixteenFloats) {
     EXPECT_EQ(engine::padded_ld(20), 32u);
     EXPECT_EQ(engine::padded_ld(27278), 27280u);
     EXPECT_EQ(engine::padded_ld(10000000), 10000000u);
-    const PackedRows packed(true);
+    const testing::ScopedEnv packed("SPARSENET_PADDED_LD", "0");
     EXPECT_EQ(engine::padded_ld(27278), 27278u);
 }
 
@@ -110,7 +97,7 @@ TEST(PaddedLd, RoundsWidthsUpToSixteenFloats) {
 TEST(PaddedLd, PlanPadsLayerBuffersAndMatrices) {
     for (bool packed : {false, true}) {
         SCOPED_TRACE(packed ? "packed" : "padded");
-        const PackedRows mode(packed);
+        const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
         Network net = make_network(network_json());
         const Network::Impl& impl = net.impl();
         const uint32_t want_ld[] = {0, 32, 32, 96};  // Input, Hidden1, Hidden2, Output
@@ -172,7 +159,7 @@ TEST(PaddedLd, ModelFilesAndInferenceAreTheSameEitherWay) {
     std::vector<Recommendations> answers[2];
     for (bool packed : {false, true}) {
         SCOPED_TRACE(packed ? "loaded packed" : "loaded padded");
-        const PackedRows mode(packed);
+        const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
         NetworkOptions no;
         no.device = "cpu";
         no.threads = 2;

@@ -29,6 +29,8 @@
 namespace sparsenet {
 namespace {
 
+using testing::ScopedEnv;
+
 GeneratedData planted() {
     GenerateOptions g;
     g.users = 1200;
@@ -193,24 +195,6 @@ TEST(Bf16Training, GradientsAreTheFp32OnesWithinTheRoundingOfTheOperands) {
 // step, so rounding it once per step gives the values that rounding it at every GEMM gave: the
 // reference is the run without copies (SPARSENET_BF16_WEIGHT_COPIES=0), whose GEMMs round the
 // FP32 masters themselves.
-
-class ScopedEnv {
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_)
-            setenv(name_.c_str(), old_.c_str(), 1);
-        else
-            unsetenv(name_.c_str());
-    }
-
-  private:
-    std::string name_, old_;
-    bool had_ = false;
-};
 
 // Input -> H1 -> H2, Output <- {H1, H2}; wn: WeightNorm on H2 (its step is followed by a pass
 // that changes the weights); tied: an autoencoder whose output uses the input matrix transposed

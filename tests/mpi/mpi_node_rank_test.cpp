@@ -16,39 +16,14 @@
 #include "comm/node_rank.h"
 #include "sparsenet/error.h"
 #include "sparsenet/rank_device.h"
+#include "support/split_networks.h"
+#include "support/test_support.h"
 
 namespace sparsenet {
 namespace {
 
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
-// Unsets an environment variable for the scope; restores it after.
-class Unset {
-  public:
-    explicit Unset(const char* name) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        unsetenv(name);
-    }
-    ~Unset() {
-        if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    }
-    Unset(const Unset&) = delete;
-    Unset& operator=(const Unset&) = delete;
-
-  private:
-    std::string name_;
-    std::optional<std::string> old_;
-};
+using mpi_testing::world_rank;
+using mpi_testing::world_size;
 
 TEST(MpiNodeRank, TheSplitAgreesWithOpenMpisVariables) {
     const NodeLocalRank split = mpi_node_local_rank();
@@ -63,8 +38,9 @@ TEST(MpiNodeRank, TheSplitAgreesWithOpenMpisVariables) {
 }
 
 TEST(MpiNodeRank, WithoutTheLaunchersVariablesTheSplitIsTaken) {
-    const Unset a("OMPI_COMM_WORLD_LOCAL_RANK"), b("OMPI_COMM_WORLD_LOCAL_SIZE"),
-        c("MPI_LOCALRANKID"), d("MPI_LOCALNRANKS"), e("SLURM_LOCALID");
+    const testing::ScopedEnv a("OMPI_COMM_WORLD_LOCAL_RANK", nullptr),
+        b("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr), c("MPI_LOCALRANKID", nullptr),
+        d("MPI_LOCALNRANKS", nullptr), e("SLURM_LOCALID", nullptr);
     const std::optional<NodeLocalRank> local = node_local_rank();
     if (world_size() == 1) {
         // mpirun -np 1 is one process: nothing to choose, GPU 0 as without mpirun.

@@ -27,84 +27,17 @@
 #include "sparsenet/predictor.h"
 #include "sparsenet/trainer.h"
 #include "support/gemm_recorder.h"
+#include "support/split_networks.h"
 #include "support/test_support.h"
 
 namespace sparsenet {
 namespace {
 
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
-class PackedRows {  // SPARSENET_PADDED_LD=0 while it lives
-  public:
-    explicit PackedRows(bool packed) : packed_(packed) {
-        if (packed_) setenv("SPARSENET_PADDED_LD", "0", 1);
-    }
-    ~PackedRows() {
-        if (packed_) unsetenv("SPARSENET_PADDED_LD");
-    }
-    PackedRows(const PackedRows&) = delete;
-    PackedRows& operator=(const PackedRows&) = delete;
-
-  private:
-    bool packed_;
-};
-
-// Both dense splits (Hidden1 -> Hidden2 by output columns, Hidden3 -> Hidden4 by input rows), a
-// Skip, a sparseness penalty, DeltaNorm on a split row, WeightNorm on a matrix split by output
-// columns, dropout; no width a multiple of 16, so every band and block is padded.
-const char* kDeep = R"({
-  "Version": 0.9, "Name": "deep", "Kind": "FeedForward",
-  "ErrorFunction": "CrossEntropy",
-  "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
-    {"Name": "Hidden1", "Kind": "Hidden", "N": 23, "Activation": "RectifiedLinear"},
-    {"Name": "Hidden2", "Kind": "Hidden", "N": 61, "Activation": "Tanh", "Source": "Hidden1",
-     "WeightNorm": 0.8, "pDropout": 0.2},
-    {"Name": "Hidden3", "Kind": "Hidden", "N": 61, "Activation": "Sigmoid", "Source": "Hidden2",
-     "Skip": ["Hidden2"], "Sparse": true, "SparsenessPenalty": {"p": 0.3, "beta": 0.5}, "DeltaNorm": 0.05},
-    {"Name": "Hidden4", "Kind": "Hidden", "N": 19, "Activation": "Tanh", "Source": "Hidden3"},
-    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "Sigmoid",
-     "Source": "Hidden4"}
-  ]})";
-
-// The split SoftMax (row statistics all-reduced) with its delta written over the activations.
-const char* kSoftmax = R"({
-  "Version": 0.9, "Name": "dae", "Kind": "AutoEncoder",
-  "Denoising": {"p": 0.5},
-  "ErrorFunction": "CrossEntropy",
-  "Layers": [
-    {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true,
-     "Normalize": {"Norm": "L2", "Scale": 3}},
-    {"Name": "Hidden", "Kind": "Hidden", "N": 41, "Activation": "Tanh"},
-    {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out", "Activation": "SoftMax"}
-  ]})";
-
-struct Data {
-    Dataset in, out;
-    Data(uint64_t users, uint32_t items, uint64_t nnz, uint64_t seed = 11) {
-        GenerateOptions g;
-        g.users = users;
-        g.items = items;
-        g.nnz = nnz;
-        g.factors = 6;
-        g.seed = seed;
-        in = generate(g).train;
-        out = in;
-        in.name = "in";
-        out.name = "out";
-    }
-    std::map<std::string, const Dataset*> all() const { return {{"in", &in}, {"out", &out}}; }
-    std::map<std::string, uint32_t> widths() const { return {{"in", in.cols}, {"out", out.cols}}; }
-};
+using mpi_testing::Data;
+using mpi_testing::kDeep;
+using mpi_testing::kSoftmax;
+using mpi_testing::world_rank;
+using mpi_testing::world_size;
 
 NetworkOptions split_options() {
     NetworkOptions o;
@@ -152,7 +85,7 @@ struct Run {
 // in chunks of a few floats (every chunk crossing rows of every rank's padded block).
 Run train(const std::string& json, const Data& d, OptimizerKind kind, float learning_rate,
           bool packed, const std::string& path) {
-    const PackedRows mode(packed);
+    const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
     Network net = Network::create(NetworkConfig::from_json(json), d.widths(), split_options());
     EXPECT_EQ(stores_padding(net), !packed) << "rank " << world_rank();
     TrainOptions t;
@@ -295,7 +228,7 @@ TEST(ModelParallelPaddedRows, WideNetworkIsAlignedAndPackedRowsAreNot) {
         {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "gl_output",
          "Activation": "Sigmoid", "Sparse": true}]})");
     check_split_shapes("wide", config, 20003, 256, OptimizerKind::kMomentum);
-    const PackedRows packed(true);
+    const testing::ScopedEnv packed("SPARSENET_PADDED_LD", "0");
     const testing::RecordedGemms r = record_step(config, 20003, 256, OptimizerKind::kMomentum);
     // The output band's columns run along n: 20,003 on one rank, 10,001/10,002 over 2, 6,667/
     // 6,668/6,668 over 3 (ranks 1 and 2 of 3 hold an aligned band even packed).

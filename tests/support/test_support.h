@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -18,6 +20,33 @@ class Trainer;
 }  // namespace sparsenet
 
 namespace sparsenet::testing {
+
+// Sets (or, with nullptr, unsets) an environment variable for the scope and restores what it was
+// after: the engine's switches (SPARSENET_*) and MPI launchers' variables in tests.
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old;
+        if (value != nullptr) {
+            setenv(name, value, 1);
+        } else {
+            unsetenv(name);
+        }
+    }
+    ~ScopedEnv() {
+        if (old_) {
+            setenv(name_.c_str(), old_->c_str(), 1);
+        } else {
+            unsetenv(name_.c_str());
+        }
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    std::string name_;
+    std::optional<std::string> old_;
+};
 
 // A fresh directory under the system temp dir, removed with its contents on destruction.
 class TempDir {
