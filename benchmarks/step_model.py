@@ -17,23 +17,27 @@ layer, fully connected hidden layers and one output layer with sparse targets; e
           the optimizer, four passes over the output (bias + activation, delta, loss, column
           sum), separate hidden-layer passes, the guard's sums of squares over every activation.
 
-Three precisions of the GEMMs (--precision; storage stays FP32, value_bytes):
+The precisions of the GEMMs (--precision; storage stays FP32, value_bytes):
 
   fp32           (and tf32: the same bytes) every GEMM reads its FP32 operands;
-  bf16           the engine since issue 46: each weight matrix a GEMM reads keeps a BF16 copy
+  bf16           the engine now (issue 46): each weight matrix a GEMM reads keeps a BF16 copy
                  written by the step (2 B a weight written in the optimizer's pass, or one
                  conversion pass, 4 B read + 2 B written, after a step inside the weight-gradient
                  GEMM: SGD, Momentum), which the forward and input-delta GEMMs read (2 B a
-                 weight); activations and deltas are converted per GEMM (4 B read, 2 B written,
-                 then 2 B read by the GEMM); results, the sparse input's gather and every
-                 element-wise pass stay FP32;
+                 weight); each activation and delta a GEMM reads is written in BF16 (2 B, beside
+                 its FP32 value) by the kernel that produces it (bias + activation + dropout,
+                 the derivative + column sums, the output epilogue), and every GEMM reads that
+                 copy (2 B a value): no conversion pass of an activation or a delta is left;
+                 results, the sparse input's gather and every element-wise pass stay FP32;
+  bf16-weight-copies  the engine with SPARSENET_BF16_ACTIVATION_COPIES=0 (and before the
+                 producers' copies): the weights' copies as above, activations and deltas
+                 converted per GEMM (4 B read, 2 B written, then 2 B read by the GEMM);
   bf16-per-gemm  the engine before issue 46: every BF16 GEMM converts both operands, the
                  weights included, per GEMM;
-  bf16-fused     not built (a target for issue 46's GPU work): the copy written inside the
-                 pass that updates the weights in every case (the weight-gradient GEMM's
-                 epilogue for SGD, the velocity add for Momentum), and each activation and delta
-                 a GEMM reads written in BF16 (2 B, beside its FP32 value) by the kernel that
-                 produces it, so no conversion pass is left.
+  bf16-fused     not built (a target for issue 46's GPU work): bf16, with the weights' copy
+                 also written inside the pass that updates them where that pass is the
+                 weight-gradient GEMM (its epilogue for SGD; the velocity add for Momentum), so
+                 no conversion pass is left at all.
 
 Only operands and results count: GEMMs read each operand once and write the result once (tiles
 that re-read an operand from cache count nothing); a gathered input row is read once per batch
@@ -48,7 +52,7 @@ Used by benchmarks (and scripts/gpu-validate) as a module:
     step_model.floor_seconds(m, bandwidth=3.35e12, examples=138493)
 or from the command line:
     benchmarks/step_model.py --workload dsstne-bench --bandwidth 3.35e12 [--unfused] [--json]
-        [--precision fp32|bf16|bf16-per-gemm]
+        [--precision fp32|bf16|bf16-weight-copies|bf16-per-gemm|bf16-fused]
 """
 import argparse
 import json
@@ -65,7 +69,7 @@ WORKLOADS = {
 }
 
 # The GEMMs' precisions the model knows (module docstring).
-PRECISIONS = ("fp32", "bf16", "bf16-per-gemm", "bf16-fused")
+PRECISIONS = ("fp32", "bf16", "bf16-weight-copies", "bf16-per-gemm", "bf16-fused")
 
 # Optimizer state slots per parameter (src/kernels/formulas/optimizer.h).
 STATE_SLOTS = {"sgd": 0, "momentum": 1, "nesterov": 1, "adagrad": 1, "rmsprop": 1,
@@ -120,8 +124,12 @@ def passes(m, fused=True):
 
     precision = m.get("precision", "fp32")
     bf16 = precision != "fp32"
-    copies = precision in ("bf16", "bf16-fused")  # the weights' BF16 copies kept by the step
-    producers = precision == "bf16-fused"  # activations and deltas written in BF16 as produced
+    # the weights' BF16 copies kept by the step
+    copies = precision in ("bf16", "bf16-weight-copies", "bf16-fused")
+    # activations and deltas written in BF16 by the kernels that produce them
+    producers = precision in ("bf16", "bf16-fused")
+    # the weights' copy written by the pass that updates them, even inside the gradient GEMM
+    in_update = precision == "bf16-fused"
     produced = set()
 
     def gemm(name, operands, written):
@@ -136,7 +144,8 @@ def passes(m, fused=True):
             elif producers:  # written once by its producer (2 B more), read by each GEMM
                 if what not in produced:
                     produced.add(what)
-                    out.append((f"bf16 {what} written by its producer", 0, elems * 2))
+                    out.append((f"+ bf16 copy of {what} in its producer's pass", 0,
+                                elems * 2))
                 read += elems * 2
             else:
                 out.append((f"bf16 conversion of {what} for {name}", elems * f, elems * 2))
@@ -179,11 +188,11 @@ def passes(m, fused=True):
             name = f"gemm weight gradient + SGD {l}" if sgd else \
                 f"gemm weight gradient into velocity {l}"
             # bf16-fused: the pass that writes W writes its copy too.
-            in_pass = copy if producers else 0
+            in_pass = copy if in_update else 0
             out.append((name, operands(name) + w, w + (in_pass if sgd else 0)))
             if not sgd:
                 out.append((f"weights += velocity {l}", 2 * w, w + in_pass))
-            if copies and not producers:  # the GEMM's epilogue writes FP32 only: one more pass
+            if copies and not in_update:  # the GEMM's epilogue writes FP32 only: one more pass
                 out.append((f"bf16 copy of W{l} after the step", w, copy))
         else:  # GEMM writes g, one pass reads g, the state, w; writes the state, w (its copy)
             name = f"gemm weight gradient {l}"
@@ -220,6 +229,17 @@ def bytes_per_step(m, fused=True):
     return sum(r + w for _, r, w in passes(m, fused))
 
 
+def conversions_gone(m, fused=True):
+    """The per-GEMM conversion passes of activations and deltas that the producers' BF16 copies
+    removed (bf16-weight-copies against bf16): [(name, bytes read + written)], and the bytes
+    the producers' copies add instead (2 B per value written beside the FP32 value)."""
+    before = passes(dict(m, precision="bf16-weight-copies"), fused)
+    now = passes(dict(m, precision="bf16"), fused)
+    gone = [(n, r + w) for n, r, w in before if n.startswith("bf16 conversion")]
+    added = sum(r + w for n, r, w in now if n.startswith("+ bf16 copy"))
+    return gone, added
+
+
 def floor_seconds(m, bandwidth, examples=None, fused=True):
     """Seconds per step at `bandwidth` bytes/s, or per epoch of `examples` rows."""
     step = bytes_per_step(m, fused) / bandwidth
@@ -247,11 +267,14 @@ def main():
     total = bytes_per_step(m, fused)
     # The step's bytes in each precision, side by side.
     by_precision = {p: bytes_per_step(dict(m, precision=p), fused) for p in PRECISIONS}
+    gone, added = conversions_gone(m, fused)
     result = {"workload": a.workload, "variant": "fused" if fused else "unfused",
               "model": m, "bytes_per_step": total, "bandwidth": a.bandwidth,
               "floor_s_per_step": total / a.bandwidth,
               "floor_s_per_epoch": floor_seconds(m, a.bandwidth, a.examples, fused),
               "examples": a.examples, "bytes_per_step_by_precision": by_precision,
+              "conversions_gone": [{"pass": n, "bytes": b} for n, b in gone],
+              "producer_copy_bytes": added,
               "passes": [{"pass": n, "read": r, "written": w} for n, r, w in passes(m, fused)]}
     if a.json:
         print(json.dumps(result, indent=2))
@@ -260,6 +283,10 @@ def main():
         print(f"{n:45s} {r / 1e6:10.1f} MB read {w / 1e6:10.1f} MB written")
     print("per step: " + ", ".join(f"{p} {b / 1e6:.1f} MB" for p, b in by_precision.items()) +
           f" (bf16 / fp32: {by_precision['bf16'] / by_precision['fp32']:.3f})")
+    print(f"gone with the producers' BF16 copies (bf16-weight-copies -> bf16): {len(gone)} "
+          f"conversion passes, {sum(b for _, b in gone) / 1e6:.1f} MB, for "
+          f"{added / 1e6:.1f} MB of copies written by the producers: " +
+          ", ".join(n.replace("bf16 conversion of ", "") for n, _ in gone))
     print(f"{a.workload} ({result['variant']}, {a.precision}): {total / 1e6:.1f} MB per step; at "
           f"{a.bandwidth / 1e12:.2f} TB/s {result['floor_s_per_step'] * 1e6:.0f} us per step, "
           f"{result['floor_s_per_epoch']:.3f} s per epoch of {a.examples} examples")

@@ -15,6 +15,10 @@
 //    the device's transcendental functions (a few ulp) and fused multiply-adds: within 1e-5
 //    relative (tests/backend/activation_test.cpp, CudaParity.*).
 //  * Dropout masks: formulas::keep_unit(seed, example, col_offset + c, p), the CPU's hash.
+//  * BF16 copies (out16, nullable; issue 46): the activation, dropout and backward kernels also
+//    write formulas::bf16_bits of each value they write at the same offset of out16 (the FP32
+//    output's layout; padding not written), from the register that holds it: 2 B more written
+//    per element, no pass of its own (compiles, untested on GPU).
 #include "cuda_common.cuh"
 #include "formulas/activation.h"
 #include "formulas/dropout.h"
@@ -63,19 +67,21 @@ __global__ void round_bf16_kernel(ConstMatrixView m, uint16_t* dst, size_t dst_l
 }
 
 __global__ void activation_forward_kernel(formulas::ActivationParams act, const float* bias,
-                                          MatrixView z) {
+                                          MatrixView z, uint16_t* out16) {
     const size_t c = SN_THIS_COLUMN();
     if (c >= z.cols) return;
     const float b = bias != nullptr ? bias[c] : 0.0f;
     SN_ROWS_LOOP(r, z.rows) {
         float* p = z.data + r * z.ld + c;
-        *p = formulas::activate(act, bias != nullptr ? *p + b : *p);
+        const float v = formulas::activate(act, bias != nullptr ? *p + b : *p);
+        *p = v;
+        if (out16 != nullptr) out16[r * z.ld + c] = formulas::bf16_bits(v);
     }
 }
 
 // One block per row: z += bias; z = exp(z - max) / sum, the sum in double (as the CPU).
 __global__ void __launch_bounds__(kSoftmaxThreads)
-    softmax_forward_kernel(const float* bias, MatrixView z) {
+    softmax_forward_kernel(const float* bias, MatrixView z, uint16_t* out16) {
     __shared__ float smax[kSoftmaxThreads / 32];
     __shared__ double ssum[kSoftmaxThreads / 32];
     const size_t n = z.cols;
@@ -98,21 +104,28 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
     }
     sum = block_sum<kSoftmaxThreads>(sum, ssum);
     const float inv = float(1.0 / sum);
-    for (size_t j = threadIdx.x; j < n; j += kSoftmaxThreads) zr[j] *= inv;
+    uint16_t* o16 = out16 != nullptr ? out16 + size_t(blockIdx.x) * z.ld : nullptr;
+    for (size_t j = threadIdx.x; j < n; j += kSoftmaxThreads) {
+        const float v = zr[j] * inv;
+        zr[j] = v;
+        if (o16 != nullptr) o16[j] = formulas::bf16_bits(v);
+    }
 }
 
 __global__ void activation_backward_kernel(formulas::ActivationParams act, ConstMatrixView a,
-                                           MatrixView d) {
+                                           MatrixView d, uint16_t* out16) {
     const size_t c = SN_THIS_COLUMN();
     if (c >= d.cols) return;
     SN_ROWS_LOOP(r, d.rows) {
         float* dp = d.data + r * d.ld + c;
-        *dp *= formulas::derivative_from_output(act, a.data[r * a.ld + c]);
+        const float v = *dp * formulas::derivative_from_output(act, a.data[r * a.ld + c]);
+        *dp = v;
+        if (out16 != nullptr) out16[r * d.ld + c] = formulas::bf16_bits(v);
     }
 }
 
 __global__ void activation_backward_masked_kernel(formulas::ActivationParams act, ConstMatrixView a,
-                                                  DropoutMask mask, MatrixView d) {
+                                                  DropoutMask mask, MatrixView d, uint16_t* out16) {
     const size_t c = SN_THIS_COLUMN();
     if (c >= d.cols) return;
     const formulas::DropoutParams& dp = mask.params;
@@ -122,7 +135,9 @@ __global__ void activation_backward_masked_kernel(formulas::ActivationParams act
         float* p = d.data + r * d.ld + c;
         const bool keep = formulas::keep_unit(dp.seed, example_of(mask.rows, r), col, dp.p);
         const float x = formulas::dropout_input(dp, a.data[r * a.ld + c]);
-        *p = keep ? *p * scale * formulas::derivative_from_output(act, x) : 0.0f;
+        const float v = keep ? *p * scale * formulas::derivative_from_output(act, x) : 0.0f;
+        *p = v;
+        if (out16 != nullptr) out16[r * d.ld + c] = formulas::bf16_bits(v);
     }
 }
 
@@ -142,7 +157,7 @@ __global__ void dropout_kernel(DropoutMask mask, MatrixView m) {
 // dropout_kernel's, per element in registers: the two kernels' bits with one read and one write
 // of z less (compiles, untested on GPU).
 __global__ void activation_dropout_kernel(formulas::ActivationParams act, const float* bias,
-                                          DropoutMask mask, MatrixView z) {
+                                          DropoutMask mask, MatrixView z, uint16_t* out16) {
     const size_t c = SN_THIS_COLUMN();
     if (c >= z.cols) return;
     const float b = bias != nullptr ? bias[c] : 0.0f;
@@ -152,7 +167,9 @@ __global__ void activation_dropout_kernel(formulas::ActivationParams act, const 
         const float a = formulas::activate(act, bias != nullptr ? *p + b : *p);
         const bool keep =
             formulas::keep_unit(mask.params.seed, example_of(mask.rows, r), col, mask.params.p);
-        *p = formulas::dropout_forward(mask.params, keep, a);
+        const float v = formulas::dropout_forward(mask.params, keep, a);
+        *p = v;
+        if (out16 != nullptr) out16[r * z.ld + c] = formulas::bf16_bits(v);
     }
 }
 
@@ -218,29 +235,31 @@ void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst, siz
 }
 
 void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,
-                                    const float* bias, MatrixView z) {
+                                    const float* bias, MatrixView z, uint16_t* out16) {
     if (z.rows == 0 || z.cols == 0) return;
     if (act.kind == Activation::kSoftMax) {
         if (z.rows > 0x7fffffffu) throw Error(ErrorCategory::kInternal, "softmax: too many rows");
         const Shape2d g = dims(row_blocks_shape(z.rows, kSoftmaxThreads));  // a block per row
-        softmax_forward_kernel<<<g.grid, g.block, 0, ctx.stream>>>(bias, z);
+        softmax_forward_kernel<<<g.grid, g.block, 0, ctx.stream>>>(bias, z, out16);
         check_launch(ctx, "softmax_forward_kernel");
         return;
     }
     const Shape2d s = dims(elementwise_shape(z.rows, z.cols));
-    activation_forward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, z);
+    activation_forward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, z, out16);
     check_launch(ctx, "activation_forward_kernel");
 }
 
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
-                                ConstMatrixView a, const DropoutMask* mask, MatrixView d) {
+                                ConstMatrixView a, const DropoutMask* mask, MatrixView d,
+                                uint16_t* out16) {
     if (d.rows == 0 || d.cols == 0) return;
     const Shape2d s = dims(elementwise_shape(d.rows, d.cols));
     if (mask != nullptr && mask->params.p > 0.0f) {
-        activation_backward_masked_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, *mask, d);
+        activation_backward_masked_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, *mask, d,
+                                                                              out16);
         check_launch(ctx, "activation_backward_masked_kernel");
     } else {
-        activation_backward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, d);
+        activation_backward_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, a, d, out16);
         check_launch(ctx, "activation_backward_kernel");
     }
 }
@@ -253,15 +272,21 @@ void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m) {
 }
 
 void launch_bias_activation_dropout(const Context& ctx, const formulas::ActivationParams& act,
-                                    const float* bias, const DropoutMask& mask, MatrixView z) {
-    if (act.kind == Activation::kSoftMax || !(mask.params.p > 0.0f)) {  // row-wise, or no mask
+                                    const float* bias, const DropoutMask& mask, MatrixView z,
+                                    uint16_t* out16) {
+    if (!(mask.params.p > 0.0f)) {  // no mask: the activation alone writes the copy
+        launch_bias_activation_forward(ctx, act, bias, z, out16);
+        return;
+    }
+    if (act.kind == Activation::kSoftMax) {  // row-wise: two kernels, then the copy's own pass
         launch_bias_activation_forward(ctx, act, bias, z);
         launch_dropout(ctx, mask, z);
+        if (out16 != nullptr) launch_round_bf16(ctx, z, out16, z.ld > z.cols ? z.ld : z.cols);
         return;
     }
     if (z.rows == 0 || z.cols == 0) return;
     const Shape2d s = dims(elementwise_shape(z.rows, z.cols));
-    activation_dropout_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, mask, z);
+    activation_dropout_kernel<<<s.grid, s.block, 0, ctx.stream>>>(act, bias, mask, z, out16);
     check_launch(ctx, "activation_dropout_kernel");
 }
 

@@ -173,15 +173,19 @@ void launch_scale_matrix(const Context& ctx, float beta, MatrixView m);  // m *=
 // (dst contiguous, dst_ld = m.cols) and Backend::round_bf16 (the engine's weight copies,
 // dst_ld = m.ld: laid out like the weights, padding zero).
 void launch_round_bf16(const Context& ctx, ConstMatrixView m, uint16_t* dst, size_t dst_ld);
+// out16 / d16 / delta16 below (nullable): the BF16 copy of the op's FP32 output, written by the
+// same kernel beside it (Backend's out_bf16: the output's layout, its padding not written).
 void launch_bias_activation_forward(const Context& ctx, const formulas::ActivationParams& act,
-                                    const float* bias, MatrixView z);
+                                    const float* bias, MatrixView z, uint16_t* out16 = nullptr);
 void launch_activation_backward(const Context& ctx, const formulas::ActivationParams& act,
-                                ConstMatrixView a, const DropoutMask* mask, MatrixView d);
+                                ConstMatrixView a, const DropoutMask* mask, MatrixView d,
+                                uint16_t* out16 = nullptr);
 void launch_dropout(const Context& ctx, const DropoutMask& mask, MatrixView m);
 // bias_activation_forward then dropout in one kernel (element-wise activations with p > 0;
-// otherwise the two launches).
+// otherwise the two launches, and with out16 a round_bf16 pass after a separate dropout).
 void launch_bias_activation_dropout(const Context& ctx, const formulas::ActivationParams& act,
-                                    const float* bias, const DropoutMask& mask, MatrixView z);
+                                    const float* bias, const DropoutMask& mask, MatrixView z,
+                                    uint16_t* out16 = nullptr);
 void launch_scatter_rows_add(const Context& ctx, const SparseRowGrad& grad, MatrixView dense);
 
 // kernels/cuda_reduce.cu
@@ -192,7 +196,7 @@ void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float
 void launch_activation_backward_column_sum(const Context& ctx,
                                            const formulas::ActivationParams& act, ConstMatrixView a,
                                            const DropoutMask* mask, MatrixView d,
-                                           float* column_sums, ReduceScratch& s);
+                                           float* column_sums, uint16_t* out16, ReduceScratch& s);
 void launch_sparseness_penalty(const Context& ctx, float p, float beta, ConstMatrixView a,
                                float scale, MatrixView delta, double* loss_sum, ReduceScratch& s);
 void launch_normalize_rows(const Context& ctx, float max_norm, MatrixView m);
@@ -237,13 +241,15 @@ bool sparse_step_fusable(size_t rows, size_t in, size_t capacity);
 void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
                          const formulas::ActivationParams& act, ConstMatrixView a,
                          const CsrBatchView& target, float scale, MatrixView delta,
-                         double* loss_sum, float* row_norms, ScratchBuffer& row_loss);
+                         double* loss_sum, float* row_norms, uint16_t* delta16,
+                         ScratchBuffer& row_loss);
 // output_epilogue: z := f(z + bias), then output_delta of the new z, in the same kernel (one
 // block per row) for element-wise activations; SoftMax runs the two kernels in sequence.
 void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss,
                             const formulas::ActivationParams& act, const float* bias, MatrixView z,
                             const CsrBatchView& target, float scale, MatrixView delta,
-                            double* loss_sum, float* row_norms, ScratchBuffer& row_loss);
+                            double* loss_sum, float* row_norms, uint16_t* delta16,
+                            ScratchBuffer& row_loss);
 
 // kernels/cuda_optimizer.cu
 // w_bf16 (nullable, w's layout): the BF16 bits of each updated weight, written in the same pass.

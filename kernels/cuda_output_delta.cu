@@ -29,11 +29,16 @@
 // a = f(z + bias) (activation_forward_kernel's expression), writes it back to z (unless delta is
 // z) and takes its delta from that value: the two kernels' values bit for bit, with one read and
 // one write of z less (compiles, untested on GPU).
+// delta16 (nullable; issue 46): the thread that writes delta[j] also writes
+// formulas::bf16_bits(delta[j]) at the same offset of delta16 (delta's layout), from the same
+// register: the BF16 copy the GEMMs of backward read, without a conversion pass of their own
+// (compiles, untested on GPU).
 // A stored target column >= n is skipped and reported (Error(kInternal) at the next sync), and
 // so is a target row whose column ids are not strictly increasing (a repeated column would make
 // two threads write one delta): the CPU throws the same error at the call.
 #include "cuda_common.cuh"
 #include "formulas/loss.h"
+#include "formulas/precision.h"
 
 namespace sparsenet::cuda {
 
@@ -55,7 +60,7 @@ constexpr int kSegment = kThreads * kPerThread;
 __global__ void __launch_bounds__(kThreads, 2)
     output_delta_kernel(formulas::LossParams loss, formulas::ActivationParams act,
                         ConstMatrixView a, CsrBatchView target, float scale, MatrixView delta,
-                        double* row_loss, float* row_norms, DeviceStatus* status,
+                        double* row_loss, float* row_norms, uint16_t* delta16, DeviceStatus* status,
                         float* za_all = nullptr, const float* bias = nullptr) {
     __shared__ double smem[kThreads / 32];
     // 1 + (entry - t0) of the stored target at column seg + i of the current segment; 0: none.
@@ -175,6 +180,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
             if (za != nullptr && za != dr) za[j] = aj;
             dr[j] = dj;
+            if (delta16 != nullptr) delta16[b * delta.ld + j] = formulas::bf16_bits(dj);
             if (has) stored_at[j - seg] = 0;
         }
         __syncthreads();  // the marks cleared before the next segment's
@@ -204,7 +210,8 @@ __global__ void __launch_bounds__(kSumThreads)
 void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
                          const formulas::ActivationParams& act, ConstMatrixView a,
                          const CsrBatchView& target, float scale, MatrixView delta,
-                         double* loss_sum, float* row_norms, ScratchBuffer& row_loss) {
+                         double* loss_sum, float* row_norms, uint16_t* delta16,
+                         ScratchBuffer& row_loss) {
     const size_t rows = a.rows;
     if (rows == 0) return;
     if (rows > 0x7fffffffu)
@@ -213,7 +220,7 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
     if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
     const Shape2d g = dims(row_blocks_shape(rows, kThreads));  // a block per row
     output_delta_kernel<<<g.grid, g.block, 0, ctx.stream>>>(loss, act, a, target, scale, delta, rl,
-                                                            row_norms, ctx.status);
+                                                            row_norms, delta16, ctx.status);
     check_launch(ctx, "output_delta_kernel");
     if (loss_sum != nullptr) {
         sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);
@@ -224,10 +231,12 @@ void launch_output_delta(const Context& ctx, const formulas::LossParams& loss,
 void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss,
                             const formulas::ActivationParams& act, const float* bias, MatrixView z,
                             const CsrBatchView& target, float scale, MatrixView delta,
-                            double* loss_sum, float* row_norms, ScratchBuffer& row_loss) {
+                            double* loss_sum, float* row_norms, uint16_t* delta16,
+                            ScratchBuffer& row_loss) {
     if (act.kind == Activation::kSoftMax) {  // row-wise: the softmax kernel, then the delta
         launch_bias_activation_forward(ctx, act, bias, z);
-        launch_output_delta(ctx, loss, act, z, target, scale, delta, loss_sum, row_norms, row_loss);
+        launch_output_delta(ctx, loss, act, z, target, scale, delta, loss_sum, row_norms, delta16,
+                            row_loss);
         return;
     }
     const size_t rows = z.rows;
@@ -238,8 +247,8 @@ void launch_output_epilogue(const Context& ctx, const formulas::LossParams& loss
     if (loss_sum != nullptr) rl = row_loss.get_as<double>(ctx, rows, "output_delta row losses");
     const Shape2d g = dims(row_blocks_shape(rows, kThreads));  // a block per row
     output_delta_kernel<<<g.grid, g.block, 0, ctx.stream>>>(loss, act, ConstMatrixView(z), target,
-                                                            scale, delta, rl, row_norms, ctx.status,
-                                                            z.data, bias);
+                                                            scale, delta, rl, row_norms, delta16,
+                                                            ctx.status, z.data, bias);
     check_launch(ctx, "output_delta_kernel (epilogue)");
     if (loss_sum != nullptr) {
         sum_rows_kernel<<<1, kSumThreads, 0, ctx.stream>>>(rl, rows, loss_sum);

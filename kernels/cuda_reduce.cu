@@ -42,6 +42,7 @@
 #include "formulas/activation.h"
 #include "formulas/common.h"
 #include "formulas/dropout.h"
+#include "formulas/precision.h"
 #include "formulas/regularizer.h"
 #include "formulas/rng.h"
 
@@ -91,12 +92,13 @@ __global__ void __launch_bounds__(kColumnThreads)
 // activation_backward_column_sum: column_partial_kernel's mapping and chunks, each element of d
 // first turned into dL/dZ as activation_backward's kernels do (same formulas), written back, then
 // added: the column sums are column_sum's of the new d, bit for bit, in one pass over d.
+// out16 (nullable): the BF16 copy of the new d (d's layout), written beside it (issue 46).
 // dsstne-bench's hidden layers: d, a: [256, 1,024] (1 MB each): grid (32, 16) = 512 blocks.
 template <bool Masked>
 __global__ void __launch_bounds__(kColumnThreads)
     backward_column_partial_kernel(formulas::ActivationParams act, ConstMatrixView a,
                                    DropoutMask mask, MatrixView d, size_t chunk_rows,
-                                   double* partial) {
+                                   double* partial, uint16_t* out16) {
     const size_t c = size_t(blockIdx.x) * kColumnTileCols + threadIdx.x;
     const size_t r0 = size_t(blockIdx.y) * chunk_rows;
     const size_t r1 = r0 + chunk_rows < d.rows ? r0 + chunk_rows : d.rows;
@@ -115,6 +117,7 @@ __global__ void __launch_bounds__(kColumnThreads)
                 v = *p * formulas::derivative_from_output(act, a.data[r * a.ld + c]);
             }
             *p = v;
+            if (out16 != nullptr) out16[r * d.ld + c] = formulas::bf16_bits(v);
             acc += double(v);
         }
     }
@@ -488,7 +491,7 @@ void launch_column_sum(const Context& ctx, ConstMatrixView m, float alpha, float
 void launch_activation_backward_column_sum(const Context& ctx,
                                            const formulas::ActivationParams& act, ConstMatrixView a,
                                            const DropoutMask* mask, MatrixView d,
-                                           float* column_sums, ReduceScratch& s) {
+                                           float* column_sums, uint16_t* out16, ReduceScratch& s) {
     const size_t cols = d.cols;
     if (cols == 0) return;
     const ColumnReduceShape shape = column_reduce_shape(d.rows, cols);
@@ -499,10 +502,10 @@ void launch_activation_backward_column_sum(const Context& ctx,
         const Shape2d g = dims(shape.launch);
         if (mask != nullptr && mask->params.p > 0.0f) {
             backward_column_partial_kernel<true>
-                <<<g.grid, g.block, 0, ctx.stream>>>(act, a, *mask, d, chunk, partial);
+                <<<g.grid, g.block, 0, ctx.stream>>>(act, a, *mask, d, chunk, partial, out16);
         } else {
-            backward_column_partial_kernel<false>
-                <<<g.grid, g.block, 0, ctx.stream>>>(act, a, DropoutMask{}, d, chunk, partial);
+            backward_column_partial_kernel<false><<<g.grid, g.block, 0, ctx.stream>>>(
+                act, a, DropoutMask{}, d, chunk, partial, out16);
         }
         check_launch(ctx, "backward_column_partial_kernel");
     }

@@ -101,18 +101,31 @@ class StepModel(unittest.TestCase):
         # dz . W^T. A conversion reads 4 B and writes 2 B an element, a GEMM reads 2 B.
         a1, dz, w = 8, 20, 40  # elements
         conv = 6  # bytes per converted element
-        # bf16: W's copy (read 2 B, written by a conversion pass after the fused step: 4 + 2 B).
+        # bf16-weight-copies: W's copy (read 2 B, written by a conversion pass after the fused
+        # step: 4 + 2 B); a1 and dz converted per GEMM.
         forward = (conv * a1 + 2 * (a1 + w)) - 4 * (a1 + w)
         gradient = (conv * (a1 + dz) + 2 * (a1 + dz) + 4 * w) + conv * w - (4 * (a1 + dz) + 4 * w)
         delta = (conv * dz + 2 * (dz + w)) - 4 * (dz + w)
-        self.assertEqual(self.bf16_minus_fp32("bf16"), forward + gradient + delta)
+        self.assertEqual(self.bf16_minus_fp32("bf16-weight-copies"), forward + gradient + delta)
         self.assertEqual(forward + gradient + delta, 304)
+        # bf16 (the engine now): a1 and dz written once in BF16 by their producers (2 B), every
+        # GEMM reads 2 B; W's copy as above.
+        now = (2 * a1 + 2 * (a1 + w) - 4 * (a1 + w)) \
+            + (2 * dz + 2 * (a1 + dz) + 4 * w + conv * w - (4 * (a1 + dz) + 4 * w)) \
+            + (2 * (dz + w) - 4 * (dz + w))
+        self.assertEqual(self.bf16_minus_fp32("bf16"), now)
+        gone, added = step_model.conversions_gone(
+            step_model.model(self.config, batch=2, mean_nnz=3, items=10, distinct=5))
+        self.assertEqual(len(gone), 4)  # a1 twice, dz twice
+        self.assertEqual(sum(b for _, b in gone), conv * (2 * a1 + 2 * dz))
+        self.assertEqual(added, 2 * (a1 + dz))
         # Before issue 46 every GEMM converted W too (6 B), and read it as BF16 (2 B).
         per_gemm = (forward + conv * w) + (gradient - conv * w) + (delta + conv * w)
         self.assertEqual(self.bf16_minus_fp32("bf16-per-gemm"), per_gemm)
         # Adam: the optimizer's pass writes the copy (2 B a weight); the GEMM writes g.
         adam_gradient = conv * (a1 + dz) + 2 * (a1 + dz) - 4 * (a1 + dz) + 2 * w
-        self.assertEqual(self.bf16_minus_fp32("bf16", "Adam"), forward + adam_gradient + delta)
+        self.assertEqual(self.bf16_minus_fp32("bf16-weight-copies", "Adam"),
+                         forward + adam_gradient + delta)
         # bf16-fused: a1 and dz written once in BF16 by their producers (2 B), every GEMM reads
         # 2 B; the step's GEMM writes W's copy in its epilogue (2 B a weight).
         fused = (2 * a1 + 2 * (a1 + w) - 4 * (a1 + w)) \
@@ -122,7 +135,9 @@ class StepModel(unittest.TestCase):
     def test_bf16_on_dsstne_bench_between_per_gemm_and_fused(self):
         b = {p: step_model.bytes_per_step(step_model.model("dsstne-bench", precision=p))
              for p in step_model.PRECISIONS}
-        self.assertLess(b["bf16"], b["bf16-per-gemm"])
+        self.assertLess(b["bf16"], b["bf16-weight-copies"])
+        self.assertLess(b["bf16-weight-copies"], b["bf16-per-gemm"])
+        self.assertLess(b["bf16-fused"], b["bf16"])
         self.assertLess(b["bf16-fused"], b["fp32"])
         with self.assertRaises(ValueError):
             step_model.model("dsstne-bench", precision="fp16")

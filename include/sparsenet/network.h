@@ -164,10 +164,14 @@ struct MemoryPlan {
     double dense_weight_gradients = 0;  // trained matrices whose dense gradient is written
     double other_gradients = 0;         // bias gradients, row-sparse gradients of sparse inputs
     double activations = 0;             // activations and deltas of a batch
-    double scratch = 0;                 // collectives (split), op scratch sized by the batch
-    double datasets = 0;                // training datasets resident on the device + permutation
-    double file_chunks = 0;             // a save's or checkpoint's chunk buffers (transient)
-    double host_datasets = 0;           // the datasets as read from the files (host memory)
+    // kBf16: BF16 copies (2 B a value) of the activations and deltas that GEMMs read, written by
+    // the ops that produce them (docs/gpu.md, "BF16 weight copies"; none where a later op changes
+    // the values, and none with SPARSENET_BF16_ACTIVATION_COPIES=0)
+    double bf16_activations = 0;
+    double scratch = 0;        // collectives (split), op scratch sized by the batch
+    double datasets = 0;       // training datasets resident on the device + permutation
+    double file_chunks = 0;    // a save's or checkpoint's chunk buffers (transient)
+    double host_datasets = 0;  // the datasets as read from the files (host memory)
     // Device memory: every part but host_datasets. On the CPU the device is the host: add them.
     double device_bytes() const;
     double total_bytes(bool device_is_host) const;

@@ -117,9 +117,19 @@ class Backend {
     // steps inside the weight-gradient GEMM, the sparse steps, WeightNorm) and after a load.
     void round_bf16(ConstMatrixView m, uint16_t* out);
 
+    // BF16 copies of an op's output (out_bf16 below, nullable; issue 46): the ops that produce
+    // the activations and deltas a GEMM reads may also write, in the same pass,
+    // out_bf16[r * ld + j] = formulas::bf16_bits(the FP32 value they write at [r, j]) for
+    // j < cols, laid out like that FP32 output (its ld); the padding [cols, ld) is not written
+    // (the caller keeps zeros there, as in the FP32 buffer), so a BF16 GEMM may read the copy in
+    // place over its extents (ConstMatrixView::bf16) instead of converting the FP32 values. The
+    // copy must not overlap the op's FP32 operands (Error(kInternal)). Any precision: the op
+    // only writes it; the engine passes it under Precision::kBf16.
+
     // In place: z := f(z + bias) row by row. bias: [cols] or nullptr. SoftMax is row-wise.
+    // z_bf16 (nullable): the BF16 copy of the new z (above).
     void bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
-                                 MatrixView z);
+                                 MatrixView z, uint16_t* z_bf16 = nullptr);
 
     // In place: d := dL/dz from d = dL/da for element-wise activations (SoftMax is not accepted
     // here: its Jacobian is applied by output_delta).
@@ -127,8 +137,9 @@ class Backend {
     //  * mask != nullptr: a holds the activations after that dropout (as forward left them) and
     //    d the gradient with respect to them. Kept units: d := d * scale * f'(x) with
     //    x = dropout_input(a) the activation before dropout; dropped units: d := 0.
+    // d_bf16 (nullable): the BF16 copy of the new d.
     void activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
-                             const DropoutMask* mask, MatrixView d);
+                             const DropoutMask* mask, MatrixView d, uint16_t* d_bf16 = nullptr);
 
     // out[c] = alpha * sum_r m[r, c] + beta * out[c].
     void column_sum(ConstMatrixView m, float alpha, float beta, float* out);
@@ -138,10 +149,12 @@ class Backend {
     //  * bias_activation_dropout: bias_activation_forward(act, bias, z), then dropout(mask, z);
     //  * activation_backward_column_sum: activation_backward(act, a, mask, d), then
     //    column_sum(d, 1, 0, column_sums) (the bias gradient).
+    // z_bf16, d_bf16 (nullable): the BF16 copy of the final z (after the dropout) or d.
     void bias_activation_dropout(const formulas::ActivationParams& act, const float* bias,
-                                 const DropoutMask& mask, MatrixView z);
+                                 const DropoutMask& mask, MatrixView z, uint16_t* z_bf16 = nullptr);
     void activation_backward_column_sum(const formulas::ActivationParams& act, ConstMatrixView a,
-                                        const DropoutMask* mask, MatrixView d, float* column_sums);
+                                        const DropoutMask* mask, MatrixView d, float* column_sums,
+                                        uint16_t* d_bf16 = nullptr);
 
     // In place dropout: m[r, c] := kept ? scale * m[r, c] + shift : dropped (mask.params; with
     // inverted dropout m / (1 - p) or 0). mask.params.p <= 0 does nothing. The mask depends only
@@ -167,9 +180,10 @@ class Backend {
     // float; any order): the finite-value guard's check of this layer's activations (NaN when a
     // value is NaN, +inf when one is infinite or the sum overflows), read by
     // Training::record_health instead of a pass of its own over [B, n] (issue 43).
+    // delta_bf16 (nullable): the BF16 copy of delta (laid out with delta.ld).
     void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                       ConstMatrixView a, const CsrBatchView& target, float scale, MatrixView delta,
-                      double* loss_sum, float* row_norms = nullptr);
+                      double* loss_sum, float* row_norms = nullptr, uint16_t* delta_bf16 = nullptr);
 
     // The output layer of a training step in one pass per row (issue 33): z := f(z + bias) as
     // bias_activation_forward, then delta and *loss_sum as output_delta with a = the new z, each
@@ -179,10 +193,12 @@ class Backend {
     // scale, loss_sum: as output_delta. A target row breaking output_delta's rule is
     // Error(kInternal) before anything is written (CPU; a device at its next synchronisation).
     // delta may be z's storage: z then ends as the delta (the activations are not kept).
-    // row_norms: as output_delta's, of the activations f(z + bias).
+    // row_norms: as output_delta's, of the activations f(z + bias). delta_bf16: as output_delta's
+    // (of the delta, not of the activations).
     void output_epilogue(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                          const float* bias, MatrixView z, const CsrBatchView& target, float scale,
-                         MatrixView delta, double* loss_sum, float* row_norms = nullptr);
+                         MatrixView delta, double* loss_sum, float* row_norms = nullptr,
+                         uint16_t* delta_bf16 = nullptr);
 
     // Sparseness penalty of a hidden layer (formulas/regularizer.h): rho_j = mean over the rows
     // of a[:, j], clamped; delta[r, j] += scale * beta * KL'(p, rho_j) for every row (0 where
@@ -324,29 +340,34 @@ class Backend {
                                       float alpha, const SparseRowGrad& grad) = 0;
     virtual void gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                            ConstMatrixView b, float beta, MatrixView c) = 0;
+    // out_bf16 / z_bf16 / d_bf16 / delta_bf16: the BF16 copies of the ops above (nullable).
     virtual void bias_activation_forward_impl(const formulas::ActivationParams& act,
-                                              const float* bias, MatrixView z) = 0;
+                                              const float* bias, MatrixView z,
+                                              uint16_t* z_bf16) = 0;
     virtual void activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
-                                          const DropoutMask* mask, MatrixView d) = 0;
+                                          const DropoutMask* mask, MatrixView d,
+                                          uint16_t* d_bf16) = 0;
     virtual void column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) = 0;
     virtual void dropout_impl(const DropoutMask& mask, MatrixView m) = 0;
     virtual void output_delta_impl(const formulas::LossParams& loss,
                                    const formulas::ActivationParams& act, ConstMatrixView a,
                                    const CsrBatchView& target, float scale, MatrixView delta,
-                                   double* loss_sum, float* row_norms) = 0;
+                                   double* loss_sum, float* row_norms, uint16_t* delta_bf16) = 0;
     // The unfused composition by default (bias_activation_forward_impl, then output_delta_impl);
     // the CPU and CUDA backends override it with their one-pass versions.
     virtual void output_epilogue_impl(const formulas::LossParams& loss,
                                       const formulas::ActivationParams& act, const float* bias,
                                       MatrixView z, const CsrBatchView& target, float scale,
-                                      MatrixView delta, double* loss_sum, float* row_norms);
+                                      MatrixView delta, double* loss_sum, float* row_norms,
+                                      uint16_t* delta_bf16);
     // The unfused compositions by default; the CPU backend overrides them.
     virtual void bias_activation_dropout_impl(const formulas::ActivationParams& act,
                                               const float* bias, const DropoutMask& mask,
-                                              MatrixView z);
+                                              MatrixView z, uint16_t* z_bf16);
     virtual void activation_backward_column_sum_impl(const formulas::ActivationParams& act,
                                                      ConstMatrixView a, const DropoutMask* mask,
-                                                     MatrixView d, float* column_sums);
+                                                     MatrixView d, float* column_sums,
+                                                     uint16_t* d_bf16);
     virtual void sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                          MatrixView delta, double* loss_sum) = 0;
     virtual void normalize_rows_impl(float max_norm, MatrixView m) = 0;

@@ -10,6 +10,7 @@
 // Not checked here: what only the data shows (a column or row id out of range, a count over a
 // capacity) and an implementation's own limits (BLAS's int dimensions); the implementations
 // check those, the CPU at the call and a device at its next synchronisation.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -36,6 +37,19 @@ void check(bool ok, const char* op, const char* what) {
 template <class View>
 void check_ld(const View& m, const char* op, const char* what) {
     check(m.rows <= 1 || m.ld >= m.cols, op, what);
+}
+
+// An op's BF16 copy (out_bf16, laid out like `m`: [rows, ld] with the last row's cols) must not
+// overlap the FP32 values the op reads or writes (a copy over them would change them as it is
+// written). Compared as byte ranges; a null copy or an empty view checks nothing.
+template <class View>
+void check_bf16_copy(const uint16_t* out, const View& m, const char* op) {
+    if (out == nullptr || m.rows == 0 || m.cols == 0 || m.data == nullptr) return;
+    const auto begin = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+    const size_t span = (m.rows - 1) * std::max(m.ld, m.cols) + m.cols;
+    const uintptr_t c0 = begin(out), c1 = c0 + span * sizeof(uint16_t);
+    const uintptr_t f0 = begin(m.data), f1 = f0 + span * sizeof(float);
+    check(c1 <= f0 || f1 <= c0, op, "the BF16 copy overlaps the FP32 values");
 }
 
 void check_state(const formulas::OptimizerStep& step, const void* s1, const void* s2,
@@ -150,14 +164,15 @@ void Backend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, C
 }
 
 void Backend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,
-                                      MatrixView z) {
+                                      MatrixView z, uint16_t* z_bf16) {
     check_ld(z, "bias_activation_forward", "ld of z < its columns");
+    check_bf16_copy(z_bf16, z, "bias_activation_forward");
     const OpTimer timer(Op::kBiasActivationForward, 0.0);
-    bias_activation_forward_impl(act, bias, z);
+    bias_activation_forward_impl(act, bias, z, z_bf16);
 }
 
 void Backend::activation_backward(const formulas::ActivationParams& act, ConstMatrixView a,
-                                  const DropoutMask* mask, MatrixView d) {
+                                  const DropoutMask* mask, MatrixView d, uint16_t* d_bf16) {
     check(act.kind != Activation::kSoftMax, "activation_backward",
           "SoftMax is applied by output_delta, not here");
     check(a.rows == d.rows && a.cols == d.cols, "activation_backward", "shapes of a and d differ");
@@ -165,8 +180,10 @@ void Backend::activation_backward(const formulas::ActivationParams& act, ConstMa
           "mask batch size != rows of d");
     check_ld(a, "activation_backward", "ld of a < its columns");
     check_ld(d, "activation_backward", "ld of d < its columns");
+    check_bf16_copy(d_bf16, d, "activation_backward");
+    check_bf16_copy(d_bf16, a, "activation_backward");
     const OpTimer timer(Op::kActivationBackward, 0.0);
-    activation_backward_impl(act, a, mask, d);
+    activation_backward_impl(act, a, mask, d, d_bf16);
 }
 
 void Backend::column_sum(ConstMatrixView m, float alpha, float beta, float* out) {
@@ -176,38 +193,45 @@ void Backend::column_sum(ConstMatrixView m, float alpha, float beta, float* out)
 }
 
 void Backend::bias_activation_dropout(const formulas::ActivationParams& act, const float* bias,
-                                      const DropoutMask& mask, MatrixView z) {
+                                      const DropoutMask& mask, MatrixView z, uint16_t* z_bf16) {
     const bool active = mask.params.p > 0.0f && z.rows > 0 && z.cols > 0;
     check(!active || mask.rows.batch == z.rows, "bias_activation_dropout",
           "mask batch size != rows of z");
     check_ld(z, "bias_activation_dropout", "ld of z < its columns");
+    check_bf16_copy(z_bf16, z, "bias_activation_dropout");
     const OpTimer timer(Op::kBiasActivationDropout, 0.0);
-    bias_activation_dropout_impl(act, bias, mask, z);
+    bias_activation_dropout_impl(act, bias, mask, z, z_bf16);
 }
 
 void Backend::bias_activation_dropout_impl(const formulas::ActivationParams& act, const float* bias,
-                                           const DropoutMask& mask, MatrixView z) {
-    bias_activation_forward_impl(act, bias, z);
+                                           const DropoutMask& mask, MatrixView z,
+                                           uint16_t* z_bf16) {
+    const bool drop = mask.params.p > 0.0f;
+    bias_activation_forward_impl(act, bias, z, drop ? nullptr : z_bf16);
     dropout_impl(mask, z);
+    if (drop && z_bf16 != nullptr) round_bf16_impl(z, z_bf16);  // the padding: zeros, as kept
 }
 
 void Backend::activation_backward_column_sum(const formulas::ActivationParams& act,
                                              ConstMatrixView a, const DropoutMask* mask,
-                                             MatrixView d, float* column_sums) {
+                                             MatrixView d, float* column_sums, uint16_t* d_bf16) {
     const char* op = "activation_backward_column_sum";
     check(act.kind != Activation::kSoftMax, op, "SoftMax is applied by output_delta, not here");
     check(a.rows == d.rows && a.cols == d.cols, op, "shapes of a and d differ");
     check(mask == nullptr || mask->rows.batch == d.rows, op, "mask batch size != rows of d");
     check_ld(a, op, "ld of a < its columns");
     check_ld(d, op, "ld of d < its columns");
+    check_bf16_copy(d_bf16, d, op);
+    check_bf16_copy(d_bf16, a, op);
     const OpTimer timer(Op::kActivationBackwardColumnSum, 0.0);
-    activation_backward_column_sum_impl(act, a, mask, d, column_sums);
+    activation_backward_column_sum_impl(act, a, mask, d, column_sums, d_bf16);
 }
 
 void Backend::activation_backward_column_sum_impl(const formulas::ActivationParams& act,
                                                   ConstMatrixView a, const DropoutMask* mask,
-                                                  MatrixView d, float* column_sums) {
-    activation_backward_impl(act, a, mask, d);
+                                                  MatrixView d, float* column_sums,
+                                                  uint16_t* d_bf16) {
+    activation_backward_impl(act, a, mask, d, d_bf16);
     column_sum_impl(d, 1.0f, 0.0f, column_sums);
 }
 
@@ -222,37 +246,44 @@ void Backend::dropout(const DropoutMask& mask, MatrixView m) {
 
 void Backend::output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                            ConstMatrixView a, const CsrBatchView& target, float scale,
-                           MatrixView delta, double* loss_sum, float* row_norms) {
+                           MatrixView delta, double* loss_sum, float* row_norms,
+                           uint16_t* delta_bf16) {
     check(a.rows == delta.rows && a.cols == delta.cols, "output_delta",
           "shapes of a and delta differ");
     check(target.batch.batch == a.rows, "output_delta", "target batch size != rows of a");
     check(target.cols <= a.cols, "output_delta", "target width > columns of a");
     check_ld(a, "output_delta", "ld of a < its columns");
     check_ld(delta, "output_delta", "ld of delta < its columns");
+    check_bf16_copy(delta_bf16, delta, "output_delta");
+    check_bf16_copy(delta_bf16, a, "output_delta");
     const OpTimer timer(Op::kOutputDelta, 0.0);
-    output_delta_impl(loss, act, a, target, scale, delta, loss_sum, row_norms);
+    output_delta_impl(loss, act, a, target, scale, delta, loss_sum, row_norms, delta_bf16);
 }
 
 void Backend::output_epilogue(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, const float* bias,
                               MatrixView z, const CsrBatchView& target, float scale,
-                              MatrixView delta, double* loss_sum, float* row_norms) {
+                              MatrixView delta, double* loss_sum, float* row_norms,
+                              uint16_t* delta_bf16) {
     check(z.rows == delta.rows && z.cols == delta.cols, "output_epilogue",
           "shapes of z and delta differ");
     check(target.batch.batch == z.rows, "output_epilogue", "target batch size != rows of z");
     check(target.cols <= z.cols, "output_epilogue", "target width > columns of z");
     check_ld(z, "output_epilogue", "ld of z < its columns");
     check_ld(delta, "output_epilogue", "ld of delta < its columns");
+    check_bf16_copy(delta_bf16, delta, "output_epilogue");
+    check_bf16_copy(delta_bf16, z, "output_epilogue");
     const OpTimer timer(Op::kOutputEpilogue, 0.0);
-    output_epilogue_impl(loss, act, bias, z, target, scale, delta, loss_sum, row_norms);
+    output_epilogue_impl(loss, act, bias, z, target, scale, delta, loss_sum, row_norms, delta_bf16);
 }
 
 void Backend::output_epilogue_impl(const formulas::LossParams& loss,
                                    const formulas::ActivationParams& act, const float* bias,
                                    MatrixView z, const CsrBatchView& target, float scale,
-                                   MatrixView delta, double* loss_sum, float* row_norms) {
-    bias_activation_forward_impl(act, bias, z);
-    output_delta_impl(loss, act, z, target, scale, delta, loss_sum, row_norms);
+                                   MatrixView delta, double* loss_sum, float* row_norms,
+                                   uint16_t* delta_bf16) {
+    bias_activation_forward_impl(act, bias, z, nullptr);
+    output_delta_impl(loss, act, z, target, scale, delta, loss_sum, row_norms, delta_bf16);
 }
 
 void Backend::sparseness_penalty(float p, float beta, ConstMatrixView a, float scale,

@@ -670,6 +670,7 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
         }
     }
     buffers.batch_capacity = batch;
+    sync_activation_copies();  // Precision::kBf16: the BF16 copies GEMMs read, batch x ld
 }
 
 void Network::Impl::ensure_sparse_capacity(size_t nnz) {

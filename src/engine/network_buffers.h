@@ -24,6 +24,15 @@ struct LayerBuffers {
     // has no delta buffer: its delta is in act once backward formed it.
     DeviceArray<float> act;
     DeviceArray<float> delta;
+    // Precision::kBf16 (issue 46): BF16 copies of act and of the delta, laid out like them (the
+    // same ld, zeros in the padding), written by the ops that produce the FP32 values in the
+    // same pass (Backend's out_bf16) and read in place by the GEMMs (ConstMatrixView::bf16).
+    // Allocated only where a GEMM reads the buffer and its last writer before that GEMM is the
+    // producer (Network::Impl::keeps_act_bf16 / keeps_delta_bf16); empty otherwise, and the
+    // GEMM converts the FP32 values as before. Either exists only with its FP32 buffer's
+    // capacity, and every op that writes the FP32 values of a buffer with a copy writes the copy.
+    DeviceArray<uint16_t> act_bf16;
+    DeviceArray<uint16_t> delta_bf16;
     DeviceArray<float> bias_grad;  // [n_local]
     // Output layers: [batch] the norm of each row of the activations, written by backward's
     // output_delta / output_epilogue and read by the finite-value guard (Training::record_health)

@@ -154,9 +154,13 @@ struct Network::Impl {
     // its own buffers and backend (the Recommender does), while nothing modifies the network.
     // skip_layer: a layer no other reads, left uncomputed (the Recommender's fp16 screening
     // computes its output layer itself).
+    // act_bf16 (nullable; else one entry per layer, nullptr where none): BF16 copies of act[l]
+    // that the producing ops write and the next layers' GEMMs read (the network's own buffers:
+    // LayerBuffers::act_bf16). A layer with a copy is never skip_layer nor a deferred output.
     void forward(Backend& be, const std::vector<float*>& act, const engine::Bindings& data,
                  const BatchRows& rows, bool training, uint64_t mask_seed, int skip_layer = -1,
-                 bool defer_output_activation = false) const;
+                 bool defer_output_activation = false,
+                 const std::vector<uint16_t*>* act_bf16 = nullptr) const;
     // Output deltas and backward pass: fills every needed weight/bias gradient.
     // loss_sum (nullable) accumulates the summed loss of the batch.
     void backward(const engine::Bindings& data, const BatchRows& rows, bool training,
@@ -271,6 +275,21 @@ struct Network::Impl {
         engine::LayerBuffers& buf = buffers.layers[l];
         return layer_rows(plan.layers[l].delta_over_act ? buf.act : buf.delta, l, batch);
     }
+    // Layer l's activations / delta as a GEMM operand: with their BF16 copy where the layer keeps
+    // one (LayerBuffers::act_bf16, delta_bf16), which a BF16 GEMM reads in place.
+    ConstMatrixView act_operand(int l, size_t batch) {
+        ConstMatrixView v = layer_rows(buffers.layers[l].act, l, batch);
+        v.bf16 = buffers.layers[l].act_bf16.data();
+        return v;
+    }
+    ConstMatrixView delta_operand(int l, size_t batch) {
+        ConstMatrixView v = layer_delta(l, batch);
+        v.bf16 = buffers.layers[l].delta_bf16.data();
+        return v;
+    }
+    // The BF16 copies the producers write (nullptr where layer l keeps none).
+    uint16_t* act_copy(int l) { return buffers.layers[l].act_bf16.data(); }
+    uint16_t* delta_copy(int l) { return buffers.layers[l].delta_bf16.data(); }
     // Split networks: layer l's whole rows in `buffer` ([batch, n], row stride
     // plan.layers[l].whole_ld, zeros in the padding): layer l's gathered delta
     // (LayerBuffers::delta_all), a source's gathered activations (EdgeBuffers::gathered), or
@@ -326,6 +345,27 @@ struct Network::Impl {
     // One round_bf16 pass of owner edge wi's weights into its copy (nothing without a copy):
     // after every write of the weights that did not write the copy in the same pass.
     void refresh_bf16_copy(int wi);
+    // ---- BF16 copies of activations and deltas (Precision::kBf16; LayerBuffers::act_bf16,
+    // delta_bf16; issue 46) ----
+    // SPARSENET_BF16_ACTIVATION_COPIES=0: none, every BF16 GEMM converts the activations and
+    // deltas it reads (the path of before, the same values: to compare).
+    static bool bf16_activation_copies_enabled();
+    // Whether layer l keeps a BF16 copy of its activations / delta under precision p: a GEMM
+    // reads them, and the op that writes them last before that GEMM can write the copy in its
+    // pass. Activations: a non-input layer with an edge out of it (the next layer's forward
+    // GEMM, the weight-gradient GEMM), one process's whole layer (not split: a split network's
+    // GEMMs read gathered rows). Deltas: a layer with a trained edge from a non-input layer
+    // into it (the weight-gradient and input-delta GEMMs), not split, no DeltaNorm (clip_rows
+    // rescales rows after the producer), and for an output layer no edge or Skip out of it (the
+    // GEMMs and add_matrix of later layers add into its delta after output_delta wrote it).
+    // Static in the graph (the memory plan asks without a backend).
+    bool keeps_act_bf16(int l, Precision p) const;
+    bool keeps_delta_bf16(int l, Precision p) const;
+    // Allocates (zeros: the padding), or frees, every layer's copies to match keeps_*_bf16 at
+    // the backend's precision, for batch_capacity rows: after ensure_batch_capacity and at a
+    // change of precision.
+    void sync_activation_copies();
+
     // Error(kUsage) naming `what` (training, a save, ...) when keep_only_bf16_weights freed FP32
     // weights (wi >= 0: only if owner edge wi's were freed).
     void require_fp32_weights(const std::string& what, int wi = -1) const;

@@ -58,7 +58,7 @@ double dataset_bytes(const DatasetShape& s, double share) {
 
 double MemoryPlan::device_bytes() const {
     return weights + bf16_weights + biases + optimizer_state + row_clocks + dense_weight_gradients +
-           other_gradients + activations + scratch + datasets + file_chunks;
+           other_gradients + activations + bf16_activations + scratch + datasets + file_chunks;
 }
 
 double MemoryPlan::total_bytes(bool device_is_host) const {
@@ -153,6 +153,10 @@ MemoryPlan plan_memory(const NetworkConfig& config,
         // delta is written over the activations (an output layer no other layer reads).
         const double buffers_of_layer = net.plan.layers[l].delta_over_act ? 1.0 : 2.0;
         m.activations += buffers_of_layer * B * net.largest_band_floats(int(l)) * f;
+        // Their BF16 copies (Network::Impl::sync_activation_copies: batch x ld, 2 B a value).
+        const double copies = double(net.keeps_act_bf16(int(l), precision)) +
+                              double(net.keeps_delta_bf16(int(l), precision));
+        m.bf16_activations += copies * B * net.plan.layers[l].ld * 2.0;
     }
     if (ranks > 1) {  // ensure_batch_capacity's collective scratch
         const engine::Band moving = net.moving_side();
@@ -207,6 +211,7 @@ std::string describe_memory(const MemoryPlan& p, bool device_is_host) {
     line("dense weight gradients", p.dense_weight_gradients);
     line("bias and row-sparse gradients", p.other_gradients);
     line("activations and deltas", p.activations);
+    line("BF16 activation and delta copies (--precision bf16)", p.bf16_activations);
     line("scratch", p.scratch);
     line("datasets on the device", p.datasets);
     line("save and checkpoint chunks", p.file_chunks);
@@ -246,16 +251,16 @@ void check_memory_plan(const NetworkConfig& config,
                        uint64_t free_bytes, const std::string& free_what) {
     const double need = plan.total_bytes(device_is_host);
     if (need <= double(free_bytes)) return;
-    std::string text = "the training run needs " + gb(need) + " of " +
-                       (device_is_host ? "host" : "device") + " memory" +
-                       (plan.ranks > 1 ? " per rank of " + std::to_string(plan.ranks) : "") +
-                       " (weights " + gb(plan.weights + plan.bf16_weights) + ", optimizer state " +
-                       gb(plan.optimizer_state + plan.row_clocks) + ", gradients " +
-                       gb(plan.dense_weight_gradients + plan.other_gradients) +
-                       ", activations and deltas " + gb(plan.activations) + ", datasets " +
-                       gb(plan.datasets + (device_is_host ? plan.host_datasets : 0.0)) +
-                       ", other " + gb(plan.biases + plan.scratch + plan.file_chunks) + ") but " +
-                       gb(double(free_bytes)) + " is free (" + free_what + ")";
+    std::string text =
+        "the training run needs " + gb(need) + " of " + (device_is_host ? "host" : "device") +
+        " memory" + (plan.ranks > 1 ? " per rank of " + std::to_string(plan.ranks) : "") +
+        " (weights " + gb(plan.weights + plan.bf16_weights) + ", optimizer state " +
+        gb(plan.optimizer_state + plan.row_clocks) + ", gradients " +
+        gb(plan.dense_weight_gradients + plan.other_gradients) + ", activations and deltas " +
+        gb(plan.activations + plan.bf16_activations) + ", datasets " +
+        gb(plan.datasets + (device_is_host ? plan.host_datasets : 0.0)) + ", other " +
+        gb(plan.biases + plan.scratch + plan.file_chunks) + ") but " + gb(double(free_bytes)) +
+        " is free (" + free_what + ")";
     std::vector<std::string> fits;
     // Model parallelism: the fewest ranks (up to 64) whose per-rank share fits.
     for (int p = plan.ranks + 1; p <= 64; ++p) {

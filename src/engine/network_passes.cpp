@@ -78,7 +78,11 @@ void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows,
         catch_up_all();
     }
     std::vector<float*> act(graph.layers.size(), nullptr);
-    for (size_t l = 0; l < graph.layers.size(); ++l) act[l] = buffers.layers[l].act.data();
+    std::vector<uint16_t*> act_bf16(graph.layers.size(), nullptr);
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        act[l] = buffers.layers[l].act.data();
+        act_bf16[l] = act_copy(int(l));
+    }
     // A training step's output activations are left to backward's output_epilogue (one pass per
     // row: activation, delta, loss) unless a split SoftMax needs its collectives or another
     // layer reads an output layer.
@@ -87,19 +91,26 @@ void Network::Impl::forward(const engine::Bindings& data, const BatchRows& rows,
     for (int s : graph.order)
         for (int k : graph.layers[s].skips) defer = defer && !graph.layers[k].is_output();
     buffers.output_activation_pending = defer;
-    forward(*backend, act, data, rows, training, mask_seed, -1, defer);
+    forward(*backend, act, data, rows, training, mask_seed, -1, defer, &act_bf16);
 }
 
 void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                             const engine::Bindings& data, const BatchRows& rows, bool training,
-                            uint64_t mask_seed, int skip_layer,
-                            bool defer_output_activation) const {
+                            uint64_t mask_seed, int skip_layer, bool defer_output_activation,
+                            const std::vector<uint16_t*>* act_bf16) const {
     const size_t batch = rows.batch;
     // act[l]'s padding holds zeros (the network's buffers and forward_into's callers'):
     // zero_padded, as layer_rows.
     auto view = [&](int l) {
         return MatrixView{act[l], batch, plan.layers[l].n_local, plan.layers[l].ld,
                           /*zero_padded=*/true};
+    };
+    // Layer l's BF16 copy of its activations (nullptr: none), and the view a GEMM reads them by.
+    const auto copy_of = [&](int l) { return act_bf16 != nullptr ? (*act_bf16)[l] : nullptr; };
+    const auto operand = [&](int l) {
+        ConstMatrixView v = view(l);
+        v.bf16 = copy_of(l);
+        return v;
     };
     if (plan.split() && &be != backend.get()) {
         throw Error(ErrorCategory::kInternal, "a split network runs on its own backend only");
@@ -123,7 +134,7 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
                         be.csr_matmul(data.layer_data[w.source]->view(rows),
                                       input_noise(w.source, training, mask_seed), wv, z, beta);
                     } else {
-                        be.gemm(false, w.transposed, 1.0f, view(w.source), wv, beta, z);
+                        be.gemm(false, w.transposed, 1.0f, operand(w.source), wv, beta, z);
                     }
                     break;
                 case engine::Split::kByInput: {
@@ -151,16 +162,25 @@ void Network::Impl::forward(Backend& be, const std::vector<float*>& act,
         if (first) be.fill(z.data, batch * z.ld, 0.0f);  // every source left out
         // Skip: the skipped layers' stored activations join z before the activation (DSSTNE).
         for (int s : layer.skips) be.add_matrix(1.0f, view(s), 1.0f, z);
+        // The op that writes the activations writes their BF16 copy too, where the layer keeps
+        // one (never a split SoftMax or a deferred output layer: keeps_act_bf16).
+        uint16_t* const z16 = copy_of(l);
         if (plan.split() && layer.activation.kind == Activation::kSoftMax) {
             split_softmax(l, z);
         } else if (defer_output_activation && layer.is_output()) {
             // z + bias and the activation: backward's output_epilogue.
         } else if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
             be.bias_activation_dropout(layer.activation, params.layers[l].bias.data(),
-                                       dropout_mask(l, rows, mask_seed), z);
+                                       dropout_mask(l, rows, mask_seed), z, z16);
             continue;
         } else {
-            be.bias_activation_forward(layer.activation, params.layers[l].bias.data(), z);
+            be.bias_activation_forward(layer.activation, params.layers[l].bias.data(), z, z16);
+            continue;  // (a training dropout here is bias_activation_dropout's, above)
+        }
+        if (z16 != nullptr) {
+            throw Error(ErrorCategory::kInternal, "forward: layer " + layer.config.name +
+                                                      " keeps a BF16 copy its producer cannot "
+                                                      "write");
         }
         if (training && !layer.is_output() && layer.config.p_dropout > 0.0f) {
             be.dropout(dropout_mask(l, rows, mask_seed), z);
@@ -266,12 +286,13 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             backend->output_epilogue(loss_params(layer, *data.layer_data[l]), layer.activation,
                                      params.layers[l].bias.data(), layer_rows(buf.act, l, batch),
                                      data.layer_data[l]->view(rows), scale, delta, loss_sum,
-                                     buf.act_norms.data());
+                                     buf.act_norms.data(), delta_copy(int(l)));
         } else {
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
                                   layer_rows(buf.act, l, batch), data.layer_data[l]->view(rows),
-                                  scale, delta, loss_sum, buf.act_norms.data());
+                                  scale, delta, loss_sum, buf.act_norms.data(), delta_copy(int(l)));
         }
+        // (A layer with DeltaNorm keeps no BF16 copy of its delta: clip_rows changes it.)
         // DeltaNorm bounds each example's own delta; ours carry the 1/batch of the mean.
         if (layer.config.delta_norm > 0.0f) clip_delta_rows(layer.config.delta_norm * scale, delta);
         has_delta[l] = true;
@@ -293,12 +314,14 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
             const bool masked = training && layer.config.p_dropout > 0.0f;
             const DropoutMask mask = masked ? dropout_mask(l, rows, mask_seed) : DropoutMask{};
             if (layer.config.delta_norm > 0.0f) {  // the rows' norms between the two ops
+                // (no BF16 copy of this delta: clip_rows changes it after the producer)
                 backend->activation_backward(layer.activation, act, masked ? &mask : nullptr, dz);
                 clip_delta_rows(layer.config.delta_norm * scale, dz);
                 backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
             } else {  // the bias gradient summed as the deltas are written
-                backend->activation_backward_column_sum(
-                    layer.activation, act, masked ? &mask : nullptr, dz, buf.bias_grad.data());
+                backend->activation_backward_column_sum(layer.activation, act,
+                                                        masked ? &mask : nullptr, dz,
+                                                        buf.bias_grad.data(), delta_copy(l));
             }
         } else {
             backend->column_sum(dz, 1.0f, 0.0f, buf.bias_grad.data());
@@ -404,15 +427,15 @@ void Network::Impl::backward(const engine::Bindings& data, const BatchRows& rows
                 // 2 x 4 bytes per weight less each step).
                 m.deferred_rows = batch;
             } else if (w.transposed) {
-                backend->gemm(true, false, 1.0f, dz, layer_rows(source_buf.act, w.source, batch),
-                              grad_beta, grad());
+                backend->gemm(true, false, 1.0f, delta_operand(l, batch),
+                              act_operand(w.source, batch), grad_beta, grad());
             } else {
-                backend->gemm(true, false, 1.0f, layer_rows(source_buf.act, w.source, batch), dz,
-                              grad_beta, grad());
+                backend->gemm(true, false, 1.0f, act_operand(w.source, batch),
+                              delta_operand(l, batch), grad_beta, grad());
             }
             m.grad_ready = true;
             if (source.reaches_output) {
-                backend->gemm(false, !w.transposed, 1.0f, dz, matrix_of(w),
+                backend->gemm(false, !w.transposed, 1.0f, delta_operand(l, batch), matrix_of(w),
                               has_delta[w.source] ? 1.0f : 0.0f, layer_delta(w.source, batch));
                 has_delta[w.source] = true;
             }
@@ -434,9 +457,11 @@ void Network::Impl::add_losses(const engine::Bindings& data, const BatchRows& ro
         engine::LayerBuffers& buf = buffers.layers[l];
         if (layer.is_output()) {
             // (Over the activations where the delta is: nothing reads them afterwards.)
+            // (The delta's BF16 copy with it, so that a copy never lags its FP32 values.)
             backend->output_delta(loss_params(layer, *data.layer_data[l]), layer.activation,
                                   layer_rows(buf.act, l, batch), data.layer_data[l]->view(rows),
-                                  1.0f, layer_delta(int(l), batch), loss_sum);
+                                  1.0f, layer_delta(int(l), batch), loss_sum, nullptr,
+                                  delta_copy(int(l)));
         } else if (penalized(layer)) {
             const SparsenessPenalty& sp = layer.config.sparseness_penalty;
             backend->sparseness_penalty(sp.p, sp.beta, layer_rows(buf.act, l, batch), 0.0f,
@@ -610,10 +635,13 @@ void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, Matr
     const GraphEdge& w = graph.edges[wi];
     const size_t batch = buffers.edges[wi].deferred_rows;
     // Split by output columns: every rank's source activations, gathered by forward.
-    const MatrixView a = plan.edges[wi].split == engine::Split::kByOutput
-                             ? gathered_source(wi, batch)
-                             : layer_rows(buffers.layers[w.source].act, w.source, batch);
-    const MatrixView dz = deferred_delta(wi, batch);
+    // (Unsplit: the layers' buffers, with their BF16 copies where they keep them.)
+    const ConstMatrixView a = plan.edges[wi].split == engine::Split::kByOutput
+                                  ? ConstMatrixView(gathered_source(wi, batch))
+                                  : act_operand(w.source, batch);
+    const ConstMatrixView dz = plan.edges[wi].split == engine::Split::kByInput
+                                   ? ConstMatrixView(gathered_delta(w.destination, batch))
+                                   : delta_operand(w.destination, batch);
     // The same operands and order as backward's GEMM: z = a . M: dM = a^T . dz; transposed,
     // z = a . M^T: dM = dz^T . a.
     if (w.transposed) {
@@ -738,6 +766,56 @@ bool Network::Impl::bf16_copies_enabled() {
     return v == nullptr || std::string(v) != "0";
 }
 
+bool Network::Impl::bf16_activation_copies_enabled() {
+    const char* v = std::getenv("SPARSENET_BF16_ACTIVATION_COPIES");
+    return v == nullptr || std::string(v) != "0";
+}
+
+bool Network::Impl::keeps_act_bf16(int l, Precision p) const {
+    const GraphLayer& layer = graph.layers[l];
+    // Forward writes a layer's activations with one op (bias_activation_forward or
+    // bias_activation_dropout) except a split SoftMax and a deferred output layer (an output
+    // layer with an edge out of it is never deferred).
+    return p == Precision::kBf16 && bf16_activation_copies_enabled() && !plan.split() &&
+           !layer.is_input() && !layer.out_weights.empty();
+}
+
+bool Network::Impl::keeps_delta_bf16(int l, Precision p) const {
+    const GraphLayer& layer = graph.layers[l];
+    if (p != Precision::kBf16 || !bf16_activation_copies_enabled() || plan.split() ||
+        layer.is_input() || !layer.reaches_output || layer.config.delta_norm > 0.0f)
+        return false;
+    // An output layer's delta gains later layers' input deltas and Skip gradients after
+    // output_delta wrote it (a hidden layer's are all in before activation_backward runs).
+    if (layer.is_output() && (!layer.out_weights.empty() || !layer.out_skips.empty())) return false;
+    for (int wi : layer.in_weights) {  // a GEMM reads the delta: a trained edge from a dense layer
+        const GraphEdge& w = graph.edges[wi];
+        if (!graph.layers[w.source].is_input() && !graph.edges[w.owner].fixed) return true;
+    }
+    return false;
+}
+
+void Network::Impl::sync_activation_copies() {
+    const Precision p = backend->precision();
+    for (size_t l = 0; l < graph.layers.size(); ++l) {
+        engine::LayerBuffers& buf = buffers.layers[l];
+        // batch x ld values, rounded up to an even count so that fill() zeroes whole floats.
+        const size_t n = (buffers.batch_capacity * plan.layers[l].ld + 1) / 2 * 2;
+        const auto sync = [&](bool keep, DeviceArray<uint16_t>& copy, const char* what) {
+            if (!keep || n == 0) {
+                copy = DeviceArray<uint16_t>();
+                return;
+            }
+            if (copy.size() == n) return;
+            copy = DeviceArray<uint16_t>(*backend, n, what);
+            // Zeros in the padding, which no producer writes (a GEMM's extents may run over it).
+            backend->fill(reinterpret_cast<float*>(copy.data()), n / 2, 0.0f);
+        };
+        sync(keeps_act_bf16(int(l), p), buf.act_bf16, "BF16 activations");
+        sync(keeps_delta_bf16(int(l), p), buf.delta_bf16, "BF16 deltas");
+    }
+}
+
 bool Network::Impl::keeps_bf16_copy(int wi) const {
     return backend->precision() == Precision::kBf16 && graph.edges[wi].owner == wi &&
            bf16_copies_enabled() && gemm_reads_matrix(wi);
@@ -755,6 +833,7 @@ void Network::Impl::sync_bf16_copies() {
             matrix.w_bf16 = DeviceArray<uint16_t>(*backend, n, "BF16 weights");
         refresh_bf16_copy(int(wi));
     }
+    sync_activation_copies();  // the activations' and deltas' copies follow the precision too
 }
 
 void Network::Impl::refresh_bf16_copy(int wi) {

@@ -165,9 +165,13 @@ void Scoring::forward(const Bindings& data, const BatchRows& rows, bool defer_ou
     // layers' bias and activation left to top_k.
     net_.catch_up_all();
     std::vector<float*> act(net_.graph.layers.size(), nullptr);
-    for (size_t l = 0; l < act.size(); ++l) act[l] = net_.buffers.layers[l].act.data();
+    std::vector<uint16_t*> act_bf16(act.size(), nullptr);  // the hidden layers' BF16 copies
+    for (size_t l = 0; l < act.size(); ++l) {
+        act[l] = net_.buffers.layers[l].act.data();
+        act_bf16[l] = net_.act_copy(int(l));
+    }
     net_.forward(*net_.backend, act, data, rows, /*training=*/false, /*mask_seed=*/0,
-                 /*skip_layer=*/-1, /*defer_output_activation=*/true);
+                 /*skip_layer=*/-1, /*defer_output_activation=*/true, &act_bf16);
 }
 
 std::vector<float> Scoring::scores(int l, size_t count) const {

@@ -107,6 +107,39 @@ std::vector<BadCall> bad_calls() {
              uint16_t out[12];
              b.round_bf16(mat(3, 4, 3), out);
          }},
+        // A producer's BF16 copy over its own FP32 values (issue 46).
+        {"bias_activation_forward: the BF16 copy overlaps the FP32 values",
+         [sigmoid](Backend& b) {
+             b.bias_activation_forward(sigmoid, nullptr, mat(2, 4),
+                                       reinterpret_cast<uint16_t*>(g_unused) + 3);
+         }},
+        {"bias_activation_dropout: the BF16 copy overlaps the FP32 values",
+         [sigmoid](Backend& b) {
+             b.bias_activation_dropout(sigmoid, nullptr, mask(2, 0.5f), mat(2, 4),
+                                       reinterpret_cast<uint16_t*>(g_unused));
+         }},
+        {"activation_backward: the BF16 copy overlaps the FP32 values",
+         [sigmoid](Backend& b) {
+             b.activation_backward(sigmoid, ConstMatrixView(g_unused + 16, 2, 4, 4), nullptr,
+                                   mat(2, 4), reinterpret_cast<uint16_t*>(g_unused) + 1);
+         }},
+        {"activation_backward_column_sum: the BF16 copy overlaps the FP32 values",
+         [sigmoid](Backend& b) {
+             b.activation_backward_column_sum(sigmoid, cmat(2, 4), nullptr,
+                                              MatrixView{g_unused + 16, 2, 4, 4}, g_unused + 40,
+                                              reinterpret_cast<uint16_t*>(g_unused));
+         }},
+        {"output_delta: the BF16 copy overlaps the FP32 values",
+         [sigmoid, loss](Backend& b) {
+             b.output_delta(loss, sigmoid, cmat(2, 4), csr(2, 4), 1.0f,
+                            MatrixView{g_unused + 16, 2, 4, 4}, nullptr, nullptr,
+                            reinterpret_cast<uint16_t*>(g_unused + 18));
+         }},
+        {"output_epilogue: the BF16 copy overlaps the FP32 values",
+         [sigmoid, loss](Backend& b) {
+             b.output_epilogue(loss, sigmoid, nullptr, mat(2, 4), csr(2, 4), 1.0f, mat(2, 4),
+                               nullptr, nullptr, reinterpret_cast<uint16_t*>(g_unused + 7));
+         }},
         {"gemm: ld < cols",
          [](Backend& b) { b.gemm(false, false, 1, cmat(2, 3), cmat(3, 4), 0, mat(2, 4, 2)); }},
         {"bias_activation_forward: ld of z < its columns",
@@ -347,12 +380,12 @@ class RecordingBackend : public Backend {
                    MatrixView) override {
         reached.push_back("gemm");
     }
-    void bias_activation_forward_impl(const formulas::ActivationParams&, const float*,
-                                      MatrixView) override {
+    void bias_activation_forward_impl(const formulas::ActivationParams&, const float*, MatrixView,
+                                      uint16_t*) override {
         reached.push_back("bias_activation_forward");
     }
     void activation_backward_impl(const formulas::ActivationParams&, ConstMatrixView,
-                                  const DropoutMask*, MatrixView) override {
+                                  const DropoutMask*, MatrixView, uint16_t*) override {
         reached.push_back("activation_backward");
     }
     void column_sum_impl(ConstMatrixView, float, float, float*) override {
@@ -360,8 +393,8 @@ class RecordingBackend : public Backend {
     }
     void dropout_impl(const DropoutMask&, MatrixView) override { reached.push_back("dropout"); }
     void output_delta_impl(const formulas::LossParams&, const formulas::ActivationParams&,
-                           ConstMatrixView, const CsrBatchView&, float, MatrixView, double*,
-                           float*) override {
+                           ConstMatrixView, const CsrBatchView&, float, MatrixView, double*, float*,
+                           uint16_t*) override {
         reached.push_back("output_delta");
     }
     void sparseness_penalty_impl(float, float, ConstMatrixView, float, MatrixView,

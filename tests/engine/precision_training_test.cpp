@@ -287,7 +287,8 @@ TEST(Bf16WeightCopies, TrainingIsDeterministicAndEqualsRoundingTheWeightsOncePer
 
 // Every GEMM that reads a weight matrix (forward: b = W; the input delta: b = W^T; both have
 // trans_a false here) reads a copy, and the copy holds the rounding of the master at that moment;
-// the weight-gradient GEMMs (trans_a) read activations and deltas, which have no copy.
+// the weight-gradient GEMMs (trans_a) read activations and deltas, whose copies their producers
+// write (tests/engine/bf16_producer_copies_training_test.cpp checks those).
 struct GemmAudit {
     size_t weight_gemms = 0, copies_read = 0, stale = 0, gradient_gemms = 0, gradient_copies = 0;
 };
@@ -325,7 +326,9 @@ TEST(Bf16WeightCopies, EveryGemmThatReadsWeightsReadsACurrentCopy) {
         EXPECT_EQ(audit.copies_read, audit.weight_gemms) << to_string(kind);
         EXPECT_EQ(audit.stale, 0u) << to_string(kind);
         EXPECT_GT(audit.gradient_gemms, 0u);
-        EXPECT_EQ(audit.gradient_copies, 0u);
+        // Both operands from their producers' copies: H1's and H2's activations, H2's and
+        // Out's deltas (bf16_producer_copies_training_test.cpp checks they are current).
+        EXPECT_EQ(audit.gradient_copies, 2 * audit.gradient_gemms);
     }
     // FP32 keeps no copies.
     GemmAudit fp32;
@@ -357,7 +360,8 @@ TEST(Bf16WeightCopies, TheMemoryPlanCountsTheCopies) {
     // H1 -> H2 (40 x 24, rows of 32 floats), H1 -> Out (40 x 20), H2 -> Out (24 x 20); rows
     // padded to 16 floats.
     EXPECT_EQ(bf16.bf16_weights, 2.0 * (40 * 32 + 40 * 32 + 24 * 32));
-    EXPECT_EQ(bf16.device_bytes(), fp32.device_bytes() + bf16.bf16_weights);
+    // (and the activations' and deltas' copies: bf16_producer_copies_training_test.cpp)
+    EXPECT_EQ(bf16.device_bytes(), fp32.device_bytes() + bf16.bf16_weights + bf16.bf16_activations);
     EXPECT_NE(describe_memory(bf16, false).find("BF16 weight copies"), std::string::npos);
     ScopedEnv off("SPARSENET_BF16_WEIGHT_COPIES", "0");
     EXPECT_EQ(plan_memory(config, shapes, 1, 16, sgd, 0.0f, false, Precision::kBf16).bf16_weights,

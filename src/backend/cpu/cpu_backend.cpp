@@ -171,13 +171,13 @@ void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixV
 }
 
 void CpuBackend::bias_activation_forward_impl(const formulas::ActivationParams& act,
-                                              const float* bias, MatrixView z) {
-    cpu::bias_activation_forward(act, bias, mat(z), threads_);
+                                              const float* bias, MatrixView z, uint16_t* z_bf16) {
+    cpu::bias_activation_forward(act, bias, mat(z), threads_, z_bf16);
 }
 
 void CpuBackend::activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
-                                          const DropoutMask* mask, MatrixView d) {
-    cpu::activation_backward(act, cmat(a), mask, mat(d), threads_);
+                                          const DropoutMask* mask, MatrixView d, uint16_t* d_bf16) {
+    cpu::activation_backward(act, cmat(a), mask, mat(d), threads_, d_bf16);
 }
 
 void CpuBackend::column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) {
@@ -191,33 +191,35 @@ void CpuBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
 void CpuBackend::output_delta_impl(const formulas::LossParams& loss,
                                    const formulas::ActivationParams& act, ConstMatrixView a,
                                    const CsrBatchView& target, float scale, MatrixView delta,
-                                   double* loss_sum, float* row_norms) {
+                                   double* loss_sum, float* row_norms, uint16_t* delta_bf16) {
     with_scratch(Op::kOutputDelta, [&] {
         cpu::output_delta(loss, act, cmat(a), csr(target), scale, mat(delta), loss_sum, row_loss_,
                           threads_, static_cast<float*>(nullptr),
-                          static_cast<const float*>(nullptr), row_norms);
+                          static_cast<const float*>(nullptr), row_norms, delta_bf16);
     });
 }
 
 void CpuBackend::bias_activation_dropout_impl(const formulas::ActivationParams& act,
                                               const float* bias, const DropoutMask& mask,
-                                              MatrixView z) {
-    cpu::bias_activation_dropout(act, bias, mask, mat(z), threads_);
+                                              MatrixView z, uint16_t* z_bf16) {
+    cpu::bias_activation_dropout(act, bias, mask, mat(z), threads_, z_bf16);
 }
 
 void CpuBackend::activation_backward_column_sum_impl(const formulas::ActivationParams& act,
                                                      ConstMatrixView a, const DropoutMask* mask,
-                                                     MatrixView d, float* column_sums) {
-    cpu::activation_backward_column_sum(act, cmat(a), mask, mat(d), column_sums, threads_);
+                                                     MatrixView d, float* column_sums,
+                                                     uint16_t* d_bf16) {
+    cpu::activation_backward_column_sum(act, cmat(a), mask, mat(d), column_sums, threads_, d_bf16);
 }
 
 void CpuBackend::output_epilogue_impl(const formulas::LossParams& loss,
                                       const formulas::ActivationParams& act, const float* bias,
                                       MatrixView z, const CsrBatchView& target, float scale,
-                                      MatrixView delta, double* loss_sum, float* row_norms) {
+                                      MatrixView delta, double* loss_sum, float* row_norms,
+                                      uint16_t* delta_bf16) {
     with_scratch(Op::kOutputEpilogue, [&] {
         cpu::output_delta(loss, act, cmat(z), csr(target), scale, mat(delta), loss_sum, row_loss_,
-                          threads_, z.data, bias, row_norms);
+                          threads_, z.data, bias, row_norms, delta_bf16);
     });
 }
 

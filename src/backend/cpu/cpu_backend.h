@@ -43,23 +43,27 @@ class CpuBackend final : public Backend {
     void gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
                    float beta, MatrixView c) override;
     void bias_activation_forward_impl(const formulas::ActivationParams& act, const float* bias,
-                                      MatrixView z) override;
+                                      MatrixView z, uint16_t* z_bf16) override;
     void activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
-                                  const DropoutMask* mask, MatrixView d) override;
+                                  const DropoutMask* mask, MatrixView d, uint16_t* d_bf16) override;
     void column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) override;
     void dropout_impl(const DropoutMask& mask, MatrixView m) override;
     void bias_activation_dropout_impl(const formulas::ActivationParams& act, const float* bias,
-                                      const DropoutMask& mask, MatrixView z) override;
+                                      const DropoutMask& mask, MatrixView z,
+                                      uint16_t* z_bf16) override;
     void activation_backward_column_sum_impl(const formulas::ActivationParams& act,
                                              ConstMatrixView a, const DropoutMask* mask,
-                                             MatrixView d, float* column_sums) override;
+                                             MatrixView d, float* column_sums,
+                                             uint16_t* d_bf16) override;
     void output_epilogue_impl(const formulas::LossParams& loss,
                               const formulas::ActivationParams& act, const float* bias,
                               MatrixView z, const CsrBatchView& target, float scale,
-                              MatrixView delta, double* loss_sum, float* row_norms) override;
+                              MatrixView delta, double* loss_sum, float* row_norms,
+                              uint16_t* delta_bf16) override;
     void output_delta_impl(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                            ConstMatrixView a, const CsrBatchView& target, float scale,
-                           MatrixView delta, double* loss_sum, float* row_norms) override;
+                           MatrixView delta, double* loss_sum, float* row_norms,
+                           uint16_t* delta_bf16) override;
     void sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
                                  MatrixView delta, double* loss_sum) override;
     void normalize_rows_impl(float max_norm, MatrixView m) override;

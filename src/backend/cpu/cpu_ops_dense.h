@@ -181,6 +181,15 @@ inline CMatT<float> widen_bf16_copy(const uint16_t* m, size_t rows, size_t cols,
     return CMatT<float>(out.data(), rows, cols, cols);
 }
 
+// The BF16 copy of n values (Backend's out_bf16: formulas::bf16_bits of each), written by the
+// op that produced them while they are in cache. dst == nullptr: nothing.
+template <class T>
+inline void write_bf16(const T* __restrict src, uint16_t* __restrict dst, size_t n) {
+    if (dst == nullptr) return;
+#pragma omp simd
+    for (size_t j = 0; j < n; ++j) dst[j] = formulas::bf16_bits(float(src[j]));
+}
+
 // ---- activations ----
 
 // SoftMax of one row in place, with max subtraction; the normaliser is summed in double.
@@ -250,9 +259,10 @@ inline void bias_activation_row(const formulas::ActivationParams& act, const T* 
 }
 
 // In place: z := f(z + bias) row by row; bias [cols] or nullptr; SoftMax is row-wise.
+// z_bf16 (nullable): each new row's BF16 copy (z's layout, padding not written).
 template <class T>
 void bias_activation_forward(const formulas::ActivationParams& act, const T* bias, MatT<T> z,
-                             int threads) {
+                             int threads, uint16_t* z_bf16 = nullptr) {
     const size_t rows = z.rows, n = z.cols;
     if (rows == 0 || n == 0) return;
     const bool par = parallel_worth(rows * n, threads);
@@ -265,6 +275,7 @@ void bias_activation_forward(const formulas::ActivationParams& act, const T* bia
             formulas::ActivationParams p = act;
             p.kind = A;
             bias_activation_row<A>(p, bias, z.row(r), n);
+            if (z_bf16 != nullptr) write_bf16(z.row(r), z_bf16 + r * z.ld, n);
         }
     });
 }
@@ -302,9 +313,10 @@ inline void activation_backward_span(const formulas::ActivationParams& act, bool
 // d *= f'(a). With a dropout mask, a holds the activations after dropout: kept units get
 // d * scale * f'(x), x = dropout_input(a); dropped units get 0. SoftMax throws Error(kInternal):
 // its Jacobian is applied by output_delta.
+// d_bf16 (nullable): each new row's BF16 copy (d's layout).
 template <class T>
 void activation_backward(const formulas::ActivationParams& act, CMatT<T> a, const DropoutMask* mask,
-                         MatT<T> d, int threads) {
+                         MatT<T> d, int threads, uint16_t* d_bf16 = nullptr) {
     const size_t rows = d.rows, n = d.cols;
     if (rows == 0 || n == 0) return;
     const bool masked = mask != nullptr && mask->params.p > 0.0f;
@@ -317,6 +329,7 @@ void activation_backward(const formulas::ActivationParams& act, CMatT<T> a, cons
             const uint64_t ex = masked ? example_of(mask->rows, r) : 0;
             activation_backward_span<A>(act, masked, dp, ex, masked ? mask->col_offset : 0,
                                         a.row(r), d.row(r), 0, n);
+            if (d_bf16 != nullptr) write_bf16(d.row(r), d_bf16 + r * d.ld, n);
         }
     });
 }
@@ -351,9 +364,11 @@ void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
 // columns: each block's rows are taken in increasing order, the units' deltas computed by
 // activation_backward_span and summed in double as they are written, which is column_sum's
 // order: bit for bit the two ops, with one read of d less and one parallel region less.
+// d_bf16 (nullable): the BF16 copy of each block's new deltas (d's layout), as they are summed.
 template <class T>
 void activation_backward_column_sum(const formulas::ActivationParams& act, CMatT<T> a,
-                                    const DropoutMask* mask, MatT<T> d, T* out, int threads) {
+                                    const DropoutMask* mask, MatT<T> d, T* out, int threads,
+                                    uint16_t* d_bf16 = nullptr) {
     constexpr size_t kBlock = 128;
     const size_t rows = d.rows, n = d.cols;
     if (n == 0) return;
@@ -375,6 +390,7 @@ void activation_backward_column_sum(const formulas::ActivationParams& act, CMatT
                 const T* __restrict dr = d.row(r) + c0;
 #pragma omp simd
                 for (size_t j = 0; j < w; ++j) acc[j] += double(dr[j]);
+                if (d_bf16 != nullptr) write_bf16(dr, d_bf16 + r * d.ld + c0, w);
             }
             for (size_t j = 0; j < w; ++j) out[c0 + j] = T(double(T(1)) * acc[j]);
         }
@@ -430,9 +446,11 @@ void dropout(const DropoutMask& mask, MatT<T> m, int threads) {
 
 // bias_activation_forward, then dropout (p > 0), row by row in one parallel pass: each row is
 // activated and dropped while in cache, with the two ops' row functions (bit for bit the same).
+// z_bf16 (nullable): each final row's BF16 copy (after the dropout; z's layout).
 template <class T>
 void bias_activation_dropout(const formulas::ActivationParams& act, const T* bias,
-                             const DropoutMask& mask, MatT<T> z, int threads) {
+                             const DropoutMask& mask, MatT<T> z, int threads,
+                             uint16_t* z_bf16 = nullptr) {
     const size_t rows = z.rows, n = z.cols;
     if (rows == 0 || n == 0) return;
     const bool drop = mask.params.p > 0.0f;
@@ -446,6 +464,7 @@ void bias_activation_dropout(const formulas::ActivationParams& act, const T* bia
             bias_activation_row<A>(p, bias, z.row(r), n);
             if (drop)
                 dropout_row(mask.params, example_of(mask.rows, r), mask.col_offset, z.row(r), n);
+            if (z_bf16 != nullptr) write_bf16(z.row(r), z_bf16 + r * z.ld, n);
         }
     });
 }

@@ -424,11 +424,13 @@ inline double output_delta_row(const formulas::LossParams& params,
 // (bias_activation_row, bias may be null), then its delta is computed while the row is in cache.
 // row_norms (may be null): each row's sqrt(sum of a^2) in double, before its delta is written
 // (the finite-value guard's check of the activations, Backend::output_delta).
+// delta_bf16 (may be null): each row's BF16 copy of its delta (delta's layout), as it is written.
 template <class T>
 void output_delta(const formulas::LossParams& loss, const formulas::ActivationParams& act,
                   CMatT<T> a, const CsrT<T>& target, T scale, MatT<T> delta, double* loss_sum,
                   std::vector<double>& row_loss, int threads, T* activate_z = nullptr,
-                  const T* bias = nullptr, float* row_norms = nullptr) {
+                  const T* bias = nullptr, float* row_norms = nullptr,
+                  uint16_t* delta_bf16 = nullptr) {
     const size_t rows = a.rows, n = a.cols;
     if (rows == 0) return;
     // The correction at each stored target overwrites delta[j] and adds j's loss: a row holding
@@ -476,6 +478,8 @@ void output_delta(const formulas::LossParams& loss, const formulas::ActivationPa
                     rl[b] = double(wb) * output_delta_row<T, A, K, M>(loss, act, a.row(b), target,
                                                                       b, scale * wb, delta.row(b),
                                                                       n, want_loss);
+                    if (delta_bf16 != nullptr)
+                        write_bf16(delta.row(b), delta_bf16 + b * delta.ld, n);
                 }
             };
             if constexpr (K == ErrorFunction::kCrossEntropy) {

@@ -725,15 +725,16 @@ void CudaBackend::set_precision_impl(Precision p) {
 }
 
 void CudaBackend::bias_activation_forward_impl(const formulas::ActivationParams& act,
-                                               const float* bias, MatrixView z) {
+                                               const float* bias, MatrixView z, uint16_t* z_bf16) {
     activate();
-    cuda::launch_bias_activation_forward(ctx_, act, bias, z);
+    cuda::launch_bias_activation_forward(ctx_, act, bias, z, z_bf16);
 }
 
 void CudaBackend::activation_backward_impl(const formulas::ActivationParams& act, ConstMatrixView a,
-                                           const DropoutMask* mask, MatrixView d) {
+                                           const DropoutMask* mask, MatrixView d,
+                                           uint16_t* d_bf16) {
     activate();
-    cuda::launch_activation_backward(ctx_, act, a, mask, d);
+    cuda::launch_activation_backward(ctx_, act, a, mask, d, d_bf16);
 }
 
 void CudaBackend::column_sum_impl(ConstMatrixView m, float alpha, float beta, float* out) {
@@ -750,34 +751,36 @@ void CudaBackend::dropout_impl(const DropoutMask& mask, MatrixView m) {
 void CudaBackend::output_delta_impl(const formulas::LossParams& loss,
                                     const formulas::ActivationParams& act, ConstMatrixView a,
                                     const CsrBatchView& target, float scale, MatrixView delta,
-                                    double* loss_sum, float* row_norms) {
+                                    double* loss_sum, float* row_norms, uint16_t* delta_bf16) {
     activate();
     cuda::launch_output_delta(ctx_, loss, act, a, target, scale, delta, loss_sum, row_norms,
-                              row_loss_scratch_);
+                              delta_bf16, row_loss_scratch_);
 }
 
 void CudaBackend::activation_backward_column_sum_impl(const formulas::ActivationParams& act,
                                                       ConstMatrixView a, const DropoutMask* mask,
-                                                      MatrixView d, float* column_sums) {
+                                                      MatrixView d, float* column_sums,
+                                                      uint16_t* d_bf16) {
     activate();
-    cuda::launch_activation_backward_column_sum(ctx_, act, a, mask, d, column_sums,
+    cuda::launch_activation_backward_column_sum(ctx_, act, a, mask, d, column_sums, d_bf16,
                                                 reduce_scratch_);
 }
 
 void CudaBackend::bias_activation_dropout_impl(const formulas::ActivationParams& act,
                                                const float* bias, const DropoutMask& mask,
-                                               MatrixView z) {
+                                               MatrixView z, uint16_t* z_bf16) {
     activate();
-    cuda::launch_bias_activation_dropout(ctx_, act, bias, mask, z);
+    cuda::launch_bias_activation_dropout(ctx_, act, bias, mask, z, z_bf16);
 }
 
 void CudaBackend::output_epilogue_impl(const formulas::LossParams& loss,
                                        const formulas::ActivationParams& act, const float* bias,
                                        MatrixView z, const CsrBatchView& target, float scale,
-                                       MatrixView delta, double* loss_sum, float* row_norms) {
+                                       MatrixView delta, double* loss_sum, float* row_norms,
+                                       uint16_t* delta_bf16) {
     activate();
     cuda::launch_output_epilogue(ctx_, loss, act, bias, z, target, scale, delta, loss_sum,
-                                 row_norms, row_loss_scratch_);
+                                 row_norms, delta_bf16, row_loss_scratch_);
 }
 
 void CudaBackend::sparseness_penalty_impl(float p, float beta, ConstMatrixView a, float scale,
