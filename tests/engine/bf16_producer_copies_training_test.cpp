@@ -27,30 +27,7 @@
 namespace sparsenet {
 namespace {
 
-class ScopedEnv {  // name=value while it lives (nothing when value is null)
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-        if (value != nullptr) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-    ~ScopedEnv() {
-        if (had_) {
-            setenv(name_.c_str(), old_.c_str(), 1);
-        } else {
-            unsetenv(name_.c_str());
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-  private:
-    std::string name_, old_;
-    bool had_ = false;
-};
+using testing::ScopedEnv;
 
 std::string layers_json(const std::string& loss, const std::string& layers) {
     return R"({"Name": "copies", "ErrorFunction": ")" + loss + R"(", "Layers": [
