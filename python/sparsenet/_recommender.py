@@ -39,17 +39,22 @@ class Recommender:
     ``ann_probe`` its accuracy knob (0: the file's), ``ann_fetch`` the candidates per query (0:
     max(k, efSearch)). An index built from another model raises :class:`sparsenet.DataError`
     naming the file. docs/serving.md ("ANN index").
+
+    ``bf16_input_weights``: keep the sparse input layer's weights in BF16 only (half their
+    memory; scores those of the model with them rounded to BF16; CPU only).
     """
 
     def __init__(self, path: PathLike, *, features_index: Optional[PathLike] = None,
                  device: str = "auto", output_layer: Optional[str] = None,
                  threads_per_call: int = 1, max_concurrent_calls: int = 0,
                  max_batch: int = 256, fp16_screening: bool = False,
-                 ann_index: Optional[PathLike] = None, ann_probe: int = 0, ann_fetch: int = 0):
+                 ann_index: Optional[PathLike] = None, ann_probe: int = 0, ann_fetch: int = 0,
+                 bf16_input_weights: bool = False):
         self._native = _core.Recommender(
             os.fspath(path), os.fspath(features_index) if features_index else "", device,
             output_layer or "", threads_per_call, max_concurrent_calls, max_batch,
-            fp16_screening, os.fspath(ann_index) if ann_index else "", ann_probe, ann_fetch)
+            fp16_screening, os.fspath(ann_index) if ann_index else "", ann_probe, ann_fetch,
+            bf16_input_weights)
 
     def recommend(self, items: Items, k: int = 10, *, exclude_inputs: bool = True,
                   allow: Optional[Items] = None, deny: Optional[Items] = None,
@@ -80,6 +85,11 @@ class Recommender:
                    doc="Whether queries are answered from an ANN index (ann_index).")
     ann_queries = property(lambda self: self._native.ann_queries,
                            doc="Queries answered from the ANN index so far.")
+    ann_memory_bytes = property(lambda self: self._native.ann_memory_bytes,
+                                doc="Bytes of the ANN index with its re-ranking vectors.")
+    released_bytes = property(lambda self: self._native.released_bytes,
+                              doc="Bytes of weights freed after loading (output matrix with "
+                              "an ANN index, FP32 input weights with bf16_input_weights).")
 
     def id_of(self, name: str) -> int:
         return self._native.id_of(name)
@@ -94,12 +104,13 @@ class Recommender:
 def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "hnsw",
                     hnsw_m: int = 16, ef_construction: int = 80,
                     probe: int = 0, threads: int = 0,
-                    output_layer: Optional[str] = None) -> dict:
+                    output_layer: Optional[str] = None, vectors: str = "fp16") -> dict:
     """``sparsenet ann-index``: the ANN index of ``model``'s output layer into ``out``
-    (kinds hnsw, flat; docs/serving.md). Returns the build's report (kind, items, width,
-    links, probe, seconds, file_bytes, index_bytes, fingerprint)."""
+    (kinds hnsw, flat; ``vectors`` fp16, bf16 or fp32: how the item vectors are stored, which
+    also re-rank; docs/serving.md). Returns the build's report (kind, items, width, links,
+    probe, vectors, seconds, file_bytes, index_bytes, fingerprint)."""
     return _core.build_ann_index(os.fspath(model), os.fspath(out), kind, hnsw_m,
-                                 ef_construction, probe, threads, output_layer or "")
+                                 ef_construction, probe, threads, output_layer or "", vectors)
 
 
 __all__ = ["Recommender", "Recommendations", "build_ann_index"]

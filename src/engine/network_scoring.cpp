@@ -111,8 +111,9 @@ size_t release_output_matrix(Network& network, int output) {
     if (edge.owner != layer.in_weights[0] || net.graph.edges[size_t(edge.owner)].users != 1)
         return 0;
     EdgeParams& params = net.params.edges[size_t(edge.owner)];
-    const size_t bytes = params.w.size() * sizeof(float);
+    const size_t bytes = params.w.size() * sizeof(float) + params.w_bf16.size() * sizeof(uint16_t);
     params.w = DeviceArray<float>();
+    params.w_bf16 = DeviceArray<uint16_t>();
     return bytes;
 }
 
