@@ -398,7 +398,9 @@ struct Recommender::Impl {
     void ensure_capacity(Context& c, size_t rows, size_t slots) const {
         if (rows > c.rows) {
             for (size_t l = 0; l < layers.size(); ++l) {
-                if (layers[l].input) continue;
+                // With an ANN index the output layer is never computed (skip_layer): no buffer
+                // (at 10,000,000 items, 40 MB a context).
+                if (layers[l].input || (ann && int(l) == output_layer)) continue;
                 c.act[l] = DeviceArray<float>(*c.backend, rows * layers[l].ld, "activations");
                 // Zeros in the padding (forward_into's contract: its GEMMs may run over it).
                 if (layers[l].ld != layers[l].n)

@@ -227,9 +227,13 @@ def main():
     index_of = {v: os.path.join(work, "model.ann" if v == "fp32" else f"model-{v}.ann")
                 for v in vectors}
     index = index_of[vectors[0]]
-    reuse = args.reuse and all(os.path.exists(f) for f in [full, model] + list(index_of.values()))
+    # --reuse: the data and model of --work (and any index already there, kept with its times
+    # from --reuse-times); the missing indexes are built.
+    reuse = args.reuse and all(os.path.exists(f) for f in (full, model))
     if reuse and not args.reuse_times:
         result["reused_from_commit"] = "unknown (no --reuse-times)"
+        result["generate_s"] = result["train_s"] = None
+        result["model_file_bytes"] = os.path.getsize(model)
     elif reuse:
         before = json.load(open(args.reuse_times))
         before = before["shapes"] if "shapes" in before else [before]
@@ -265,22 +269,26 @@ def main():
     queries = [q for q in queries if q]
     result["heldout_users"] = len(queries)
 
-    # 2. the indexes, one per precision of the vectors
-    if not reuse:
-        result["indexes"] = {}
-        for v in vectors:
-            cmd = [cli, "ann-index", "-n", model, "-o", index_of[v], "--kind", args.kind,
-                   "--threads", args.threads, "--vectors", v]
-            if args.kind == "hnsw":
-                cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
-            out, wall = run(cmd)
-            log(out.strip())
-            m = re.search(r"in ([\d.]+) s; (\d+) bytes \(([\d.]+) per item\)", out)
-            result["indexes"][v] = {"kind": args.kind, "vectors": v, "build_s": float(m[1]),
-                                    "build_wall_s": wall, "file_bytes": int(m[2]),
-                                    "bytes_per_item": float(m[3]), "report": out.strip()}
-        result["index"] = result["indexes"][vectors[0]]
-        result["model_file_bytes"] = os.path.getsize(model)
+    # 2. the indexes, one per precision of the vectors (with --reuse, those of --work whose times
+    # --reuse-times has are kept)
+    result.setdefault("indexes", {})
+    result["reused_indexes"] = []
+    for v in vectors:
+        if reuse and os.path.exists(index_of[v]) and v in result["indexes"]:
+            result["reused_indexes"].append(v)
+            continue
+        cmd = [cli, "ann-index", "-n", model, "-o", index_of[v], "--kind", args.kind,
+               "--threads", args.threads, "--vectors", v]
+        if args.kind == "hnsw":
+            cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
+        out, wall = run(cmd)
+        log(out.strip())
+        m = re.search(r"in ([\d.]+) s; (\d+) bytes \(([\d.]+) per item\)", out)
+        result["indexes"][v] = {"kind": args.kind, "vectors": v, "build_s": float(m[1]),
+                                "build_wall_s": wall, "file_bytes": int(m[2]),
+                                "bytes_per_item": float(m[3]), "report": out.strip()}
+    result["index"] = result["indexes"][vectors[0]]
+    result["model_file_bytes"] = os.path.getsize(model)
 
     # 3. in process: exact and the curve
     exact = sparsenet.Recommender(model, device="cpu", fp16_screening=True)

@@ -12,7 +12,8 @@
 # VECTORS="fp32,fp16,bf16" (default fp32): one index per precision of the stored vectors, the
 # first served as "ann", AFTER (default the last) as "ann-after", with BF16 input weights when
 # BF16_INPUT=1. PROBES overrides the large shape's efSearch values; NAME the result's workload
-# (serve-ann). WORK=<folder>: keep (and with REUSE=1 reuse) the large shape's files there.
+# (serve-ann). WORK=<folder>: keep (and with REUSE=1 reuse) the large shape's files there;
+# REUSE_TIMES=<result file> gives the reused files' generation, training and build times.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 build=${1:-build}
@@ -47,6 +48,7 @@ for shape in $SHAPES; do
         --users 6000 --heldout 1000 --per-user 40 --hidden 256 --steps 20 --batch 256 \
         --probes "$PROBES" --exact-queries 200 --duration 8 "${vector_args[@]}" \
         ${WORK:+--work "$WORK"} $([ "$REUSE" = 1 ] && echo --reuse) \
+        ${REUSE_TIMES:+--reuse-times "$REUSE_TIMES"} \
         --cli "$build/sparsenet" --out "$out" ;;
     *) echo "run.sh: unknown shape $shape" >&2; exit 2 ;;
   esac
