@@ -21,10 +21,11 @@ struct AnnIndexOptions {
     // The accuracy knob stored as the file's default (hnsw: efSearch, the candidate list of a
     // search); 0: 128. RecommenderOptions::ann_probe overrides it when serving.
     uint32_t probe = 0;
-    // How the index stores the item vectors [w_j, b_j] (and hnswlib's augmentation): "fp16"
-    // (the default: half the memory of FP32, recall measured the same), "bf16" or "fp32". The
-    // re-ranking reads these vectors, so with 16 bits the scores are the output layer's formula
-    // over the rounded weights and biases (docs/serving.md, "ANN index").
+    // How the index stores the item weights w_j: "fp16" (the default: about half the memory
+    // of FP32; measured recall in docs/benchmarks.md), "bf16" or "fp32"; the bias b_j (and
+    // hnswlib's augmentation) stay FP32. The re-ranking reads these vectors, so with 16 bits the
+    // scores are the output layer's formula over the rounded weights (docs/serving.md, "ANN
+    // index").
     std::string vectors = "fp16";
     int threads = 0;           // building; 0: every hardware thread
     std::string output_layer;  // the ranked layer; empty: the first Output layer

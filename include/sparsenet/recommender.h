@@ -130,7 +130,7 @@ struct RecommenderOptions {
     // Memory: the index, whose copy of the item vectors (FP32 or 16-bit, as the file stores
     // them: AnnIndexOptions::vectors) re-ranks too; the network's own output matrix is freed
     // (unless another layer shares it). With 16-bit vectors a candidate's score is the output
-    // layer's formula over its rounded weights and bias.
+    // layer's formula over its rounded weights.
     std::string ann_index;
     // The index's accuracy knob (hnsw: efSearch, the candidate list of a search); 0: the file's.
     uint32_t ann_probe = 0;

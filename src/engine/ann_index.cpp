@@ -10,7 +10,11 @@
 //   u64 bytes, then that many bytes: the hnswlib graph (HierarchicalNSW::saveIndex's file);
 //   none for kind flat, whose vectors are the model's own, recomputed (and rounded) when loading
 // str: u32 length, then the bytes. dims: FP32 vectors width + 2 rounded up to 16 (hnswlib's
-// AVX kernels take whole blocks of 16); 16-bit ones width + 2 (ann_vectors.cpp takes any).
+// AVX kernels take whole blocks of 16); 16-bit ones width + 2: the width weights in 16 bits
+// (padded to an even count), then the bias and the augmentation in FP32. (Rounding those two
+// quantises the narrow band of norms the augmentation works in, b near its initial value and
+// sqrt(R^2 - |v|^2) with it, into a few shells that a graph search cannot cross: recall@100
+// fell from 0.97 to 0.21 at efSearch 256 on a briefly trained model with every b near -4.)
 // The fingerprint is always that of the model's FP32 weights and biases.
 #include "engine/ann_index.h"
 
@@ -85,15 +89,25 @@ DenseOutputEdge checked_edge(const Network& network, int output, const std::stri
 }
 
 #if defined(SPARSENET_WITH_ANN)
+// 16-bit vectors: the weights' 16-bit values, padded to an even count (the FP32 tail aligned).
+size_t halves_for(uint32_t width) {
+    return (size_t(width) + 1) / 2 * 2;
+}
+// Bytes of one stored vector (the file's layout above).
+size_t vector_bytes(AnnVectors vectors, uint32_t width, uint32_t dims) {
+    return vectors == AnnVectors::kFp32 ? size_t(dims) * sizeof(float)
+                                        : halves_for(width) * sizeof(uint16_t) + 2 * sizeof(float);
+}
+
 // The item vectors of the index, `dims` values each: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...], as
-// FP32 floats or in a 16-bit encoding (v_j rounded first: R and the augmentation come from the
-// rounded values, then the augmentation is rounded too), item after item: the bytes hnswlib
-// copies in. value_bytes(vectors) * dims bytes per item.
+// FP32 floats or with w_j in a 16-bit encoding (rounded first: R and the augmentation come from
+// the rounded values), item after item: the bytes hnswlib copies in, vector_bytes each.
 std::vector<char> item_vectors(const DenseOutputEdge& e, AnnVectors vectors, uint32_t dims,
                                float* radius, const std::string& what) {
     const size_t n = e.n, k = e.k;
     const bool half = vectors != AnnVectors::kFp32;
-    const size_t item_bytes = value_bytes(vectors) * dims;
+    const size_t item_bytes = vector_bytes(vectors, e.k, dims);
+    const size_t halves = halves_for(e.k);
     std::vector<char> bytes(n * item_bytes, 0);
     constexpr size_t kBlock = 64;  // items read together: whole cache lines of [k, n] rows
     std::vector<float> x(kBlock * dims);
@@ -114,7 +128,7 @@ std::vector<char> item_vectors(const DenseOutputEdge& e, AnnVectors vectors, uin
                 float* xi = x.data() + i * dims;
                 xi[k] = e.bias[j];
                 if (half) {
-                    for (size_t q = 0; q <= k; ++q) {
+                    for (size_t q = 0; q < k; ++q) {
                         const float r = decode16(vectors, encode16(vectors, xi[q]));
                         if (!std::isfinite(r) && std::isfinite(xi[q])) {
                             throw Error(ErrorCategory::kUsage,
@@ -139,18 +153,13 @@ std::vector<char> item_vectors(const DenseOutputEdge& e, AnnVectors vectors, uin
                     std::memcpy(out, xi, item_bytes);
                 } else {
                     auto* h = reinterpret_cast<uint16_t*>(out);
-                    for (size_t q = 0; q < dims; ++q) h[q] = encode16(vectors, xi[q]);
+                    for (size_t q = 0; q < k; ++q) h[q] = encode16(vectors, xi[q]);
+                    std::memcpy(out + halves * sizeof(uint16_t), xi + k, 2 * sizeof(float));
                 }
             }
         }
     }
     *radius = float(std::sqrt(r2));
-    if (half && !std::isfinite(decode16(vectors, encode16(vectors, *radius)))) {
-        throw Error(ErrorCategory::kUsage, what + ": the item vectors' largest norm " +
-                                               std::to_string(*radius) + " is beyond " +
-                                               to_string(vectors) +
-                                               "'s range (use --vectors bf16 or fp32)");
-    }
     return bytes;
 }
 
@@ -291,30 +300,38 @@ uint32_t dims_for(uint32_t width, AnnVectors vectors) {
     return vectors == AnnVectors::kFp32 ? (width + 2 + 15) / 16 * 16 : width + 2;
 }
 
-// hnswlib's L2 space over `dims` 16-bit values (ann_vectors.h), widened on the fly.
+// hnswlib's L2 space over 16-bit weights (ann_vectors.h, widened on the fly) and an FP32 tail
+// (the bias and the augmentation): the layout of vector_bytes.
 class Space16 : public hnswlib::SpaceInterface<float> {
   public:
-    Space16(AnnVectors vectors, size_t dims)
-        : dims_(dims), func_(vectors == AnnVectors::kBf16 ? &distance<true> : &distance<false>) {}
-    size_t get_data_size() override { return dims_ * sizeof(uint16_t); }
+    Space16(AnnVectors vectors, uint32_t width)
+        : halves_(halves_for(width)),
+          func_(vectors == AnnVectors::kBf16 ? &distance<true> : &distance<false>) {}
+    size_t get_data_size() override { return halves_ * sizeof(uint16_t) + 2 * sizeof(float); }
     hnswlib::DISTFUNC<float> get_dist_func() override { return func_; }
-    void* get_dist_func_param() override { return &dims_; }
+    void* get_dist_func_param() override { return &halves_; }
 
   private:
     template <bool kBf16>
-    static float distance(const void* a, const void* b, const void* dims) {
+    static float distance(const void* a, const void* b, const void* param) {
+        const size_t halves = *static_cast<const size_t*>(param);
         const auto* x = static_cast<const uint16_t*>(a);
         const auto* y = static_cast<const uint16_t*>(b);
-        const size_t n = *static_cast<const size_t*>(dims);
-        return kBf16 ? l2_bf16(x, y, n) : l2_fp16(x, y, n);
+        const float head = kBf16 ? l2_bf16(x, y, halves) : l2_fp16(x, y, halves);
+        float xt[2], yt[2];
+        std::memcpy(xt, x + halves, sizeof xt);
+        std::memcpy(yt, y + halves, sizeof yt);
+        const float d0 = xt[0] - yt[0], d1 = xt[1] - yt[1];
+        return head + d0 * d0 + d1 * d1;
     }
-    size_t dims_;
+    size_t halves_;
     hnswlib::DISTFUNC<float> func_;
 };
 
-std::unique_ptr<hnswlib::SpaceInterface<float>> make_space(AnnVectors vectors, uint32_t dims) {
+std::unique_ptr<hnswlib::SpaceInterface<float>> make_space(AnnVectors vectors, uint32_t width,
+                                                           uint32_t dims) {
     if (vectors == AnnVectors::kFp32) return std::make_unique<hnswlib::L2Space>(dims);
-    return std::make_unique<Space16>(vectors, dims);
+    return std::make_unique<Space16>(vectors, width);
 }
 
 // The exhaustive index of the item vectors (kind flat).
@@ -381,8 +398,8 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     std::string blob;
     if (o.kind == "hnsw") {
         const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
-        const size_t item_bytes = value_bytes(vectors) * dims;
-        const auto space = make_space(vectors, dims);
+        const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
+        const auto space = make_space(vectors, edge.k, dims);
         hnswlib::HierarchicalNSW<float> graph(space.get(), edge.n, o.hnsw_m, o.ef_construction,
                                               1234);
         if (edge.n > 0) graph.addPoint(x.data(), 0);
@@ -414,7 +431,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     report.index_bytes =
-        o.kind == "flat" ? uint64_t(edge.n) * dims * value_bytes(vectors) : blob.size();
+        o.kind == "flat" ? uint64_t(edge.n) * vector_bytes(vectors, edge.k, dims) : blob.size();
 
     std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(ErrorCategory::kIo, out_path + ": cannot open for writing (-o)");
@@ -513,7 +530,7 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         std::to_string(header + bytes) +
                         "); rebuild it with `sparsenet ann-index`");
     }
-    m.space = make_space(m.vectors, m.dims);
+    m.space = make_space(m.vectors, m.width, m.dims);
     if (m.kind == "flat") {
         float radius = 0.0f;
         m.index =
@@ -605,9 +622,9 @@ float AnnIndex::item_bias(uint32_t j) const {
         std::memcpy(&b, v + m.width * sizeof(float), sizeof b);
         return b;
     }
-    uint16_t h;
-    std::memcpy(&h, v + m.width * sizeof(uint16_t), sizeof h);
-    return decode16(m.vectors, h);
+    float b;
+    std::memcpy(&b, v + halves_for(m.width) * sizeof(uint16_t), sizeof b);
+    return b;
 }
 
 void AnnIndex::set_probe(uint32_t probe) {
@@ -628,20 +645,23 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
     if (fetch == 0) return;
     // [h, 1, 0...]; for 16-bit vectors also its encoding, after it (no float is overwritten).
     const bool half = m.vectors != AnnVectors::kFp32;
-    scratch.assign(m.dims + (half ? m.dims / 2 + 1 : 0), 0.0f);
+    const size_t halves = halves_for(m.width);
+    scratch.assign(m.dims + (half ? halves / 2 + 2 : 0), 0.0f);
     std::copy_n(h, m.width, scratch.begin());
     scratch[m.width] = 1.0f;
     const void* query = scratch.data();
     if (half) {
-        // The query in the vectors' encoding. Scaling [h, 1] by
-        // c > 0 keeps the order (|cq - x|^2 = c^2 |q|^2 + R^2 - 2c q.v): a query beyond fp16's
+        // The query in the vectors' layout: h in 16 bits, then 1 and 0 in FP32. Scaling [h, 1]
+        // by c > 0 keeps the order (|cq - x|^2 = c^2 |q|^2 + R^2 - 2c q.v): an h beyond fp16's
         // range is scaled into it.
         float largest = 0.0f;
-        for (uint32_t q = 0; q <= m.width; ++q) largest = std::max(largest, std::fabs(scratch[q]));
+        for (uint32_t q = 0; q < m.width; ++q) largest = std::max(largest, std::fabs(h[q]));
         const float scale =
             m.vectors == AnnVectors::kFp16 && largest > 16384.0f ? 16384.0f / largest : 1.0f;
         auto* encoded = reinterpret_cast<uint16_t*>(scratch.data() + m.dims);
-        for (uint32_t q = 0; q < m.dims; ++q) encoded[q] = encode16(m.vectors, scratch[q] * scale);
+        for (uint32_t q = 0; q < m.width; ++q) encoded[q] = encode16(m.vectors, h[q] * scale);
+        const float tail[2] = {scale, 0.0f};
+        std::memcpy(encoded + halves, tail, sizeof tail);
         query = encoded;
     }
     auto found = m.index->searchKnn(query, fetch);

@@ -13,12 +13,13 @@
 // ops (gemm over their fp32 weights, bias_activation_forward, top_k): the same bits as the full
 // forward pass for every candidate (the argument of output_screen.cpp).
 //
-// The vectors are stored in FP32 or in 16 bits (AnnVectors, ann_vectors.h: fp16 or bf16, the
-// augmentation included, rounded after v_j, whose rounded norms give R and the augmentation);
-// hnswlib's distances then widen them on the fly and the query [h, 1, 0] is rounded the same
-// way. The re-ranking reads the index's vectors (widened: no FP32 copy is kept), so with 16-bit
-// vectors a candidate's score is the output layer's formula over its rounded weights and bias,
-// bit for bit what the model with those rounded values computes.
+// The vectors are stored in FP32, or with the weights w_j in 16 bits (AnnVectors, ann_vectors.h:
+// fp16 or bf16; rounded first, R and the augmentation computed from the rounded values) and b_j
+// and the augmentation in FP32; hnswlib's distances then widen them on the fly and the query's
+// h is rounded the same way. The re-ranking reads the index's vectors (widened: no FP32 copy of
+// the weights is kept), so with 16-bit vectors a candidate's score is the output layer's formula
+// over its rounded weights and its own bias, bit for bit what the model with those rounded
+// weights computes.
 //
 // The search library is hnswlib (Debian's libhnswlib-dev, header-only: compiled with this
 // build's flags), used when CMake finds it (SPARSENET_ANN); without it available() is false and

@@ -18,9 +18,6 @@ enum class AnnVectors : uint32_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
 const char* to_string(AnnVectors v);
 // "fp32" | "fp16" | "bf16"; Error(kUsage) naming `flag` and the choices otherwise.
 AnnVectors parse_ann_vectors(const std::string& s, const std::string& flag = "--vectors");
-inline size_t value_bytes(AnnVectors v) {
-    return v == AnnVectors::kFp32 ? 4 : 2;
-}
 
 // One value in a 16-bit encoding (kFp16 / kBf16) and back (exact).
 uint16_t encode16(AnnVectors v, float x);
