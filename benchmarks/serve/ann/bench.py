@@ -200,6 +200,9 @@ def main():
                     help="the precision served as 'ann-after' (default: the last of --vectors)")
     ap.add_argument("--bf16-input", action="store_true",
                     help="the 'after' configuration keeps the input layer's weights in BF16")
+    ap.add_argument("--build-threads", type=int, default=0,
+                    help="threads building each index (default --threads); 1: hnswlib inserts "
+                    "the items in order, the same graph for every precision of the vectors")
     ap.add_argument("--skip-exact-serve", action="store_true",
                     help="no HTTP run of the exact path (its figures are in an earlier result)")
     args = ap.parse_args()
@@ -278,7 +281,7 @@ def main():
             result["reused_indexes"].append(v)
             continue
         cmd = [cli, "ann-index", "-n", model, "-o", index_of[v], "--kind", args.kind,
-               "--threads", args.threads, "--vectors", v]
+               "--threads", args.build_threads or args.threads, "--vectors", v]
         if args.kind == "hnsw":
             cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
         out, wall = run(cmd)

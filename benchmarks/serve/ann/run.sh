@@ -14,6 +14,8 @@
 # BF16_INPUT=1. PROBES overrides the large shape's efSearch values; NAME the result's workload
 # (serve-ann). WORK=<folder>: keep (and with REUSE=1 reuse) the large shape's files there;
 # REUSE_TIMES=<result file> gives the reused files' generation, training and build times.
+# BUILD_THREADS=1 builds each index in item order (hnswlib's parallel insertion gives graphs
+# whose recall varies from build to build on some models: docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 build=${1:-build}
@@ -27,7 +29,8 @@ PROBES=${PROBES:-100,128,192,256,384,512}
 NAME=${NAME:-serve-ann}
 WORK=${WORK:-}
 REUSE=${REUSE:-0}
-vector_args=(--vectors "$VECTORS")
+BUILD_THREADS=${BUILD_THREADS:-0}
+vector_args=(--vectors "$VECTORS" --build-threads "$BUILD_THREADS")
 [ -n "$AFTER" ] && vector_args+=(--after "$AFTER")
 [ "$BF16_INPUT" = 1 ] && vector_args+=(--bf16-input)
 PY=${PY:-$build/pyenv/bin/python}
