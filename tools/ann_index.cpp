@@ -33,8 +33,9 @@ int ann_index_main(int argc, char** argv) {
                  "list of a search (default 128); serve --ann-probe overrides it");
         args.add({"--vectors"}, &o.vectors, "fp32|fp16|bf16",
                  "how the index stores the item vectors, which also re-rank the candidates "
-                 "(default fp16: half of fp32's memory, the same recall measured; scores are "
-                 "the output layer's over the rounded weights)");
+                 "(default fp16: about half of fp32's memory, the same recall where the graph "
+                 "is the same; biases stay fp32; scores are the output layer's over the rounded "
+                 "weights)");
         args.add({"--threads"}, &o.threads, "N", "threads building (default: all)");
         args.add({"--layer"}, &o.output_layer, "NAME",
                  "the ranked layer (default: the first Output layer)");
