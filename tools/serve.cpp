@@ -179,6 +179,11 @@ class ModelHolder {
                               ? ", ANN index " + options_.ann_index + " (" +
                                     std::to_string(now->recommender->ann_memory_bytes()) +
                                     " bytes with its re-ranking vectors)"
+                              : std::string()) +
+                         (options_.bf16_input_weights ? ", BF16 input weights" : "") +
+                         (now->recommender->released_bytes()
+                              ? "; " + std::to_string(now->recommender->released_bytes()) +
+                                    " bytes of weights released"
                               : std::string()));
             } catch (const std::bad_alloc&) {
                 outcome.error = path_ + ": " + host_out_of_memory_message();
@@ -638,6 +643,11 @@ int serve_main(int argc, char** argv) {
                       "with --precision bf16 (or a bf16 model): keep only the BF16 copies of "
                       "the weights the products read (half their memory, the same answers; "
                       "no fp16 screening)");
+        bool bf16_input_weights = false;
+        args.add_flag({"--bf16-input-weights"}, &bf16_input_weights,
+                      "keep the sparse input layer's weights in BF16 only (half their memory; "
+                      "scores those of the model with them rounded to BF16; any precision, with "
+                      "--ann too)");
         args.add({"--ann"}, &ann, "FILE.ann",
                  "answer from this ANN index (`sparsenet ann-index`): candidates from the index, "
                  "ranked exactly; must have been built from the model (else the load fails "
@@ -654,11 +664,6 @@ int serve_main(int argc, char** argv) {
             throw Error(ErrorCategory::kUsage,
                         "--bf16-weights-only and --fp16-screening on exclude each other (the "
                         "fp16 copy is made from the FP32 weights)");
-        }
-        if (bf16_weights_only && !ann.empty()) {
-            throw Error(ErrorCategory::kUsage,
-                        "--bf16-weights-only and --ann exclude each other (the ANN index "
-                        "re-ranks with the FP32 item vectors it stores)");
         }
         if (bf16_weights_only) screening = "off";
         if (ann.empty() && (ann_probe != 0 || ann_fetch != 0)) {
@@ -746,6 +751,7 @@ int serve_main(int argc, char** argv) {
         options.max_batch = max_batch;
         options.precision = precision_choice;
         options.bf16_weights_only = bf16_weights_only;
+        options.bf16_input_weights = bf16_input_weights;
         options.ann_index = ann;
         options.ann_probe = ann_probe;
         options.ann_fetch = ann_fetch;

@@ -21,6 +21,12 @@ struct AnnIndexOptions {
     // The accuracy knob stored as the file's default (hnsw: efSearch, the candidate list of a
     // search); 0: 128. RecommenderOptions::ann_probe overrides it when serving.
     uint32_t probe = 0;
+    // How the index stores the item weights w_j: "fp16" (the default: about half the memory
+    // of FP32; measured recall in docs/benchmarks.md), "bf16" or "fp32"; the bias b_j (and
+    // hnswlib's augmentation) stay FP32. The re-ranking reads these vectors, so with 16 bits the
+    // scores are the output layer's formula over the rounded weights (docs/serving.md, "ANN
+    // index").
+    std::string vectors = "fp16";
     int threads = 0;           // building; 0: every hardware thread
     std::string output_layer;  // the ranked layer; empty: the first Output layer
 };
@@ -31,6 +37,7 @@ struct AnnIndexReport {
     uint32_t width = 0;  // units of the layer feeding the output layer
     uint32_t links = 0;  // hnsw M
     uint32_t probe = 0;
+    std::string vectors;   // fp32 | fp16 | bf16
     double seconds = 0.0;  // training and adding items (not reading the model)
     uint64_t file_bytes = 0;
     uint64_t index_bytes = 0;  // the search structure alone

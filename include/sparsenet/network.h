@@ -97,7 +97,16 @@ class Network {
     // Afterwards training, save, get_parameter / set_parameter of a freed matrix and
     // set_precision throw Error(kUsage). Error(kUsage) outside kBf16.
     void keep_only_bf16_weights();
-    bool only_bf16_weights() const;  // whether keep_only_bf16_weights ran
+    bool only_bf16_weights() const;  // whether keep_only_bf16_weights or the next one ran
+    // Inference only, in any precision, on the CPU backend: rounds the weights of every matrix
+    // that only sparse inputs multiply (csr_matmul; not one a GEMM also reads, such as a tied
+    // output layer's) to BF16 and frees their FP32 weights. csr_matmul then widens the rows it
+    // gathers from the BF16 copy: bit for bit the FP32 product with the BF16-rounded weights,
+    // half the memory of those matrices, scores changed by that rounding (docs/serving.md,
+    // "Memory"). Afterwards as keep_only_bf16_weights: training, save, get_parameter of a freed
+    // matrix and set_precision throw Error(kUsage). Error(kUsage) on another backend. Returns
+    // the bytes freed (the FP32 weights less their BF16 copies).
+    size_t keep_bf16_input_weights();
     // Model parallelism: this process's rank among the ranks that split the network, and their
     // number (0 and 1 for a network of one process).
     int rank() const;

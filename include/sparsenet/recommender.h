@@ -111,16 +111,26 @@ struct RecommenderOptions {
     // With precision bf16 (set here or in the model file): keep only the BF16 copies of the
     // weights that GEMMs read (Network::keep_only_bf16_weights): half their memory, the same
     // answers (the GEMMs read the copies either way). Error(kUsage) in another precision and
-    // with fp16_screening (whose fp16 copy is made from the FP32 weights).
+    // with fp16_screening (whose fp16 copy is made from the FP32 weights). With ann_index the
+    // candidates are re-ranked in bf16 too (the output layer's own arithmetic).
     bool bf16_weights_only = false;
+    // CPU, any precision: keep the sparse input layer's weights (the matrices only csr_matmul
+    // reads: in an autoencoder the largest, [items, hidden]) in BF16 only
+    // (Network::keep_bf16_input_weights): half their memory; each query's gather reads BF16
+    // weights widened to FP32, so scores are those of the model with those weights rounded to
+    // BF16 (docs/serving.md, "Memory"). Combines with ann_index, fp16_screening and
+    // bf16_weights_only. Error(kUsage) on a GPU or when no matrix qualifies (tied weights).
+    bool bf16_input_weights = false;
     // An ANN index file (`sparsenet ann-index`, docs/serving.md "ANN index"; not a features
     // index): single queries and batches take candidates from it, over-fetched, drop the
     // excluded ones (the query's items, deny, outside allow) and rank the rest exactly with the
     // output layer's own formula. Built from another model: Error(kData) naming the file. An
     // index built exhaustively (kind flat) answers exactly what the model answers without one.
     // Needs the CPU backend and an output layer fit for fp16_screening; it replaces the screen.
-    // Memory: the index, whose fp32 copy of the item vectors re-ranks too; the network's own
-    // output matrix is freed (unless another layer shares it).
+    // Memory: the index, whose copy of the item vectors (FP32 or 16-bit, as the file stores
+    // them: AnnIndexOptions::vectors) re-ranks too; the network's own output matrix is freed
+    // (unless another layer shares it). With 16-bit vectors a candidate's score is the output
+    // layer's formula over its rounded weights.
     std::string ann_index;
     // The index's accuracy knob (hnsw: efSearch, the candidate list of a search); 0: the file's.
     uint32_t ann_probe = 0;
@@ -198,6 +208,9 @@ class Recommender {
     uint64_t ann_fallbacks() const;
     // Bytes the ANN index and its exact re-ranking vectors take (0 without an index).
     size_t ann_memory_bytes() const;
+    // Bytes of the network's weights freed after loading: the output matrix (ann_index) and the
+    // FP32 input weights less their BF16 copies (bf16_input_weights).
+    size_t released_bytes() const;
 
   private:
     struct Impl;

@@ -18,16 +18,17 @@ _PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 def _check_options(precision: Optional[str], bf16_weights_only: bool, fp16_screening: bool,
-                   ann_index: Optional[PathLike]) -> None:
+                   bf16_input_weights: bool) -> None:
     """The arguments' values and combinations the library refuses, named in Python's terms."""
     if precision is not None and (not isinstance(precision, str)
                                   or precision.lower() not in _PRECISIONS):
         raise UsageError(f"Recommender: precision={precision!r} is unknown; expected 'fp32', "
                          "'tf32' or 'bf16' (or None: the model's Training Precision, else the "
                          "device's default)")
-    if not isinstance(bf16_weights_only, bool):
-        raise UsageError(f"Recommender: bf16_weights_only={bf16_weights_only!r}; expected True "
-                         "or False")
+    for name, value in (("bf16_weights_only", bf16_weights_only),
+                        ("bf16_input_weights", bf16_input_weights)):
+        if not isinstance(value, bool):
+            raise UsageError(f"Recommender: {name}={value!r}; expected True or False")
     if not bf16_weights_only:
         return
     if precision is not None and precision.lower() != "bf16":
@@ -37,10 +38,6 @@ def _check_options(precision: Optional[str], bf16_weights_only: bool, fp16_scree
     if fp16_screening:
         raise UsageError("Recommender: bf16_weights_only=True and fp16_screening=True exclude "
                          "each other (the fp16 copy is made from the FP32 weights); pass one")
-    if ann_index:
-        raise UsageError("Recommender: bf16_weights_only=True and ann_index exclude each other "
-                         "(the ANN index re-ranks with the FP32 item vectors it stores); pass "
-                         "one")
 
 
 class Recommendations(NamedTuple):
@@ -73,8 +70,11 @@ class Recommender:
     ``sparsenet serve --precision``; None: the model's Training Precision, else the device's
     default; docs/gpu.md "Precision"). ``bf16_weights_only``: with precision bf16, keep only the
     BF16 copies of the weights the products read (half their memory, the same answers; as
-    ``--bf16-weights-only``); it excludes ``fp16_screening`` and ``ann_index``. A value or a
-    combination that is refused raises :class:`sparsenet.UsageError` naming the argument.
+    ``--bf16-weights-only``); it excludes ``fp16_screening``. A value or a combination that is
+    refused raises :class:`sparsenet.UsageError` naming the argument.
+    ``bf16_input_weights``: keep the sparse input layer's weights in BF16 only (half their
+    memory; scores those of the model with them rounded to BF16; CPU only; as
+    ``--bf16-input-weights``).
     """
 
     def __init__(self, path: PathLike, *, features_index: Optional[PathLike] = None,
@@ -82,14 +82,15 @@ class Recommender:
                  threads_per_call: int = 1, max_concurrent_calls: int = 0,
                  max_batch: int = 256, fp16_screening: bool = False,
                  ann_index: Optional[PathLike] = None, ann_probe: int = 0, ann_fetch: int = 0,
-                 precision: Optional[str] = None, bf16_weights_only: bool = False):
-        _check_options(precision, bf16_weights_only, fp16_screening, ann_index)
+                 precision: Optional[str] = None, bf16_weights_only: bool = False,
+                 bf16_input_weights: bool = False):
+        _check_options(precision, bf16_weights_only, fp16_screening, bf16_input_weights)
         try:
             self._native = _core.Recommender(
                 os.fspath(path), os.fspath(features_index) if features_index else "", device,
                 output_layer or "", threads_per_call, max_concurrent_calls, max_batch,
                 fp16_screening, os.fspath(ann_index) if ann_index else "", ann_probe, ann_fetch,
-                precision.lower() if precision else "", bf16_weights_only)
+                precision.lower() if precision else "", bf16_weights_only, bf16_input_weights)
         except UsageError as e:
             if bf16_weights_only and "needs precision bf16" in str(e):
                 # precision=None and a model whose Training Precision is not bf16.
@@ -126,6 +127,11 @@ class Recommender:
                    doc="Whether queries are answered from an ANN index (ann_index).")
     ann_queries = property(lambda self: self._native.ann_queries,
                            doc="Queries answered from the ANN index so far.")
+    ann_memory_bytes = property(lambda self: self._native.ann_memory_bytes,
+                                doc="Bytes of the ANN index with its re-ranking vectors.")
+    released_bytes = property(lambda self: self._native.released_bytes,
+                              doc="Bytes of weights freed after loading (output matrix with "
+                              "an ANN index, FP32 input weights with bf16_input_weights).")
 
     def id_of(self, name: str) -> int:
         return self._native.id_of(name)
@@ -140,12 +146,13 @@ class Recommender:
 def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "hnsw",
                     hnsw_m: int = 16, ef_construction: int = 80,
                     probe: int = 0, threads: int = 0,
-                    output_layer: Optional[str] = None) -> dict:
+                    output_layer: Optional[str] = None, vectors: str = "fp16") -> dict:
     """``sparsenet ann-index``: the ANN index of ``model``'s output layer into ``out``
-    (kinds hnsw, flat; docs/serving.md). Returns the build's report (kind, items, width,
-    links, probe, seconds, file_bytes, index_bytes, fingerprint)."""
+    (kinds hnsw, flat; ``vectors`` fp16, bf16 or fp32: how the item vectors are stored, which
+    also re-rank; docs/serving.md). Returns the build's report (kind, items, width, links,
+    probe, vectors, seconds, file_bytes, index_bytes, fingerprint)."""
     return _core.build_ann_index(os.fspath(model), os.fspath(out), kind, hnsw_m,
-                                 ef_construction, probe, threads, output_layer or "")
+                                 ef_construction, probe, threads, output_layer or "", vectors)
 
 
 __all__ = ["Recommender", "Recommendations", "build_ann_index"]

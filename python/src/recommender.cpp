@@ -77,7 +77,7 @@ void bind_recommender(nb::module_& m) {
                const std::string& device, const std::string& output_layer, int threads_per_call,
                int max_concurrent_calls, uint32_t max_batch, bool fp16_screening,
                const std::string& ann_index, uint32_t ann_probe, uint32_t ann_fetch,
-               const std::string& precision, bool bf16_weights_only) {
+               const std::string& precision, bool bf16_weights_only, bool bf16_input_weights) {
                 RecommenderOptions o;
                 o.features_index = features_index;
                 o.device = device;
@@ -92,13 +92,15 @@ void bind_recommender(nb::module_& m) {
                 // "": the model file's $.Training.Precision, else the device's default.
                 if (!precision.empty()) o.precision = parse_precision(precision);
                 o.bf16_weights_only = bf16_weights_only;
+                o.bf16_input_weights = bf16_input_weights;
                 nb::gil_scoped_release release;
                 new (self) Recommender(path, o);
             },
             nb::arg("path"), nb::arg("features_index"), nb::arg("device"), nb::arg("output_layer"),
             nb::arg("threads_per_call"), nb::arg("max_concurrent_calls"), nb::arg("max_batch"),
             nb::arg("fp16_screening"), nb::arg("ann_index"), nb::arg("ann_probe"),
-            nb::arg("ann_fetch"), nb::arg("precision") = "", nb::arg("bf16_weights_only") = false)
+            nb::arg("ann_fetch"), nb::arg("precision") = "", nb::arg("bf16_weights_only") = false,
+            nb::arg("bf16_input_weights") = false)
         .def(
             "recommend",
             [](const Recommender& self, nb::handle items, uint32_t k, bool exclude_inputs,
@@ -141,6 +143,8 @@ void bind_recommender(nb::module_& m) {
         .def_prop_ro("ann", &Recommender::ann)
         .def_prop_ro("ann_queries", &Recommender::ann_queries)
         .def_prop_ro("ann_fallbacks", &Recommender::ann_fallbacks)
+        .def_prop_ro("ann_memory_bytes", &Recommender::ann_memory_bytes)
+        .def_prop_ro("released_bytes", &Recommender::released_bytes)
         .def("id_of", &Recommender::id_of, nb::arg("name"))
         .def("name_of", &Recommender::name_of, nb::arg("id"));
 }
@@ -151,9 +155,10 @@ void bind_ann_index(nb::module_& m) {
         "build_ann_index",
         [](const std::string& model, const std::string& out, const std::string& kind,
            uint32_t hnsw_m, uint32_t ef_construction, uint32_t probe, int threads,
-           const std::string& output_layer) {
+           const std::string& output_layer, const std::string& vectors) {
             AnnIndexOptions o;
             o.kind = kind;
+            o.vectors = vectors;
             o.hnsw_m = hnsw_m;
             o.ef_construction = ef_construction;
             o.probe = probe;
@@ -170,6 +175,7 @@ void bind_ann_index(nb::module_& m) {
             d["width"] = r.width;
             d["links"] = r.links;
             d["probe"] = r.probe;
+            d["vectors"] = r.vectors;
             d["seconds"] = r.seconds;
             d["file_bytes"] = r.file_bytes;
             d["index_bytes"] = r.index_bytes;
@@ -177,7 +183,8 @@ void bind_ann_index(nb::module_& m) {
             return d;
         },
         nb::arg("model"), nb::arg("out"), nb::arg("kind"), nb::arg("hnsw_m"),
-        nb::arg("ef_construction"), nb::arg("probe"), nb::arg("threads"), nb::arg("output_layer"));
+        nb::arg("ef_construction"), nb::arg("probe"), nb::arg("threads"), nb::arg("output_layer"),
+        nb::arg("vectors"));
 }
 
 }  // namespace sparsenet::python

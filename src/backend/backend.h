@@ -92,7 +92,10 @@ class Backend {
     // then calls the backend's <op>_impl below. What only the data can show (a row id out of
     // range, a count over a capacity) is checked by the implementation: the CPU at the call, a
     // device at its next synchronisation.
-    // z = x . w + beta * z.  x: [B, in] CSR batch, w: [in, out], z: [B, out].
+    // z = x . w + beta * z.  x: [B, in] CSR batch, w: [in, out], z: [B, out]. A w without FP32
+    // data but with a BF16 copy (ConstMatrixView::bf16; Network::keep_bf16_input_weights) is
+    // read from the copy: on the CPU bit for bit the FP32 product with the BF16-rounded
+    // weights; the CUDA backend refuses it (Error(kNotImplemented)).
     void csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w, MatrixView z,
                     float beta);
 

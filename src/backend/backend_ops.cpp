@@ -126,6 +126,7 @@ void Backend::csr_matmul(const CsrBatchView& x, SparseNoise noise, ConstMatrixVi
     check(z.rows == x.batch.batch, "csr_matmul", "rows of z != batch size");
     check(w.cols == z.cols, "csr_matmul", "columns of w != columns of z");
     check(w.rows >= x.cols, "csr_matmul", "rows of w < input width");
+    check(w.data != nullptr || w.bf16 != nullptr, "csr_matmul", "w has neither FP32 nor BF16 data");
     check_ld(w, "csr_matmul", "ld of w < its columns");
     check_ld(z, "csr_matmul", "ld of z < its columns");
     const OpTimer timer(Op::kCsrMatmul, 0.0);

@@ -2,13 +2,20 @@
 //
 // File layout (host byte order, little-endian on every supported machine):
 //   "sparsenet-ann\n" + 2 zero bytes   magic, 16 bytes
-//   u32 version (1)
+//   u32 version (2; files of version 1 still load: their vectors are FP32)
 //   str kind, str output layer, str model path (as given when built; informational)
 //   u64 items, u32 width (source units), u32 dims (of the stored vectors), u64 fingerprint,
 //   f32 radius R, u32 links (hnsw M), u32 probe (efSearch)
+//   version 2: str vectors ("fp32", "fp16" or "bf16": how each stored value is encoded)
 //   u64 bytes, then that many bytes: the hnswlib graph (HierarchicalNSW::saveIndex's file);
-//   none for kind flat, whose vectors are the model's own, recomputed when loading
-// str: u32 length, then the bytes.
+//   none for kind flat, whose vectors are the model's own, recomputed (and rounded) when loading
+// str: u32 length, then the bytes. dims: FP32 vectors width + 2 rounded up to 16 (hnswlib's
+// AVX kernels take whole blocks of 16); 16-bit ones width + 2: the width weights in 16 bits
+// (padded to an even count), then the bias and the augmentation in FP32. (Rounding those two
+// quantises the narrow band of norms the augmentation works in, b near its initial value and
+// sqrt(R^2 - |v|^2) with it, into a few shells that a graph search cannot cross: recall@100
+// fell from 0.97 to 0.21 at efSearch 256 on a briefly trained model with every b near -4.)
+// The fingerprint is always that of the model's FP32 weights and biases.
 #include "engine/ann_index.h"
 
 #include <algorithm>
@@ -30,6 +37,7 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <unordered_map>
 
 #include <hnswlib/hnswlib.h>
 #endif
@@ -40,7 +48,7 @@ namespace {
 
 constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e',  'n', 'e',
                              't', '-', 'a', 'n', 'n', '\n', 0,   0};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 uint64_t mix(uint64_t h, uint64_t w) {
     h ^= w * 0x9E3779B97F4A7C15ull;
@@ -81,31 +89,78 @@ DenseOutputEdge checked_edge(const Network& network, int output, const std::stri
 }
 
 #if defined(SPARSENET_WITH_ANN)
-// The item vectors of the index: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...] of `dims` floats.
-std::vector<float> item_vectors(const DenseOutputEdge& e, uint32_t dims, float* radius) {
+// 16-bit vectors: the weights' 16-bit values, padded to an even count (the FP32 tail aligned).
+size_t halves_for(uint32_t width) {
+    return (size_t(width) + 1) / 2 * 2;
+}
+// Bytes of one stored vector (the file's layout above).
+size_t vector_bytes(AnnVectors vectors, uint32_t width, uint32_t dims) {
+    return vectors == AnnVectors::kFp32 ? size_t(dims) * sizeof(float)
+                                        : halves_for(width) * sizeof(uint16_t) + 2 * sizeof(float);
+}
+
+// The item vectors of the index, `dims` values each: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...], as
+// FP32 floats or with w_j in a 16-bit encoding (rounded first: R and the augmentation come from
+// the rounded values), item after item: the bytes hnswlib copies in, vector_bytes each.
+std::vector<char> item_vectors(const DenseOutputEdge& e, AnnVectors vectors, uint32_t dims,
+                               float* radius, const std::string& what) {
     const size_t n = e.n, k = e.k;
-    std::vector<float> x(n * dims, 0.0f);
-    for (size_t q = 0; q < k; ++q) {
-        if (e.transposed) {
-            for (size_t j = 0; j < n; ++j) x[j * dims + q] = e.stored[j * e.ld + q];
-        } else {
-            const float* row = e.stored + q * e.ld;
-            for (size_t j = 0; j < n; ++j) x[j * dims + q] = row[j];
+    const bool half = vectors != AnnVectors::kFp32;
+    const size_t item_bytes = vector_bytes(vectors, e.k, dims);
+    const size_t halves = halves_for(e.k);
+    std::vector<char> bytes(n * item_bytes, 0);
+    constexpr size_t kBlock = 64;  // items read together: whole cache lines of [k, n] rows
+    std::vector<float> x(kBlock * dims);
+    std::vector<double> norms(n);
+    double r2 = 0.0;
+    for (int pass = 0; pass < 2; ++pass) {  // 0: norms; 1: the vectors with their augmentation
+        for (size_t j0 = 0; j0 < n; j0 += kBlock) {
+            const size_t b = std::min(kBlock, n - j0);
+            for (size_t q = 0; q < k; ++q) {
+                for (size_t i = 0; i < b; ++i) {
+                    const size_t j = j0 + i;
+                    x[i * dims + q] =
+                        e.transposed ? e.stored[j * e.ld + q] : e.stored[q * e.ld + j];
+                }
+            }
+            for (size_t i = 0; i < b; ++i) {
+                const size_t j = j0 + i;
+                float* xi = x.data() + i * dims;
+                xi[k] = e.bias[j];
+                if (half) {
+                    for (size_t q = 0; q < k; ++q) {
+                        const float r = decode16(vectors, encode16(vectors, xi[q]));
+                        if (!std::isfinite(r) && std::isfinite(xi[q])) {
+                            throw Error(ErrorCategory::kUsage,
+                                        what + ": item " + std::to_string(j) + " has the value " +
+                                            std::to_string(xi[q]) + ", beyond " +
+                                            to_string(vectors) +
+                                            "'s range (use --vectors bf16 or fp32)");
+                        }
+                        xi[q] = r;
+                    }
+                }
+                if (pass == 0) {
+                    double sum = 0.0;
+                    for (size_t q = 0; q <= k; ++q) sum += double(xi[q]) * xi[q];
+                    norms[j] = sum;
+                    r2 = std::max(r2, sum);
+                    continue;
+                }
+                xi[k + 1] = float(std::sqrt(std::max(0.0, r2 - norms[j])));
+                char* out = bytes.data() + j * item_bytes;
+                if (!half) {
+                    std::memcpy(out, xi, item_bytes);
+                } else {
+                    auto* h = reinterpret_cast<uint16_t*>(out);
+                    for (size_t q = 0; q < k; ++q) h[q] = encode16(vectors, xi[q]);
+                    std::memcpy(out + halves * sizeof(uint16_t), xi + k, 2 * sizeof(float));
+                }
+            }
         }
     }
-    double r2 = 0.0;
-    std::vector<double> norms(n);
-    for (size_t j = 0; j < n; ++j) {
-        x[j * dims + k] = e.bias[j];
-        double s = 0.0;
-        for (size_t q = 0; q <= k; ++q) s += double(x[j * dims + q]) * x[j * dims + q];
-        norms[j] = s;
-        r2 = std::max(r2, s);
-    }
-    for (size_t j = 0; j < n; ++j)
-        x[j * dims + k + 1] = float(std::sqrt(std::max(0.0, r2 - norms[j])));
     *radius = float(std::sqrt(r2));
-    return x;
+    return bytes;
 }
 
 void put_u32(std::ostream& o, uint32_t v) {
@@ -179,13 +234,18 @@ struct AnnIndex::Impl {
     uint32_t width = 0, dims = 0, links = 0, probe = 0;
     uint64_t fingerprint = 0;
     float radius = 0.0f;
+    AnnVectors vectors = AnnVectors::kFp32;
     size_t index_bytes = 0;
 #if defined(SPARSENET_WITH_ANN)
-    std::unique_ptr<hnswlib::L2Space> space;
+    std::unique_ptr<hnswlib::SpaceInterface<float>> space;
     std::unique_ptr<hnswlib::AlgorithmInterface<float>> index;
     hnswlib::HierarchicalNSW<float>* graph = nullptr;  // index, when kind hnsw
     hnswlib::BruteforceSearch<float>* flat = nullptr;  // index, when kind flat
     std::vector<uint32_t> internal;                    // hnsw: item -> the graph's own id
+    const char* stored(uint32_t j) const {             // item j's vector, as stored
+        if (graph) return graph->getDataByInternalId(internal[j]);
+        return flat->data_ + flat->size_per_element_ * j;
+    }
 #endif
 };
 
@@ -225,25 +285,61 @@ void AnnIndex::search(const float*, size_t, std::vector<int64_t>& ids, std::vect
 size_t AnnIndex::memory_bytes() const {
     return 0;
 }
-const float* AnnIndex::item_vector(uint32_t) const {
-    return nullptr;
+void AnnIndex::item_row(uint32_t, float*) const {}
+float AnnIndex::item_bias(uint32_t) const {
+    return 0.0f;
 }
 
 #else
 
 namespace {
 
-// hnswlib's L2 space over `dims` floats; a multiple of 16 takes its AVX-512/AVX kernels whole.
-uint32_t dims_for(uint32_t width) {
-    return (width + 2 + 15) / 16 * 16;
+// Values per stored vector: [w, b, augmentation], FP32 ones padded to a multiple of 16 (which
+// hnswlib's AVX-512/AVX kernels take whole), 16-bit ones not (l2_16 takes any count).
+uint32_t dims_for(uint32_t width, AnnVectors vectors) {
+    return vectors == AnnVectors::kFp32 ? (width + 2 + 15) / 16 * 16 : width + 2;
+}
+
+// hnswlib's L2 space over 16-bit weights (ann_vectors.h, widened on the fly) and an FP32 tail
+// (the bias and the augmentation): the layout of vector_bytes.
+class Space16 : public hnswlib::SpaceInterface<float> {
+  public:
+    Space16(AnnVectors vectors, uint32_t width)
+        : halves_(halves_for(width)),
+          func_(vectors == AnnVectors::kBf16 ? &distance<true> : &distance<false>) {}
+    size_t get_data_size() override { return halves_ * sizeof(uint16_t) + 2 * sizeof(float); }
+    hnswlib::DISTFUNC<float> get_dist_func() override { return func_; }
+    void* get_dist_func_param() override { return &halves_; }
+
+  private:
+    template <bool kBf16>
+    static float distance(const void* a, const void* b, const void* param) {
+        const size_t halves = *static_cast<const size_t*>(param);
+        const auto* x = static_cast<const uint16_t*>(a);
+        const auto* y = static_cast<const uint16_t*>(b);
+        const float head = kBf16 ? l2_bf16(x, y, halves) : l2_fp16(x, y, halves);
+        float xt[2], yt[2];
+        std::memcpy(xt, x + halves, sizeof xt);
+        std::memcpy(yt, y + halves, sizeof yt);
+        const float d0 = xt[0] - yt[0], d1 = xt[1] - yt[1];
+        return head + d0 * d0 + d1 * d1;
+    }
+    size_t halves_;
+    hnswlib::DISTFUNC<float> func_;
+};
+
+std::unique_ptr<hnswlib::SpaceInterface<float>> make_space(AnnVectors vectors, uint32_t width,
+                                                           uint32_t dims) {
+    if (vectors == AnnVectors::kFp32) return std::make_unique<hnswlib::L2Space>(dims);
+    return std::make_unique<Space16>(vectors, width);
 }
 
 // The exhaustive index of the item vectors (kind flat).
-std::unique_ptr<hnswlib::AlgorithmInterface<float>> flat_index(hnswlib::L2Space& space,
-                                                               const std::vector<float>& x,
-                                                               size_t n, uint32_t dims) {
+std::unique_ptr<hnswlib::AlgorithmInterface<float>> flat_index(
+    hnswlib::SpaceInterface<float>& space, const std::vector<char>& x, size_t n) {
     auto flat = std::make_unique<hnswlib::BruteforceSearch<float>>(&space, n);
-    for (size_t j = 0; j < n; ++j) flat->addPoint(x.data() + j * dims, j);
+    const size_t bytes = space.get_data_size();
+    for (size_t j = 0; j < n; ++j) flat->addPoint(x.data() + j * bytes, j);
     return flat;
 }
 
@@ -274,7 +370,9 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     report.kind = o.kind;
     report.items = edge.n;
     report.width = edge.k;
-    const uint32_t dims = dims_for(edge.k);
+    const AnnVectors vectors = parse_ann_vectors(o.vectors);
+    report.vectors = to_string(vectors);
+    const uint32_t dims = dims_for(edge.k, vectors);
     uint32_t probe = o.probe;
     if (o.kind == "hnsw") {
         if (o.hnsw_m < 2 || o.hnsw_m > 256) {
@@ -299,9 +397,11 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     float radius = 0.0f;
     std::string blob;
     if (o.kind == "hnsw") {
-        const std::vector<float> x = item_vectors(edge, dims, &radius);
-        hnswlib::L2Space space(dims);
-        hnswlib::HierarchicalNSW<float> graph(&space, edge.n, o.hnsw_m, o.ef_construction, 1234);
+        const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
+        const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
+        const auto space = make_space(vectors, edge.k, dims);
+        hnswlib::HierarchicalNSW<float> graph(space.get(), edge.n, o.hnsw_m, o.ef_construction,
+                                              1234);
         if (edge.n > 0) graph.addPoint(x.data(), 0);
         std::exception_ptr failure;
         std::mutex failure_mutex;
@@ -310,7 +410,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
             team.emplace_back([&, t] {
                 try {
                     for (size_t j = 1 + size_t(t); j < edge.n; j += size_t(threads)) {
-                        graph.addPoint(x.data() + j * dims, j);
+                        graph.addPoint(x.data() + j * item_bytes, j);
                     }
                 } catch (...) {
                     std::lock_guard<std::mutex> lock(failure_mutex);
@@ -325,11 +425,13 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         std::ifstream in(tmp.path, std::ios::binary);
         blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     } else {
-        item_vectors(edge, dims, &radius);  // the radius; the vectors are rebuilt when loading
+        // The radius (and the range check); the vectors are rebuilt when loading.
+        item_vectors(edge, vectors, dims, &radius, model_path);
     }
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    report.index_bytes = o.kind == "flat" ? uint64_t(edge.n) * dims * sizeof(float) : blob.size();
+    report.index_bytes =
+        o.kind == "flat" ? uint64_t(edge.n) * vector_bytes(vectors, edge.k, dims) : blob.size();
 
     std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(ErrorCategory::kIo, out_path + ": cannot open for writing (-o)");
@@ -345,6 +447,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     out.write(reinterpret_cast<const char*>(&radius), 4);
     put_u32(out, report.links);
     put_u32(out, probe);
+    put_str(out, to_string(vectors));
     put_u64(out, blob.size());
     out.write(blob.data(), std::streamsize(blob.size()));
     out.flush();
@@ -371,10 +474,11 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                                             "written by `sparsenet ann-index`)");
     }
     const uint32_t version = r.u32("version");
-    if (version != kVersion) {
+    if (version != 1 && version != kVersion) {
         throw Error(ErrorCategory::kIo, path + ": ANN index format version " +
                                             std::to_string(version) + "; this sparsenet reads " +
-                                            std::to_string(kVersion) + " (rebuild it)");
+                                            "1 and " + std::to_string(kVersion) +
+                                            " (rebuild it with this sparsenet's ann-index)");
     }
     m.kind = r.str("kind");
     m.layer = r.str("layer name");
@@ -386,6 +490,15 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
     r.get(&m.radius, 4, "radius");
     m.links = r.u32("links");
     m.probe = r.u32("probe");
+    if (version >= 2) {
+        const std::string vectors = r.str("vector precision");
+        try {
+            m.vectors = parse_ann_vectors(vectors, "vectors");
+        } catch (const Error&) {
+            throw Error(ErrorCategory::kIo,
+                        path + ": corrupt ANN index (vector precision '" + vectors + "')");
+        }
+    }  // version 1: FP32 vectors (the format before 16-bit vectors)
     const uint64_t bytes = r.u64("graph size");
 
     const DenseOutputEdge edge = checked_edge(network, output, model_path);
@@ -402,7 +515,7 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         " units, fingerprint " + hex(fingerprint) +
                         "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
     }
-    if (m.dims != dims_for(m.width) || (m.kind != "hnsw" && m.kind != "flat")) {
+    if (m.dims != dims_for(m.width, m.vectors) || (m.kind != "hnsw" && m.kind != "flat")) {
         throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + m.kind + "', " +
                                             std::to_string(m.dims) + " dimensions for " +
                                             std::to_string(m.width) + " units)");
@@ -417,10 +530,11 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         std::to_string(header + bytes) +
                         "); rebuild it with `sparsenet ann-index`");
     }
-    m.space = std::make_unique<hnswlib::L2Space>(m.dims);
+    m.space = make_space(m.vectors, m.width, m.dims);
     if (m.kind == "flat") {
         float radius = 0.0f;
-        m.index = flat_index(*m.space, item_vectors(edge, m.dims, &radius), edge.n, m.dims);
+        m.index =
+            flat_index(*m.space, item_vectors(edge, m.vectors, m.dims, &radius, path), edge.n);
         m.flat = static_cast<hnswlib::BruteforceSearch<float>*>(m.index.get());
         m.index_bytes = size_t(edge.n) * m.flat->size_per_element_;
     } else {
@@ -450,6 +564,14 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
             throw Error(ErrorCategory::kIo,
                         path + ": corrupt ANN index (hnswlib: " + e.what() + ")");
         }
+        if (m.graph->label_offset_ - m.graph->offsetData_ != m.space->get_data_size()) {
+            throw Error(ErrorCategory::kIo,
+                        path + ": corrupt ANN index (its graph stores " +
+                            std::to_string(m.graph->label_offset_ - m.graph->offsetData_) +
+                            " bytes per vector; " + std::to_string(m.dims) + " " +
+                            to_string(m.vectors) + " values take " +
+                            std::to_string(m.space->get_data_size()) + ")");
+        }
         if (m.graph->cur_element_count != m.items) {
             throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its graph holds " +
                                                 std::to_string(m.graph->cur_element_count) +
@@ -457,7 +579,6 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                                                 std::to_string(m.items) + ")");
         }
         m.graph->setEf(m.probe);
-        m.index_bytes = bytes;
         m.internal.assign(m.items, UINT32_MAX);
         for (size_t i = 0; i < m.items; ++i) {
             const size_t label = m.graph->getExternalLabel(hnswlib::tableint(i));
@@ -468,13 +589,42 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
             }
             m.internal[label] = uint32_t(i);
         }
+        // What only adding or updating items reads, never a search: hnswlib's label map (ours,
+        // `internal`, answers item -> graph id) and its per-item locks, about 80 bytes an item.
+        std::unordered_map<hnswlib::labeltype, hnswlib::tableint>().swap(m.graph->label_lookup_);
+        std::vector<std::mutex>().swap(m.graph->link_list_locks_);
+        // The rest, as allocated: the graph's file less its per-item list sizes (level 0:
+        // links, vector, label; the upper levels' links), the levels, link pointers, one list of
+        // visited marks per concurrent search (counted once: more grow with the threads) and
+        // `internal`.
+        m.index_bytes =
+            size_t(bytes) - m.items * sizeof(uint32_t) +
+            m.items * (sizeof(int) + sizeof(void*) + sizeof(hnswlib::vl_type) + sizeof(uint32_t)) +
+            m.graph->link_list_update_locks_.size() * sizeof(std::mutex);
     }
 }
 
-const float* AnnIndex::item_vector(uint32_t j) const {
+void AnnIndex::item_row(uint32_t j, float* dst) const {
     const Impl& m = *impl_;
-    if (m.graph) return reinterpret_cast<const float*>(m.graph->getDataByInternalId(m.internal[j]));
-    return reinterpret_cast<const float*>(m.flat->data_ + m.flat->size_per_element_ * j);
+    const char* v = m.stored(j);
+    if (m.vectors == AnnVectors::kFp32) {
+        std::memcpy(dst, v, m.width * sizeof(float));
+    } else {
+        decode16(m.vectors, reinterpret_cast<const uint16_t*>(v), m.width, dst);
+    }
+}
+
+float AnnIndex::item_bias(uint32_t j) const {
+    const Impl& m = *impl_;
+    const char* v = m.stored(j);
+    if (m.vectors == AnnVectors::kFp32) {
+        float b;
+        std::memcpy(&b, v + m.width * sizeof(float), sizeof b);
+        return b;
+    }
+    float b;
+    std::memcpy(&b, v + halves_for(m.width) * sizeof(uint16_t), sizeof b);
+    return b;
 }
 
 void AnnIndex::set_probe(uint32_t probe) {
@@ -493,10 +643,28 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
     fetch = std::min<size_t>(fetch, m.items);
     ids.clear();
     if (fetch == 0) return;
-    scratch.assign(m.dims, 0.0f);
+    // [h, 1, 0...]; for 16-bit vectors also its encoding, after it (no float is overwritten).
+    const bool half = m.vectors != AnnVectors::kFp32;
+    const size_t halves = halves_for(m.width);
+    scratch.assign(m.dims + (half ? halves / 2 + 2 : 0), 0.0f);
     std::copy_n(h, m.width, scratch.begin());
     scratch[m.width] = 1.0f;
-    auto found = m.index->searchKnn(scratch.data(), fetch);
+    const void* query = scratch.data();
+    if (half) {
+        // The query in the vectors' layout: h in 16 bits, then 1 and 0 in FP32. Scaling [h, 1]
+        // by c > 0 keeps the order (|cq - x|^2 = c^2 |q|^2 + R^2 - 2c q.v): an h beyond fp16's
+        // range is scaled into it.
+        float largest = 0.0f;
+        for (uint32_t q = 0; q < m.width; ++q) largest = std::max(largest, std::fabs(h[q]));
+        const float scale =
+            m.vectors == AnnVectors::kFp16 && largest > 16384.0f ? 16384.0f / largest : 1.0f;
+        auto* encoded = reinterpret_cast<uint16_t*>(scratch.data() + m.dims);
+        for (uint32_t q = 0; q < m.width; ++q) encoded[q] = encode16(m.vectors, h[q] * scale);
+        const float tail[2] = {scale, 0.0f};
+        std::memcpy(encoded + halves, tail, sizeof tail);
+        query = encoded;
+    }
+    auto found = m.index->searchKnn(query, fetch);
     ids.resize(found.size());
     // A max-heap of distances: the farthest first; the best end up first in ids.
     for (size_t i = ids.size(); i-- > 0;) {
@@ -510,6 +678,9 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
 AnnIndex::~AnnIndex() = default;
 const std::string& AnnIndex::kind() const {
     return impl_->kind;
+}
+AnnVectors AnnIndex::vectors() const {
+    return impl_->vectors;
 }
 const std::string& AnnIndex::path() const {
     return impl_->path;
@@ -546,8 +717,8 @@ void AnnRanker::rank(Backend& be, const float* h, const std::vector<uint32_t>& c
                      uint32_t k, Scratch& s, float* out_scores, uint32_t* out_ids) const {
     rank_candidates(
         be, h, edge_.k, edge_.transposed, edge_.activation, candidates.data(), candidates.size(), k,
-        [this](uint32_t id) { return row(id); }, [this](uint32_t id) { return bias(id); }, s,
-        out_scores, out_ids);
+        [this](uint32_t id, float* dst) { row(id, dst); }, [this](uint32_t id) { return bias(id); },
+        s, out_scores, out_ids);
 }
 
 void AnnRanker::rank_all(Backend& be, const float* h, const std::vector<uint32_t>& excluded,
@@ -592,6 +763,7 @@ bool ann_index_available() {
 AnnIndexReport build_ann_index(const std::string& model_path, const std::string& out_path,
                                const AnnIndexOptions& options) {
     if (!engine::AnnIndex::available()) engine::ann_unavailable(out_path);
+    engine::parse_ann_vectors(options.vectors);  // Error(kUsage) before the model is read
     NetworkOptions net_options;
     net_options.device = "cpu";
     net_options.comm = CommKind::kLocal;

@@ -13,17 +13,27 @@
 // ops (gemm over their fp32 weights, bias_activation_forward, top_k): the same bits as the full
 // forward pass for every candidate (the argument of output_screen.cpp).
 //
+// The vectors are stored in FP32, or with the weights w_j in 16 bits (AnnVectors, ann_vectors.h:
+// fp16 or bf16; rounded first, R and the augmentation computed from the rounded values) and b_j
+// and the augmentation in FP32; hnswlib's distances then widen them on the fly and the query's
+// h is rounded the same way. The re-ranking reads the index's vectors (widened: no FP32 copy of
+// the weights is kept), so with 16-bit vectors a candidate's score is the output layer's formula
+// over its rounded weights and its own bias, bit for bit what the model with those rounded
+// weights computes.
+//
 // The search library is hnswlib (Debian's libhnswlib-dev, header-only: compiled with this
 // build's flags), used when CMake finds it (SPARSENET_ANN); without it available() is false and
 // building or loading an ANN index throws Error(kUsage) saying so.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/ann_vectors.h"
 #include "engine/network_scoring.h"
 #include "engine/output_screen.h"
 #include "sparsenet/ann_index.h"
@@ -65,6 +75,7 @@ class AnnIndex {
     AnnIndex& operator=(const AnnIndex&) = delete;
 
     const std::string& kind() const;
+    AnnVectors vectors() const;                           // how the file stores the item vectors
     bool exhaustive() const { return kind() == "flat"; }  // the candidates are the exact order
     const std::string& path() const;
     uint64_t items() const;
@@ -72,11 +83,16 @@ class AnnIndex {
     // The accuracy knob (hnsw: efSearch; flat: none). Not thread-safe: set it
     // before concurrent searches. 0 keeps the file's.
     void set_probe(uint32_t probe);
-    size_t memory_bytes() const;  // the index in memory, its copy of the item vectors included
+    // The index in memory, its copy of the item vectors included: hnswlib's graph (vectors,
+    // links, labels) and its per-item tables (levels, link pointers, visited marks), and ours
+    // (item -> graph id).
+    size_t memory_bytes() const;
 
-    // Item j's vector as the index stores it: [w_j (width floats), b_j, ...], the model's own
-    // float bits (the fingerprint matched). Valid while the index lives; thread-safe.
-    const float* item_vector(uint32_t j) const;
+    // Item j's weights as the index stores them, widened to FP32: w_j (width floats) into dst,
+    // and its bias b_j. FP32 vectors are the model's own bits (the fingerprint matched), 16-bit
+    // ones their rounding. Thread-safe.
+    void item_row(uint32_t j, float* dst) const;
+    float item_bias(uint32_t j) const;
 
     // Up to `fetch` candidate items for a query whose source activations are h [width], best
     // first by the index's (approximate) order, into ids (cleared first). Thread-safe; runs on
@@ -112,10 +128,14 @@ class AnnRanker {
                   Scratch& s, float* out_scores, uint32_t* out_ids) const;
 
   private:
-    const float* row(uint32_t j) const {
-        return index_ ? index_->item_vector(j) : item_rows_ + size_t(j) * edge_.k;
+    void row(uint32_t j, float* dst) const {
+        if (index_) {
+            index_->item_row(j, dst);
+        } else {
+            std::copy_n(item_rows_ + size_t(j) * edge_.k, edge_.k, dst);
+        }
     }
-    float bias(uint32_t j) const { return index_ ? index_->item_vector(j)[edge_.k] : bias_[j]; }
+    float bias(uint32_t j) const { return index_ ? index_->item_bias(j) : bias_[j]; }
 
     DenseOutputEdge edge_;
     const AnnIndex* index_ = nullptr;

@@ -1245,6 +1245,37 @@ void Network::keep_only_bf16_weights() {
     }
 }
 
+size_t Network::keep_bf16_input_weights() {
+    Impl& net = *impl_;
+    if (net.backend->name() != "cpu") {
+        throw Error(ErrorCategory::kUsage,
+                    "keeping the input layer's weights in BF16 needs the CPU backend; the "
+                    "network runs on '" +
+                        net.backend->name() + "'");
+    }
+    net.catch_up_all();
+    size_t freed = 0;
+    for (size_t wi = 0; wi < net.graph.edges.size(); ++wi) {
+        engine::EdgeParams& matrix = net.params.edges[wi];
+        if (net.graph.edges[wi].owner != int(wi) || matrix.w.size() == 0) continue;
+        bool sparse_only = true;  // every use is a csr_matmul of an input layer
+        for (const GraphEdge& w : net.graph.edges) {
+            if (w.owner == int(wi) && !net.graph.layers[w.source].is_input()) sparse_only = false;
+        }
+        if (!sparse_only || net.plan.edges[wi].split != engine::Split::kNone) continue;
+        const size_t n = net.plan.edges[wi].elements();
+        if (matrix.w_bf16.size() != n)
+            matrix.w_bf16 = DeviceArray<uint16_t>(*net.backend, n, "BF16 input weights");
+        net.backend->round_bf16(net.matrix_rows(matrix.w, int(wi)), matrix.w_bf16.data());
+        freed += n * (sizeof(float) - sizeof(uint16_t));
+        matrix.w = DeviceArray<float>();
+        matrix.state1 = DeviceArray<float>();
+        matrix.state2 = DeviceArray<float>();
+        net.params.bf16_only = true;
+    }
+    return freed;
+}
+
 bool Network::only_bf16_weights() const {
     return impl_->params.bf16_only;
 }

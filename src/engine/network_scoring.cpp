@@ -111,8 +111,16 @@ size_t release_output_matrix(Network& network, int output) {
     if (edge.owner != layer.in_weights[0] || net.graph.edges[size_t(edge.owner)].users != 1)
         return 0;
     EdgeParams& params = net.params.edges[size_t(edge.owner)];
-    const size_t bytes = params.w.size() * sizeof(float);
+    // The layer's bias too: the ranking reads its own copy, and the network never runs the layer.
+    LayerParams& bias = net.params.layers[size_t(output)];
+    const size_t bytes =
+        params.w.size() * sizeof(float) + params.w_bf16.size() * sizeof(uint16_t) +
+        (bias.bias.size() + bias.bias_state1.size() + bias.bias_state2.size()) * sizeof(float);
     params.w = DeviceArray<float>();
+    params.w_bf16 = DeviceArray<uint16_t>();
+    bias.bias = DeviceArray<float>();
+    bias.bias_state1 = DeviceArray<float>();
+    bias.bias_state2 = DeviceArray<float>();
     return bytes;
 }
 

@@ -66,9 +66,9 @@ struct DenseOutputEdge {
 };
 DenseOutputEdge dense_output_edge(const Network& network, int output);
 // Frees the matrix of layer `output`'s dense source edge (DenseOutputEdge) when that edge owns it
-// and no other edge uses it, for a server that ranks from a copy of its own (the ANN index's
-// re-ranking vectors). The network must never run that edge again (forward_into with
-// skip_layer = output only). Returns the bytes freed (0: kept, being shared).
+// and no other edge uses it, and then the layer's bias, for a server that ranks from a copy of
+// its own (the ANN index's re-ranking vectors). The network must never run that layer again
+// (forward_into with skip_layer = output only). Returns the bytes freed (0: kept, being shared).
 size_t release_output_matrix(Network& network, int output);
 
 class Scoring {

@@ -269,18 +269,17 @@ void OutputScreen::approximate(const float* h, size_t rows, ScreenScratch& s, in
 
 void rank_candidates(Backend& be, const float* h, size_t width, bool transposed,
                      const formulas::ActivationParams& activation, const uint32_t* candidates,
-                     size_t c, uint32_t k, const std::function<const float*(uint32_t)>& item_row,
+                     size_t c, uint32_t k, const ItemRowLoader& load_row,
                      const std::function<float(uint32_t)>& bias_of, CandidateScratch& s,
                      float* out_scores, uint32_t* out_ids) {
     s.gathered.resize(c * width);
     if (transposed) {  // gemm(h, rows^T): rows [c, width]
-        for (size_t i = 0; i < c; ++i) {
-            std::copy_n(item_row(candidates[i]), width, s.gathered.begin() + i * width);
-        }
+        for (size_t i = 0; i < c; ++i) load_row(candidates[i], s.gathered.data() + i * width);
     } else {  // gemm(h, columns): [width, c]
+        s.row.resize(width);
         for (size_t i = 0; i < c; ++i) {
-            const float* row = item_row(candidates[i]);
-            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = row[q];
+            load_row(candidates[i], s.row.data());
+            for (size_t q = 0; q < width; ++q) s.gathered[q * c + i] = s.row[q];
         }
     }
     s.bias.resize(c);
@@ -367,7 +366,7 @@ ScreenResult OutputScreen::rank_approximated(Backend& be, const float* h, size_t
     // The candidates through the full path's ops (ties: lower position, which is the lower id).
     rank_candidates(
         be, h, k_, transposed_, activation_, s.candidates.data(), c, k,
-        [this](uint32_t id) { return item_rows_ + size_t(id) * k_; },
+        [this](uint32_t id, float* dst) { std::copy_n(item_rows_ + size_t(id) * k_, k_, dst); },
         [this](uint32_t id) { return bias_[id]; }, s.ranked, out_scores, out_ids);
     result.ranked = true;
     return result;

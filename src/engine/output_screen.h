@@ -29,10 +29,14 @@ struct CandidateScratch {
     std::vector<float> scores;    // their exact activations
     std::vector<float> top_scores;
     std::vector<uint32_t> top_slots;
+    std::vector<float> row;  // one item's weights, before a transposing gather
 };
 
+// Writes item `id`'s weights (width floats, FP32) to `dst`.
+using ItemRowLoader = std::function<void(uint32_t id, float* dst)>;
+
 // The exact top k of c candidate items (distinct ids) for an output layer's source activations
-// h [width]: their weights (item_row(id): [width] floats) and biases gathered, then the full
+// h [width]: their weights (load_row(id, dst): [width] floats) and biases gathered, then the full
 // path's own ops (gemm over the layout the layer's product reads, transposed or not,
 // bias_activation_forward, top_k), so each candidate's score has the bits of the full forward
 // pass. out_scores / out_ids [k], best first, ties to the lower position (the lower id when the
@@ -40,7 +44,7 @@ struct CandidateScratch {
 // index's re-ranking.
 void rank_candidates(Backend& be, const float* h, size_t width, bool transposed,
                      const formulas::ActivationParams& activation, const uint32_t* candidates,
-                     size_t c, uint32_t k, const std::function<const float*(uint32_t)>& item_row,
+                     size_t c, uint32_t k, const ItemRowLoader& load_row,
                      const std::function<float(uint32_t)>& bias_of, CandidateScratch& s,
                      float* out_scores, uint32_t* out_ids);
 

@@ -96,7 +96,9 @@ struct Recommender::Impl {
     std::unique_ptr<engine::AnnIndex> ann;
     std::unique_ptr<engine::AnnRanker> ranker;
     mutable std::atomic<uint64_t> ann_queries{0}, ann_fallbacks{0};
-    size_t released_bytes = 0;  // the network's output matrix, freed with an ANN index
+    // The network's output matrix, freed with an ANN index, and the FP32 input weights less
+    // their BF16 copies (bf16_input_weights).
+    size_t released_bytes = 0;
     // Screened queries per scan of the fp16 copy (rank_screened).
     static constexpr size_t kScreenGroup = 16;
 
@@ -120,12 +122,6 @@ struct Recommender::Impl {
         output_n = layers[output_layer].n;
         if (!opts.ann_index.empty()) {
             // Before the screen, which it replaces; the ANN index checks the layer itself.
-            if (opts.bf16_weights_only) {
-                throw Error(ErrorCategory::kUsage,
-                            opts.ann_index +
-                                ": ann_index and bf16_weights_only exclude each other (the ANN "
-                                "index re-ranks with the FP32 item vectors it stores)");
-            }
             if (network.device() != "cpu") {
                 throw Error(ErrorCategory::kUsage,
                             opts.ann_index +
@@ -159,6 +155,17 @@ struct Recommender::Impl {
                                 "(the fp16 copy is made from the FP32 weights)");
             }
             network.keep_only_bf16_weights();
+        }
+        if (opts.bf16_input_weights) {
+            const size_t freed = network.keep_bf16_input_weights();
+            if (freed == 0) {
+                throw Error(ErrorCategory::kUsage,
+                            path +
+                                ": bf16_input_weights: no weight matrix is read by sparse "
+                                "inputs alone (an input layer's matrix that a GEMM also reads, "
+                                "tied weights, stays FP32)");
+            }
+            released_bytes += freed;
         }
         if (!opts.features_index.empty()) {
             index_path = opts.features_index;
@@ -391,7 +398,9 @@ struct Recommender::Impl {
     void ensure_capacity(Context& c, size_t rows, size_t slots) const {
         if (rows > c.rows) {
             for (size_t l = 0; l < layers.size(); ++l) {
-                if (layers[l].input) continue;
+                // With an ANN index the output layer is never computed (skip_layer): no buffer
+                // (at 10,000,000 items, 40 MB a context).
+                if (layers[l].input || (ann && int(l) == output_layer)) continue;
                 c.act[l] = DeviceArray<float>(*c.backend, rows * layers[l].ld, "activations");
                 // Zeros in the padding (forward_into's contract: its GEMMs may run over it).
                 if (layers[l].ld != layers[l].n)
@@ -695,6 +704,9 @@ uint64_t Recommender::ann_queries() const {
 }
 uint64_t Recommender::ann_fallbacks() const {
     return impl_->ann_fallbacks.load(std::memory_order_relaxed);
+}
+size_t Recommender::released_bytes() const {
+    return impl_->released_bytes;
 }
 size_t Recommender::ann_memory_bytes() const {
     return impl_->ann ? impl_->ann->memory_bytes() + impl_->ranker->memory_bytes() : 0;

@@ -5,11 +5,13 @@
 #include <cstdlib>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
 #include "backend/parity_harness.h"
+#include "formulas/precision.h"
 #include "formulas/rng.h"
 
 namespace sparsenet {
@@ -137,6 +139,56 @@ TEST(CsrMatmul, ParallelPathsAreExactAndThreadCountIndependent) {
             run_and_check(two, c, what + " threads=2", &z2);
             ASSERT_EQ(z1.data, z2.data) << what;
         }
+}
+
+// A weight matrix given only as its BF16 copy (ConstMatrixView::bf16, data null: the serving
+// network's input layer, Network::keep_bf16_input_weights): bit for bit the FP32 product with the
+// BF16-rounded weights, on every path (row tasks, column blocks, noise, beta), 1 or 2 threads.
+TEST(CsrMatmul, Bf16WeightsGatherAsTheRoundedFp32Weights) {
+    CpuBackend one(1), two(2);
+    const std::pair<size_t, size_t> shapes[] = {
+        {1, 5}, {7, 130}, {256, 300}, {1, 20000}, {3, 4099}};
+    for (auto [batch, out] : shapes) {
+        for (float p : {0.0f, 0.3f}) {
+            for (float beta : {0.0f, 1.0f, 0.5f}) {
+                const std::string what = "batch=" + std::to_string(batch) +
+                                         " out=" + std::to_string(out) + " p=" + std::to_string(p) +
+                                         " beta=" + std::to_string(beta);
+                const Dataset d =
+                    testing::random_dataset(batch + 4, 500, testing::RowShape::kPowerLaw, true, 5);
+                const testing::TestBatch rows = testing::make_batch(d.rows, batch, true, 6);
+                Dense<float> w = testing::random_dense<float>(500, out, 3, 7);
+                std::vector<uint16_t> bits(w.data.size(), 0);
+                for (size_t r = 0; r < w.rows; ++r) {
+                    for (size_t c = 0; c < w.cols; ++c) {
+                        bits[r * w.ld + c] = formulas::bf16_bits(w.at(r, c));
+                        w.at(r, c) = formulas::round_bf16(w.at(r, c));
+                    }
+                }
+                const ConstMatrixView only_bf16(nullptr, w.rows, w.cols, w.ld, false, bits.data());
+                const Dense<float> z0 = testing::random_dense<float>(batch, out, 2, 8);
+                const SparseNoise noise{p, 99};
+                for (CpuBackend* be : {&one, &two}) {
+                    Dense<float> want = z0, got = z0;
+                    be->csr_matmul(testing::csr_view(d, rows, 11), noise, w.cview(), want.view(),
+                                   beta);
+                    be->csr_matmul(testing::csr_view(d, rows, 11), noise, only_bf16, got.view(),
+                                   beta);
+                    ASSERT_EQ(std::memcmp(got.data.data(), want.data.data(),
+                                          want.data.size() * sizeof(float)),
+                              0)
+                        << what;
+                }
+            }
+        }
+    }
+    // Neither FP32 nor BF16 weights: an internal error, not a crash.
+    const Dataset d = testing::random_dataset(4, 10, testing::RowShape::kUniform, false, 1);
+    const testing::TestBatch rows = testing::make_batch(d.rows, 2, false, 2);
+    Dense<float> z(2, 3);
+    EXPECT_THROW(one.csr_matmul(testing::csr_view(d, rows), SparseNoise{},
+                                ConstMatrixView(nullptr, 10, 3, 3), z.view(), 0.0f),
+                 Error);
 }
 
 TEST(CsrMatmul, NoiseDropsAboutPOfTheEntries) {

@@ -90,6 +90,11 @@ TEST_F(AnnCli, AnnIndexCommandLineErrors) {
         << out;
     EXPECT_NE(out.find("--kind 'kd'"), std::string::npos) << out;
     EXPECT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --vectors fp8", &out),
+        2)
+        << out;
+    EXPECT_NE(out.find("--vectors 'fp8': expected fp32, fp16 or bf16"), std::string::npos) << out;
+    EXPECT_EQ(
         cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --hnsw-m 0x", &out),
         2)
         << out;
@@ -137,9 +142,12 @@ TEST_F(AnnCli, ServeAnnCommandLineErrors) {
 TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
     std::string out;
     const std::string index = work_.file("a.ann");
-    ASSERT_EQ(cli("ann-index -n " + file("a.nc") + " -o " + index + " --kind flat", &out), 0)
+    ASSERT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + index + " --kind flat --vectors fp32", &out),
+        0)
         << out;
     EXPECT_NE(out.find("40 items"), std::string::npos) << out;
+    EXPECT_NE(out.find("fp32 vectors"), std::string::npos) << out;
     Server server("-n " + file("a.nc") + " --threads 2 --ann " + index, work_.file("serve.log"));
     const int port = server.port();
     ASSERT_GT(port, 0) << server.log();
@@ -216,6 +224,36 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
                                  std::to_string(singles + wanted.size())),
               std::string::npos)
         << metrics->body;
+}
+
+// The smallest serving process: a 16-bit index (the default), BF16 input weights and, in bf16
+// precision, only BF16 copies of the other weights (--ann and --bf16-weights-only were refused
+// together before 16-bit vectors).
+TEST_F(AnnCli, ServeAnnWithBf16Weights) {
+    std::string out;
+    const std::string index = work_.file("h.ann");
+    ASSERT_EQ(cli("ann-index -n " + file("a.nc") + " -o " + index, &out), 0) << out;
+    EXPECT_NE(out.find("fp16 vectors"), std::string::npos) << out;
+    Server server("-n " + file("a.nc") + " --ann " + index +
+                      " --precision bf16 --bf16-weights-only --bf16-input-weights",
+                  work_.file("serve.log"));
+    const int port = server.port();
+    ASSERT_GT(port, 0) << server.log();
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(120, 0);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    for (;;) {
+        auto res = http.Get("/health");
+        if (res && res->status == 200) break;
+        ASSERT_FALSE(server.exited()) << server.log();
+        ASSERT_LT(Clock::now(), deadline) << server.log();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_NE(server.log().find("BF16 input weights"), std::string::npos) << server.log();
+    auto q = http.Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
+    ASSERT_TRUE(q);
+    ASSERT_EQ(q->status, 200) << q->body;
+    EXPECT_EQ(parse_json(q->body)["items"].size(), 3u) << q->body;
 }
 
 // A reload of a retrained model is refused while its ANN index is the old model's: the old model

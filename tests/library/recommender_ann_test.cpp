@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "library/ann_test_util.h"
 #include "library/library_test_util.h"
 #include "sparsenet/ann_index.h"
 #include "sparsenet/error.h"
@@ -21,74 +22,11 @@
 namespace sparsenet {
 namespace {
 
-// Input -> Hidden (Tanh) -> Output (`output` activation); `tied`: the output edge uses the
-// input edge's matrix transposed (SharedWeights).
-NetworkConfig config(const std::string& output, uint32_t hidden, bool tied = false) {
-    std::string out = R"({"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
-         "Activation": ")" +
-                      output +
-                      R"(", "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -1.0})";
-    if (tied) {
-        out += R"(, "SharedWeights": {"InputLayer": "Hidden", "SourceInputLayer": "Input",
-                  "SourceOutputLayer": "Hidden", "Transposed": true})";
-    }
-    out += "}";
-    return NetworkConfig::from_json(R"({
-      "Version": 0.9, "Name": "ann-test", "Kind": "AutoEncoder", "ErrorFunction": "L2",
-      "Layers": [
-        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
-        {"Name": "Hidden", "Kind": "Hidden", "N": )" +
-                                    std::to_string(hidden) +
-                                    R"(, "Activation": "Tanh"},
-        )" + out + "]}");
-}
-
-std::string save_network(const NetworkConfig& c, uint32_t items, const std::string& path,
-                         uint64_t seed = 3) {
-    NetworkOptions options;
-    options.device = "cpu";
-    options.seed = seed;
-    Network net = Network::create(c, {{"in", items}, {"out", items}}, options);
-    // Biases that differ per item (popularity), so that [w, b] vectors differ in norm.
-    std::vector<float> b = net.get_parameter("bias:Output");
-    std::mt19937 rng{uint32_t(seed)};
-    std::normal_distribution<float> normal(0.0f, 0.5f);
-    for (float& v : b) v += normal(rng);
-    net.set_parameter("bias:Output", b);
-    net.save(path);
-    return path;
-}
-
-RecommenderOptions with_ann(const std::string& path, uint32_t probe = 0) {
-    RecommenderOptions o;
-    o.ann_index = path;
-    o.ann_probe = probe;
-    return o;
-}
-
-// Random queries with varied k, exclusions, allow and deny lists.
-RecommendOptions random_options(std::mt19937& rng, uint32_t items, uint32_t i) {
-    RecommendOptions o;
-    const uint32_t ks[] = {1, 10, 50, items + 5};
-    o.k = ks[rng() % 4];
-    o.exclude_inputs = rng() % 4 != 0;
-    if (rng() % 4 == 0)
-        for (int d = 0; d < 30; ++d) o.deny.emplace_back(rng() % items);
-    if (i % 5 == 1)  // a short allow list
-        for (int a = 0; a < 25; ++a) o.allow.emplace_back(rng() % items);
-    if (i % 5 == 3)  // a long one: most items
-        for (uint32_t a = 0; a < items; ++a)
-            if (rng() % 8 != 0) o.allow.emplace_back(a);
-    return o;
-}
-
-void expect_same(const Recommendations& got, const Recommendations& want, uint32_t query) {
-    ASSERT_EQ(got.items.size(), want.items.size()) << "query " << query;
-    for (size_t r = 0; r < want.items.size(); ++r) {
-        ASSERT_EQ(got.items[r].id, want.items[r].id) << "query " << query << " rank " << r;
-        ASSERT_EQ(got.items[r].score, want.items[r].score) << "query " << query << " rank " << r;
-    }
-}
+using testing::ann::config;
+using testing::ann::expect_same;
+using testing::ann::random_options;
+using testing::ann::save_network;
+using testing::ann::with_ann;
 
 class AnnIndexTest : public ::testing::Test {
   protected:
@@ -107,7 +45,9 @@ TEST_F(AnnIndexTest, FlatIndexAnswersExactlyTheExactAnswer) {
             save_network(config(activation, 24, tied), items, dir.file(activation + ".nc"));
         AnnIndexOptions build;
         build.kind = "flat";
+        build.vectors = "fp32";  // the model's own bits (16-bit ones: recommender_ann16_test)
         const AnnIndexReport report = build_ann_index(model, dir.file(activation + ".ann"), build);
+        EXPECT_EQ(report.vectors, "fp32");
         EXPECT_EQ(report.items, items);
         EXPECT_EQ(report.width, 24u);
         // flat stores the header only: its vectors are the model's, rebuilt when loading.
@@ -145,6 +85,7 @@ TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
         SCOPED_TRACE("M " + std::to_string(m));
         const std::string kind = "hnsw" + std::to_string(m);
         AnnIndexOptions build;
+        build.vectors = "fp32";  // scores compared with the FP32 model's
         build.hnsw_m = m;
         build.ef_construction = 20;
         build.probe = 2;
@@ -285,17 +226,6 @@ TEST_F(AnnIndexTest, AnIndexOfAnotherOrAStaleModelIsRefusedNamingTheFile) {
         }
     }
     EXPECT_NO_THROW(Recommender(b, with_ann(dir.file("b.ann"))));
-    // The index re-ranks with FP32 vectors: keeping only BF16 weights is refused with it.
-    RecommenderOptions both = with_ann(dir.file("b.ann"));
-    both.precision = Precision::kBf16;
-    both.bf16_weights_only = true;
-    try {
-        Recommender r(b, both);
-        FAIL() << "expected ann_index with bf16_weights_only to be refused";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
-        EXPECT_NE(std::string(e.what()).find("exclude each other"), std::string::npos) << e.what();
-    }
 }
 
 TEST_F(AnnIndexTest, BuildRefusesBadOptionsAndLayersThatAreNoInnerProducts) {

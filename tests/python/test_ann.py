@@ -1,5 +1,6 @@
-"""ANN index from Python: build_ann_index, Recommender(ann_index=...): a flat index answers
-exactly what the Recommender answers without one; an index of another model is refused."""
+"""ANN index from Python: build_ann_index, Recommender(ann_index=...): a flat index of FP32
+vectors answers exactly what the Recommender answers without one; an index of another model is
+refused; 16-bit vectors (the default) and bf16_input_weights load and answer."""
 
 import pytest
 
@@ -14,8 +15,10 @@ def test_flat_index_answers_exactly_and_foreign_index_is_refused(train, tmp_path
     net = sparsenet.Network.from_json(AUTOENCODER, device="cpu")
     net.fit(train, epochs=1, progress=False)
     net.save(tmp_path / "m.nc")
-    report = sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "m.ann", kind="flat")
+    report = sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "m.ann", kind="flat",
+                                       vectors="fp32")
     assert report["items"] == train.cols and report["kind"] == "flat"
+    assert report["vectors"] == "fp32"
     exact = sparsenet.Recommender(tmp_path / "m.nc", device="cpu")
     ann = sparsenet.Recommender(tmp_path / "m.nc", device="cpu", ann_index=tmp_path / "m.ann")
     assert ann.ann and not exact.ann
@@ -32,3 +35,21 @@ def test_flat_index_answers_exactly_and_foreign_index_is_refused(train, tmp_path
     other.save(tmp_path / "o.nc")
     with pytest.raises(sparsenet.DataError, match="m.ann"):
         sparsenet.Recommender(tmp_path / "o.nc", device="cpu", ann_index=tmp_path / "m.ann")
+
+
+def test_sixteen_bit_vectors_and_bf16_input_weights(train, tmp_path):
+    net = sparsenet.Network.from_json(AUTOENCODER, device="cpu")
+    net.fit(train, epochs=1, progress=False)
+    net.save(tmp_path / "m.nc")
+    report = sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "m.ann", kind="flat")
+    assert report["vectors"] == "fp16"
+    fp32 = sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "m32.ann", kind="flat",
+                                     vectors="fp32")
+    assert report["index_bytes"] < fp32["index_bytes"] * 0.6
+    ann = sparsenet.Recommender(tmp_path / "m.nc", device="cpu", ann_index=tmp_path / "m.ann",
+                                bf16_input_weights=True)
+    assert ann.ann_memory_bytes > 0 and ann.released_bytes > 0
+    got = ann.recommend([1, 5, 9], k=20)
+    assert len(got.ids) == 20
+    with pytest.raises(sparsenet.UsageError, match="--vectors 'fp8'"):
+        sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "x.ann", vectors="fp8")

@@ -114,7 +114,6 @@ def test_refused_values_and_combinations_name_the_argument(model):
                                                    r"fp16_screening=True exclude each other"):
         sparsenet.Recommender(model, device="cpu", precision="bf16", bf16_weights_only=True,
                               fp16_screening=True)
-    with pytest.raises(sparsenet.UsageError, match=r"bf16_weights_only=True and ann_index "
-                                                   r"exclude each other"):
-        sparsenet.Recommender(model, device="cpu", precision="bf16", bf16_weights_only=True,
-                              ann_index=model.parent / "items.ann")
+    with pytest.raises(sparsenet.UsageError, match=r"bf16_input_weights=1; expected True or "
+                                                   r"False"):
+        sparsenet.Recommender(model, device="cpu", bf16_input_weights=1)

@@ -12,6 +12,11 @@ For one shape (--items, --users, --hidden) it
  4. over HTTP on loopback: `sparsenet serve` exact and `serve --ann` (at --serve-probe, default
     the smallest probe with recall >= 0.95) with wrk at 1 and 8 connections, single queries of
     the held-out users (k 100), each run bounded by --duration seconds and --max-requests.
+With --vectors fp32,fp16,bf16 it builds one index per precision of the stored vectors (from the
+same model) and measures each; --bf16-input adds, for the --after precision, the curve with the
+input layer's weights in BF16 (bf16_input_weights), and the HTTP runs serve the first index as
+"ann" (before) and that configuration as "ann-after". Each in-process curve records the
+Recommender's ann_memory_bytes and released_bytes.
 Writes one JSON object to --out. Needs the build's `sparsenet`, its Python module (PYTHONPATH)
 and wrk. Run through benchmarks/serve/ann/run.sh."""
 
@@ -189,8 +194,21 @@ def main():
                     help="keep the data, model and ANN index already in --work (their times "
                     "from --reuse-times, a result file of the run that made them)")
     ap.add_argument("--reuse-times", default="")
+    ap.add_argument("--vectors", default="fp32",
+                    help="comma-separated precisions of the index's vectors, one index each")
+    ap.add_argument("--after", default="",
+                    help="the precision served as 'ann-after' (default: the last of --vectors)")
+    ap.add_argument("--bf16-input", action="store_true",
+                    help="the 'after' configuration keeps the input layer's weights in BF16")
+    ap.add_argument("--build-threads", type=int, default=0,
+                    help="threads building each index (default --threads); 1: hnswlib inserts "
+                    "the items in order, the same graph for every precision of the vectors")
+    ap.add_argument("--skip-exact-serve", action="store_true",
+                    help="no HTTP run of the exact path (its figures are in an earlier result)")
     args = ap.parse_args()
     args.connections = [int(c) for c in args.connections.split(",")]
+    vectors = args.vectors.split(",")
+    after = args.after or vectors[-1]
     probes = [int(p) for p in args.probes.split(",")]
     cli = os.path.abspath(args.cli)
     work = args.work or tempfile.mkdtemp(prefix="ann-bench-")
@@ -209,15 +227,24 @@ def main():
     users = args.users + args.heldout
     full = os.path.join(work, "full.nc")
     model = os.path.join(work, "model.nc")
-    index = os.path.join(work, "model.ann")
-    reuse = args.reuse and all(os.path.exists(f) for f in (full, model, index))
-    if reuse:
+    index_of = {v: os.path.join(work, "model.ann" if v == "fp32" else f"model-{v}.ann")
+                for v in vectors}
+    index = index_of[vectors[0]]
+    # --reuse: the data and model of --work (and any index already there, kept with its times
+    # from --reuse-times); the missing indexes are built.
+    reuse = args.reuse and all(os.path.exists(f) for f in (full, model))
+    if reuse and not args.reuse_times:
+        result["reused_from_commit"] = "unknown (no --reuse-times)"
+        result["generate_s"] = result["train_s"] = None
+        result["model_file_bytes"] = os.path.getsize(model)
+    elif reuse:
         before = json.load(open(args.reuse_times))
         before = before["shapes"] if "shapes" in before else [before]
         before = next(b for b in before if b["label"] == args.label)
         result["reused_from_commit"] = before.get("commit")
-        for key in ("generate_s", "train_s", "index", "model_file_bytes"):
-            result[key] = before[key]
+        for key in ("generate_s", "train_s", "index", "indexes", "model_file_bytes"):
+            if key in before:
+                result[key] = before[key]
     else:
         _, result["generate_s"] = run([cli, "generate", "-o", full, "--users", users, "--items",
                                    args.items, "--nnz", users * args.per_user, "--seed", 7,
@@ -245,19 +272,26 @@ def main():
     queries = [q for q in queries if q]
     result["heldout_users"] = len(queries)
 
-    # 2. the index
-    cmd = [cli, "ann-index", "-n", model, "-o", index, "--kind", args.kind, "--threads",
-           args.threads]
-    if args.kind == "hnsw":
-        cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
-    if not reuse:
+    # 2. the indexes, one per precision of the vectors (with --reuse, those of --work whose times
+    # --reuse-times has are kept)
+    result.setdefault("indexes", {})
+    result["reused_indexes"] = []
+    for v in vectors:
+        if reuse and os.path.exists(index_of[v]) and v in result["indexes"]:
+            result["reused_indexes"].append(v)
+            continue
+        cmd = [cli, "ann-index", "-n", model, "-o", index_of[v], "--kind", args.kind,
+               "--threads", args.build_threads or args.threads, "--vectors", v]
+        if args.kind == "hnsw":
+            cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
         out, wall = run(cmd)
         log(out.strip())
         m = re.search(r"in ([\d.]+) s; (\d+) bytes \(([\d.]+) per item\)", out)
-        result["index"] = {"kind": args.kind, "build_s": float(m[1]), "build_wall_s": wall,
-                           "file_bytes": int(m[2]), "bytes_per_item": float(m[3]),
-                           "report": out.strip()}
-        result["model_file_bytes"] = os.path.getsize(model)
+        result["indexes"][v] = {"kind": args.kind, "vectors": v, "build_s": float(m[1]),
+                                "build_wall_s": wall, "file_bytes": int(m[2]),
+                                "bytes_per_item": float(m[3]), "report": out.strip()}
+    result["index"] = result["indexes"][vectors[0]]
+    result["model_file_bytes"] = os.path.getsize(model)
 
     # 3. in process: exact and the curve
     exact = sparsenet.Recommender(model, device="cpu", fp16_screening=True)
@@ -274,20 +308,29 @@ def main():
                                   "queries_per_s": len(exact_lat) / sum(exact_lat)}
     log(f"exact in process: {result['exact_in_process']}")
     del exact
-    curve = []
-    for p in probes:
-        ann = sparsenet.Recommender(model, device="cpu", ann_index=index, ann_probe=p)
-        scores = []
-        ids, lat = timed_queries(ann, queries, args.k, scores)
-        point = {"probe": p, "recall_at_100": recall(ids, exact_ids),
-                 "tie_recall_at_100": tie_recall(scores, exact_scores),
-                 "p50_ms": percentile(lat, 50) * 1e3, "p99_ms": percentile(lat, 99) * 1e3,
-                 "queries_per_s": len(lat) / sum(lat),
-                 "fallbacks": ann._native.ann_fallbacks}
-        log(f"probe {p}: {point}")
-        curve.append(point)
-        del ann
-    result["curve"] = curve
+    configs = [(v, False) for v in vectors] + ([(after, True)] if args.bf16_input else [])
+    result["curves"] = {}
+    for v, bf16_input in configs:
+        label = v + ("+bf16-input" if bf16_input else "")
+        curve = []
+        for p in probes:
+            ann = sparsenet.Recommender(model, device="cpu", ann_index=index_of[v], ann_probe=p,
+                                        bf16_input_weights=bf16_input)
+            scores = []
+            ids, lat = timed_queries(ann, queries, args.k, scores)
+            point = {"probe": p, "recall_at_100": recall(ids, exact_ids),
+                     "tie_recall_at_100": tie_recall(scores, exact_scores),
+                     "p50_ms": percentile(lat, 50) * 1e3, "p99_ms": percentile(lat, 99) * 1e3,
+                     "queries_per_s": len(lat) / sum(lat),
+                     "fallbacks": ann._native.ann_fallbacks,
+                     "ann_memory_bytes": ann.ann_memory_bytes,
+                     "released_bytes": ann.released_bytes}
+            log(f"{label} probe {p}: {point}")
+            curve.append(point)
+            del ann
+        result["curves"][label] = curve
+    result["curve"] = result["curves"][vectors[0]]
+    curve = result["curve"]
     serve_probe = args.serve_probe or next(
         (c["probe"] for c in curve if c["recall_at_100"] >= 0.95), probes[-1])
     result["serve_probe"] = serve_probe
@@ -297,9 +340,14 @@ def main():
     with open(bodies, "w") as f:
         for q in queries:
             f.write(json.dumps({"items": q, "k": args.k}, separators=(",", ":")) + "\n")
-    runs = serve_runs(cli, model, [], bodies, args, "exact")
+    runs = [] if args.skip_exact_serve else serve_runs(cli, model, [], bodies, args, "exact")
     runs += serve_runs(cli, model, ["--ann", index, "--ann-probe", str(serve_probe)], bodies,
                        args, "ann")
+    if len(vectors) > 1 or args.bf16_input:
+        extra = ["--bf16-input-weights"] if args.bf16_input else []
+        runs += serve_runs(cli, model, ["--ann", index_of[after], "--ann-probe", str(serve_probe)]
+                           + extra, bodies, args, "ann-after")
+        result["after"] = {"vectors": after, "bf16_input_weights": args.bf16_input}
     result["serve"] = runs
     result["load_after"] = open("/proc/loadavg").read().split()[:3]
     with open(args.out, "w") as f:

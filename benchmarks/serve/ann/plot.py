@@ -16,14 +16,16 @@ def main():
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, shape in enumerate(result["shapes"]):
         color = f"C{i}"
-        xs = [c["p50_ms"] for c in shape["curve"]]
-        ys = [c["recall_at_100"] for c in shape["curve"]]
         items = shape["args"]["items"]
-        ax.plot(xs, ys, "o-", color=color,
-                label=f"{shape['label']}: {items:,} items, {shape['index']['kind']}")
-        for c in shape["curve"]:
-            ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=7,
-                        xytext=(3, -9), textcoords="offset points", color=color)
+        curves = shape.get("curves") or {"fp32": shape["curve"]}
+        for j, (label, curve) in enumerate(curves.items()):
+            xs = [c["p50_ms"] for c in curve]
+            ys = [c["recall_at_100"] for c in curve]
+            ax.plot(xs, ys, ["o-", "s--", "^:", "d-."][j % 4], color=color,
+                    label=f"{shape['label']}: {items:,} items, {shape['index']['kind']}, {label}")
+            for c in curve:
+                ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=7,
+                            xytext=(3, -9), textcoords="offset points", color=color)
         ax.axvline(shape["exact_in_process"]["p50_ms"], color=color, linestyle="--",
                    label=f"{shape['label']}: exact (fp16 screen) p50")
     ax.axhline(0.95, color="grey", linewidth=0.8)

@@ -126,7 +126,9 @@ void CpuBackend::fill(float* dst, size_t n, float value) {
 
 void CpuBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
                                  MatrixView z, float beta) {
-    cpu::csr_matmul(csr(x), noise, cmat(w), mat(z), beta, threads_);
+    // Without FP32 weights (Network::keep_bf16_input_weights) the rows come from the BF16 copy.
+    cpu::csr_matmul(csr(x), noise, cmat(w), mat(z), beta, threads_,
+                    w.data == nullptr ? w.bf16 : nullptr);
 }
 
 void CpuBackend::csr_weight_grad_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView dz,

@@ -21,8 +21,12 @@ inline T noise_scale(const SparseNoise& noise) {
 // z[b, :] = beta * z[b, :] + sum over the kept stored entries (j, v) of row b of v * s * w[j, :]
 // (beta == 0 overwrites). With noise.p > 0 an entry is kept iff keep_unit(seed, example, col_offset
 // + j, p) and s = 1/(1-p); otherwise s = 1. Entries are summed in CSR order, four at a time.
+// w_bf16 (nullable; w.data may then be null): the rows are read from this BF16 matrix (w's ld),
+// each widened into a buffer before the same sums: bit for bit the product with the FP32 matrix
+// of the BF16 values.
 template <class T>
-void csr_matmul(const CsrT<T>& x, SparseNoise noise, CMatT<T> w, MatT<T> z, T beta, int threads) {
+void csr_matmul(const CsrT<T>& x, SparseNoise noise, CMatT<T> w, MatT<T> z, T beta, int threads,
+                const uint16_t* w_bf16 = nullptr) {
     const size_t rows = z.rows, n = z.cols;
     if (rows == 0 || n == 0) return;
     const bool noisy = noise.p > 0.0f;
@@ -46,12 +50,26 @@ void csr_matmul(const CsrT<T>& x, SparseNoise noise, CMatT<T> w, MatT<T> z, T be
         const T* src[4];
         T coef[4];
         int pending = 0;
+        T* wide = nullptr;  // w_bf16: the pending rows, widened
+        if (w_bf16 != nullptr) {
+            thread_local std::vector<T> buffer;
+            if (buffer.size() < 4 * nc) buffer.resize(4 * nc);
+            wide = buffer.data();
+        }
         for (uint64_t e = x.offsets[ex], end = x.offsets[ex + 1]; e < end; ++e) {
             const uint32_t col = x.indices[e];
             if (noisy &&
                 !formulas::keep_unit(noise.seed, ex, uint64_t(x.col_offset) + col, noise.p))
                 continue;
-            src[pending] = w.row(col) + c0;
+            if (wide != nullptr) {
+                const uint16_t* __restrict from = w_bf16 + size_t(col) * w.ld + c0;
+                T* __restrict to = wide + size_t(pending) * nc;
+#pragma omp simd
+                for (size_t j = 0; j < nc; ++j) to[j] = T(formulas::bf16_to_float(from[j]));
+                src[pending] = to;
+            } else {
+                src[pending] = w.row(col) + c0;
+            }
             coef[pending] = noisy ? x.value(e) * s : x.value(e);
             if (++pending == 4) {
                 axpy4(zr, src[0], src[1], src[2], src[3], coef[0], coef[1], coef[2], coef[3], nc);

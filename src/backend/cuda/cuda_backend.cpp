@@ -616,6 +616,11 @@ void CudaBackend::synchronize() {
 
 void CudaBackend::csr_matmul_impl(const CsrBatchView& x, SparseNoise noise, ConstMatrixView w,
                                   MatrixView z, float beta) {
+    if (w.data == nullptr) {
+        throw Error(ErrorCategory::kNotImplemented,
+                    "not implemented yet: csr_matmul from BF16 input weights on the GPU "
+                    "(Network::keep_bf16_input_weights is CPU-only)");
+    }
     activate();
     cuda::launch_csr_matmul(ctx_, x, noise, w, z, beta, csr_matmul_partial_);
 }
