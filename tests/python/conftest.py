@@ -1,8 +1,12 @@
 """Fixtures of the Python tests (tests/python/run.sh runs them against the build tree's package,
 <build>/python, with SPARSENET_CLI naming the same build's `sparsenet`)."""
 
+import contextlib
 import os
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,6 +41,44 @@ def run_cli(*args):
     r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True)
     assert r.returncode == 0, f"sparsenet {' '.join(map(str, args))}: {r.stderr}"
     return r.stdout
+
+
+def train_small_model(data, config_file, path):
+    """One epoch of the test autoencoder on the shared train split, by the CLI: `path`."""
+    run_cli("train", "-c", config_file, "-i", data / "train.nc", "-n", path, "-e", 1,
+            "--seed", 5, "--threads", 2, "--device", "cpu", "-q")
+    return path
+
+
+@contextlib.contextmanager
+def serving(model, log, *flags):
+    """`sparsenet serve -n model --port 0 --threads 2 flags...` until /health answers 200: its
+    URL; stopped with SIGTERM after, which must end it with exit 0."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen([str(CLI), "serve", "-n", str(model), "--port", "0",
+                                 "--threads", "2", *map(str, flags)], stderr=err)
+    try:
+        url = None
+        for _ in range(300):
+            text = log.read_text()
+            if "listening on http://" in text:
+                port = text.split("listening on http://127.0.0.1:")[1].split()[0]
+                url = f"http://127.0.0.1:{port}"
+                try:
+                    with urllib.request.urlopen(url + "/health") as r:
+                        if r.status == 200:
+                            break
+                except urllib.error.URLError:
+                    pass
+            if proc.poll() is not None:
+                pytest.fail(f"serve exited: {log.read_text()}")
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"serve did not start: {log.read_text()}")
+        yield url
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
 
 
 @pytest.fixture(scope="session")

@@ -5,16 +5,13 @@ and scores exactly; a value or a combination the library refuses raises UsageErr
 argument and what it accepts."""
 
 import json
-import subprocess
-import time
-import urllib.error
 import urllib.request
 
 import numpy as np
 import pytest
 
 import sparsenet
-from conftest import CLI, run_cli
+from conftest import serving, train_small_model
 
 # Ids, and (id, weight) pairs (a [id, weight] array in the server's JSON).
 QUERIES = [[1, 2, 3], [10], [5, 50, 120, 300], [7, (8, 2.0)], [399, 0, 200]]
@@ -23,42 +20,16 @@ K = 10
 
 @pytest.fixture(scope="module")
 def model(data, config_file, tmp_path_factory):
-    path = tmp_path_factory.mktemp("recommender_precision") / "model.nc"
-    run_cli("train", "-c", config_file, "-i", data / "train.nc", "-n", path, "-e", 1,
-            "--seed", 5, "--threads", 2, "--device", "cpu", "-q")
-    return path
+    return train_small_model(data, config_file,
+                             tmp_path_factory.mktemp("recommender_precision") / "model.nc")
 
 
 @pytest.fixture()
 def bf16_server(model, tmp_path):
     """`sparsenet serve --precision bf16 --bf16-weights-only` on a free port: its URL."""
-    log = tmp_path / "serve.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([str(CLI), "serve", "-n", str(model), "--port", "0",
-                                 "--threads", "2", "--precision", "bf16",
-                                 "--bf16-weights-only"], stderr=err)
-    try:
-        url = None
-        for _ in range(300):
-            text = log.read_text()
-            if "listening on http://" in text:
-                port = text.split("listening on http://127.0.0.1:")[1].split()[0]
-                url = f"http://127.0.0.1:{port}"
-                try:
-                    with urllib.request.urlopen(url + "/health") as r:
-                        if r.status == 200:
-                            break
-                except urllib.error.URLError:
-                    pass
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited: {log.read_text()}")
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"serve did not start: {log.read_text()}")
+    with serving(model, tmp_path / "serve.log", "--precision", "bf16",
+                 "--bf16-weights-only") as url:
         yield url
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
 
 
 def served(url, items):

@@ -3,51 +3,25 @@
 its `# TYPE` line declares, and the counts are those of the requests sent."""
 
 import json
-import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import CLI, run_cli
+from conftest import serving, train_small_model
 
 
 @pytest.fixture(scope="module")
 def model(data, config_file, tmp_path_factory):
-    path = tmp_path_factory.mktemp("serve_metrics") / "model.nc"
-    run_cli("train", "-c", config_file, "-i", data / "train.nc", "-n", path, "-e", 1,
-            "--seed", 5, "--threads", 2, "--device", "cpu", "-q")
-    return path
+    return train_small_model(data, config_file,
+                             tmp_path_factory.mktemp("serve_metrics") / "model.nc")
 
 
 @pytest.fixture()
 def server(model, tmp_path):
-    log = tmp_path / "serve.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([str(CLI), "serve", "-n", str(model), "--port", "0",
-                                 "--threads", "2"], stderr=err)
-    try:
-        url = None
-        for _ in range(300):
-            text = log.read_text()
-            if "listening on http://" in text:
-                port = text.split("listening on http://127.0.0.1:")[1].split()[0]
-                url = f"http://127.0.0.1:{port}"
-                try:
-                    with urllib.request.urlopen(url + "/health") as r:
-                        if r.status == 200:
-                            break
-                except urllib.error.URLError:
-                    pass
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"serve did not start: {log.read_text()}")
+    with serving(model, tmp_path / "serve.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
 
 
 def post(url, path, body):
