@@ -45,6 +45,18 @@ using Server = testing::ServeProcess;
 using testing::parse_json;
 using testing::write_json;
 
+// Polls /health until it answers 200 (a test failure if the server exits or 2 minutes pass).
+void wait_until_healthy(Server& server, httplib::Client& http) {
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    for (;;) {
+        auto res = http.Get("/health");
+        if (res && res->status == 200) return;
+        ASSERT_FALSE(server.exited()) << server.log();
+        ASSERT_LT(Clock::now(), deadline) << server.log();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
 class AnnCli : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
@@ -153,14 +165,8 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
     ASSERT_GT(port, 0) << server.log();
     httplib::Client http("127.0.0.1", port);
     http.set_read_timeout(120, 0);
-    const auto deadline = Clock::now() + std::chrono::seconds(120);
-    for (;;) {
-        auto res = http.Get("/health");
-        if (res && res->status == 200) break;
-        ASSERT_FALSE(server.exited()) << server.log();
-        ASSERT_LT(Clock::now(), deadline) << server.log();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    wait_until_healthy(server, http);
+    if (HasFatalFailure()) return;
     EXPECT_NE(server.log().find("ANN index " + index), std::string::npos) << server.log();
     const Recommender exact(file("a.nc"));
     const Dataset d = Dataset::read(file("data.nc"), "gl_input");
@@ -241,14 +247,8 @@ TEST_F(AnnCli, ServeAnnWithBf16Weights) {
     ASSERT_GT(port, 0) << server.log();
     httplib::Client http("127.0.0.1", port);
     http.set_read_timeout(120, 0);
-    const auto deadline = Clock::now() + std::chrono::seconds(120);
-    for (;;) {
-        auto res = http.Get("/health");
-        if (res && res->status == 200) break;
-        ASSERT_FALSE(server.exited()) << server.log();
-        ASSERT_LT(Clock::now(), deadline) << server.log();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    wait_until_healthy(server, http);
+    if (HasFatalFailure()) return;
     EXPECT_NE(server.log().find("BF16 input weights"), std::string::npos) << server.log();
     auto q = http.Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
     ASSERT_TRUE(q);
@@ -268,14 +268,8 @@ TEST_F(AnnCli, AReloadedModelMustMatchItsIndex) {
     ASSERT_GT(port, 0) << server.log();
     httplib::Client http("127.0.0.1", port);
     http.set_read_timeout(120, 0);
-    const auto deadline = Clock::now() + std::chrono::seconds(120);
-    for (;;) {
-        auto res = http.Get("/health");
-        if (res && res->status == 200) break;
-        ASSERT_FALSE(server.exited()) << server.log();
-        ASSERT_LT(Clock::now(), deadline) << server.log();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    wait_until_healthy(server, http);
+    if (HasFatalFailure()) return;
     std::filesystem::copy_file(file("b.nc"), served + ".tmp");
     std::filesystem::rename(served + ".tmp", served);
     auto refused = http.Post("/reload", "", "application/json");

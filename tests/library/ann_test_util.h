@@ -8,34 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "library/library_test_util.h"
 #include "sparsenet/config.h"
 #include "sparsenet/network.h"
 #include "sparsenet/recommender.h"
 #include "support/test_support.h"
 
 namespace sparsenet::testing::ann {
-
-// Input -> Hidden (Tanh) -> Output (`output` activation); `tied`: the output edge uses the
-// input edge's matrix transposed (SharedWeights).
-inline NetworkConfig config(const std::string& output, uint32_t hidden, bool tied = false) {
-    std::string out = R"({"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
-         "Activation": ")" +
-                      output +
-                      R"(", "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -1.0})";
-    if (tied) {
-        out += R"(, "SharedWeights": {"InputLayer": "Hidden", "SourceInputLayer": "Input",
-                  "SourceOutputLayer": "Hidden", "Transposed": true})";
-    }
-    out += "}";
-    return NetworkConfig::from_json(R"({
-      "Version": 0.9, "Name": "ann-test", "Kind": "AutoEncoder", "ErrorFunction": "L2",
-      "Layers": [
-        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
-        {"Name": "Hidden", "Kind": "Hidden", "N": )" +
-                                    std::to_string(hidden) +
-                                    R"(, "Activation": "Tanh"},
-        )" + out + "]}");
-}
 
 inline std::string save_network(const NetworkConfig& c, uint32_t items, const std::string& path,
                                 uint64_t seed = 3) {
@@ -82,6 +61,26 @@ inline void expect_same(const Recommendations& got, const Recommendations& want,
         ASSERT_EQ(got.items[r].id, want.items[r].id) << "query " << query << " rank " << r;
         ASSERT_EQ(got.items[r].score, want.items[r].score) << "query " << query << " rank " << r;
     }
+}
+
+// `queries` random queries (up to `per_query` items, every third weighted; random_options),
+// one by one and then as one batch: `got` answers each exactly as `want` does.
+inline void expect_same_answers(const Recommender& got, const Recommender& want, uint32_t items,
+                                uint32_t queries, uint32_t per_query, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<Query> batch;
+    std::vector<Recommendations> wanted;
+    for (uint32_t i = 0; i < queries; ++i) {
+        Query q;
+        q.items = testing::random_items(rng, items, per_query, i % 3 == 0);
+        q.options = random_options(rng, items, i);
+        wanted.push_back(want.recommend(q.items, q.options));
+        expect_same(got.recommend(q.items, q.options), wanted.back(), i);
+        batch.push_back(q);
+    }
+    const std::vector<Recommendations> answers = got.recommend_batch(batch);
+    ASSERT_EQ(answers.size(), wanted.size());
+    for (uint32_t i = 0; i < answers.size(); ++i) expect_same(answers[i], wanted[i], i);
 }
 
 }  // namespace sparsenet::testing::ann

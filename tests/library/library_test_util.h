@@ -17,6 +17,29 @@
 
 namespace sparsenet::testing {
 
+// Input -> Hidden (Tanh) -> Output (`output` activation); `tied`: the output edge uses the
+// input edge's matrix transposed (SharedWeights).
+inline NetworkConfig recommender_config(const std::string& output, uint32_t hidden,
+                                        bool tied = false) {
+    std::string out = R"({"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
+         "Activation": ")" +
+                      output +
+                      R"(", "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -1.0})";
+    if (tied) {
+        out += R"(, "SharedWeights": {"InputLayer": "Hidden", "SourceInputLayer": "Input",
+                  "SourceOutputLayer": "Hidden", "Transposed": true})";
+    }
+    out += "}";
+    return NetworkConfig::from_json(R"({
+      "Version": 0.9, "Name": "recommender-test", "Kind": "AutoEncoder", "ErrorFunction": "L2",
+      "Layers": [
+        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": )" +
+                                    std::to_string(hidden) +
+                                    R"(, "Activation": "Tanh"},
+        )" + out + "]}");
+}
+
 // Input (dataset "in") -> Hidden (hidden units, Tanh) -> Output (dataset "out", Sigmoid).
 inline NetworkConfig autoencoder_config(uint32_t hidden) {
     return NetworkConfig::from_json(R"({

@@ -25,7 +25,7 @@ namespace sparsenet {
 namespace {
 
 using engine::AnnVectors;
-using testing::ann::config;
+using testing::recommender_config;
 using testing::ann::expect_same;
 using testing::ann::random_options;
 using testing::ann::save_network;
@@ -133,8 +133,8 @@ TEST_F(Ann16Test, FlatIndexAnswersTheRoundedModelsExactAnswer) {
         for (const std::string activation : {"Sigmoid", "Linear"}) {
             SCOPED_TRACE(vectors + " " + activation);
             const uint32_t items = 600;
-            const std::string model =
-                save_network(config(activation, 20), items, dir.file(activation + vectors + ".nc"));
+            const std::string model = save_network(recommender_config(activation, 20), items,
+                                                   dir.file(activation + vectors + ".nc"));
             AnnIndexOptions build;
             build.kind = "flat";
             build.vectors = vectors;
@@ -146,20 +146,7 @@ TEST_F(Ann16Test, FlatIndexAnswersTheRoundedModelsExactAnswer) {
             const Recommender exact(
                 rounded_output(model, vectors, dir.file("r" + vectors + ".nc")));
             const Recommender ann(model, with_ann(index));
-            std::mt19937 rng(23);
-            std::vector<Query> batch;
-            std::vector<Recommendations> wanted;
-            for (uint32_t i = 0; i < 120; ++i) {
-                Query q;
-                q.items = testing::random_items(rng, items, 25, i % 3 == 0);
-                q.options = random_options(rng, items, i);
-                const Recommendations want = exact.recommend(q.items, q.options);
-                expect_same(ann.recommend(q.items, q.options), want, i);
-                batch.push_back(q);
-                wanted.push_back(want);
-            }
-            const std::vector<Recommendations> got = ann.recommend_batch(batch);
-            for (uint32_t i = 0; i < got.size(); ++i) expect_same(got[i], wanted[i], i);
+            testing::ann::expect_same_answers(ann, exact, items, 120, 25, 23);
         }
     }
 }
@@ -168,7 +155,8 @@ TEST_F(Ann16Test, FlatIndexAnswersTheRoundedModelsExactAnswer) {
 // the filters hold, and no FP32 copy of the vectors is kept (half fp32's memory and less).
 TEST_F(Ann16Test, GraphAnswersScoreTheRoundedWeightsAndHalveTheMemory) {
     const uint32_t items = 2500;
-    const std::string model = save_network(config("Sigmoid", 32), items, dir.file("g.nc"));
+    const std::string model =
+        save_network(recommender_config("Sigmoid", 32), items, dir.file("g.nc"));
     std::map<std::string, size_t> memory;
     for (const std::string vectors : {"fp32", "fp16", "bf16"}) {
         SCOPED_TRACE(vectors);
@@ -238,8 +226,10 @@ Header header_of(const std::string& bytes) {
 
 TEST_F(Ann16Test, FilesRecordTheirVectorsAndVersionOneFilesLoadAsFp32) {
     const uint32_t items = 400;
-    const std::string model = save_network(config("Sigmoid", 12), items, dir.file("f.nc"));
-    const std::string other = save_network(config("Sigmoid", 12), items, dir.file("o.nc"), 8);
+    const std::string model =
+        save_network(recommender_config("Sigmoid", 12), items, dir.file("f.nc"));
+    const std::string other =
+        save_network(recommender_config("Sigmoid", 12), items, dir.file("o.nc"), 8);
     AnnIndexOptions build;
     build.probe = 50;
     for (const std::string vectors : {"fp32", "fp16"}) {
@@ -315,7 +305,8 @@ TEST_F(Ann16Test, FilesRecordTheirVectorsAndVersionOneFilesLoadAsFp32) {
 // on the exact path, the fp16 screen and an ANN index alike.
 TEST_F(Ann16Test, Bf16InputWeightsAnswerAsTheModelWithRoundedInputWeights) {
     const uint32_t items = 500;
-    const std::string model = save_network(config("Sigmoid", 24), items, dir.file("m.nc"));
+    const std::string model =
+        save_network(recommender_config("Sigmoid", 24), items, dir.file("m.nc"));
     const std::string rounded =
         rounded_copy(model, {"weight:Input->Hidden"}, &round_bf16, dir.file("mb.nc"));
     AnnIndexOptions build;
@@ -340,7 +331,8 @@ TEST_F(Ann16Test, Bf16InputWeightsAnswerAsTheModelWithRoundedInputWeights) {
         }
     }
     // Tied weights: the input matrix is also the output layer's GEMM operand: nothing qualifies.
-    const std::string tied = save_network(config("Relu", 8, true), 100, dir.file("t.nc"));
+    const std::string tied =
+        save_network(recommender_config("Relu", 8, true), 100, dir.file("t.nc"));
     RecommenderOptions o;
     o.bf16_input_weights = true;
     try {
@@ -358,7 +350,8 @@ TEST_F(Ann16Test, Bf16InputWeightsAnswerAsTheModelWithRoundedInputWeights) {
 // them, and adds the FP32 biases).
 TEST_F(Ann16Test, AnnWithBf16WeightsOnlyAnswersAsTheBf16Model) {
     const uint32_t items = 500;
-    const std::string model = save_network(config("Sigmoid", 24), items, dir.file("b.nc"));
+    const std::string model =
+        save_network(recommender_config("Sigmoid", 24), items, dir.file("b.nc"));
     AnnIndexOptions build;
     build.kind = "flat";
     build.vectors = "bf16";

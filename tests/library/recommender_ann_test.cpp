@@ -22,7 +22,7 @@
 namespace sparsenet {
 namespace {
 
-using testing::ann::config;
+using testing::recommender_config;
 using testing::ann::expect_same;
 using testing::ann::random_options;
 using testing::ann::save_network;
@@ -41,8 +41,8 @@ TEST_F(AnnIndexTest, FlatIndexAnswersExactlyTheExactAnswer) {
              {"Sigmoid", false}, {"Linear", false}, {"Relu", true}}) {
         SCOPED_TRACE(activation + (tied ? " tied" : ""));
         const uint32_t items = 700;
-        const std::string model =
-            save_network(config(activation, 24, tied), items, dir.file(activation + ".nc"));
+        const std::string model = save_network(recommender_config(activation, 24, tied), items,
+                                               dir.file(activation + ".nc"));
         AnnIndexOptions build;
         build.kind = "flat";
         build.vectors = "fp32";  // the model's own bits (16-bit ones: recommender_ann16_test)
@@ -57,20 +57,7 @@ TEST_F(AnnIndexTest, FlatIndexAnswersExactlyTheExactAnswer) {
         const Recommender ann(model, with_ann(dir.file(activation + ".ann")));
         ASSERT_TRUE(ann.ann());
         ASSERT_FALSE(exact.ann());
-        std::mt19937 rng(11);
-        std::vector<Query> batch;
-        std::vector<Recommendations> wanted;
-        for (uint32_t i = 0; i < 150; ++i) {
-            Query q;
-            q.items = testing::random_items(rng, items, 30, i % 3 == 0);
-            q.options = random_options(rng, items, i);
-            const Recommendations want = exact.recommend(q.items, q.options);
-            expect_same(ann.recommend(q.items, q.options), want, i);
-            batch.push_back(q);
-            wanted.push_back(want);
-        }
-        const std::vector<Recommendations> got = ann.recommend_batch(batch);
-        for (uint32_t i = 0; i < got.size(); ++i) expect_same(got[i], wanted[i], i);
+        testing::ann::expect_same_answers(ann, exact, items, 150, 30, 11);
         EXPECT_EQ(ann.ann_queries(), 300u);
         EXPECT_GT(ann.ann_memory_bytes(), 0u);
     }
@@ -80,7 +67,8 @@ TEST_F(AnnIndexTest, FlatIndexAnswersExactlyTheExactAnswer) {
 // keeps the filters, has min(k, allowed items) results, and scores each of them exactly.
 TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
     const uint32_t items = 2000;
-    const std::string model = save_network(config("Sigmoid", 16), items, dir.file("m.nc"));
+    const std::string model =
+        save_network(recommender_config("Sigmoid", 16), items, dir.file("m.nc"));
     for (const uint32_t m : {4u, 12u}) {
         SCOPED_TRACE("M " + std::to_string(m));
         const std::string kind = "hnsw" + std::to_string(m);
@@ -134,7 +122,8 @@ TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
 // Concurrent calls share one index: each answer is the one the query gets alone.
 TEST_F(AnnIndexTest, ConcurrentQueriesAnswerAsQueriesAlone) {
     const uint32_t items = 3000;
-    const std::string model = save_network(config("Sigmoid", 16), items, dir.file("c.nc"));
+    const std::string model =
+        save_network(recommender_config("Sigmoid", 16), items, dir.file("c.nc"));
     AnnIndexOptions build;
     build.probe = 40;
     build_ann_index(model, dir.file("c.ann"), build);
@@ -175,9 +164,12 @@ TEST_F(AnnIndexTest, ConcurrentQueriesAnswerAsQueriesAlone) {
 
 TEST_F(AnnIndexTest, AnIndexOfAnotherOrAStaleModelIsRefusedNamingTheFile) {
     const uint32_t items = 300;
-    const std::string a = save_network(config("Sigmoid", 8), items, dir.file("a.nc"), 3);
-    const std::string b = save_network(config("Sigmoid", 8), items, dir.file("b.nc"), 4);
-    const std::string c = save_network(config("Sigmoid", 8), items + 1, dir.file("c.nc"), 3);
+    const std::string a =
+        save_network(recommender_config("Sigmoid", 8), items, dir.file("a.nc"), 3);
+    const std::string b =
+        save_network(recommender_config("Sigmoid", 8), items, dir.file("b.nc"), 4);
+    const std::string c =
+        save_network(recommender_config("Sigmoid", 8), items + 1, dir.file("c.nc"), 3);
     AnnIndexOptions build;
     build.kind = "flat";
     const std::string index = dir.file("a.ann");
@@ -229,8 +221,9 @@ TEST_F(AnnIndexTest, AnIndexOfAnotherOrAStaleModelIsRefusedNamingTheFile) {
 }
 
 TEST_F(AnnIndexTest, BuildRefusesBadOptionsAndLayersThatAreNoInnerProducts) {
-    const std::string soft = save_network(config("SoftMax", 8), 100, dir.file("soft.nc"));
-    const std::string ok = save_network(config("Sigmoid", 8), 100, dir.file("ok.nc"));
+    const std::string soft =
+        save_network(recommender_config("SoftMax", 8), 100, dir.file("soft.nc"));
+    const std::string ok = save_network(recommender_config("Sigmoid", 8), 100, dir.file("ok.nc"));
     auto refused = [&](const std::string& model, const AnnIndexOptions& o, ErrorCategory cat,
                        const std::string& fragment) {
         try {

@@ -18,28 +18,6 @@
 namespace sparsenet {
 namespace {
 
-// Input -> Hidden (Tanh) -> Output (`output` activation); `tied`: the output edge uses the
-// input edge's matrix transposed (SharedWeights).
-NetworkConfig config(const std::string& output, uint32_t hidden, bool tied = false) {
-    std::string out = R"({"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "out",
-         "Activation": ")" +
-                      output +
-                      R"(", "WeightInit": {"Scheme": "Xavier", "Scale": 1.0, "Bias": -1.0})";
-    if (tied) {
-        out += R"(, "SharedWeights": {"InputLayer": "Hidden", "SourceInputLayer": "Input",
-                  "SourceOutputLayer": "Hidden", "Transposed": true})";
-    }
-    out += "}";
-    return NetworkConfig::from_json(R"({
-      "Version": 0.9, "Name": "screen-test", "Kind": "AutoEncoder", "ErrorFunction": "L2",
-      "Layers": [
-        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "in", "Sparse": true},
-        {"Name": "Hidden", "Kind": "Hidden", "N": )" +
-                                    std::to_string(hidden) +
-                                    R"(, "Activation": "Tanh"},
-        )" + out + "]}");
-}
-
 // A random network saved to `path`, its output weights multiplied by `output_scale`.
 std::string save_network(const NetworkConfig& c, uint32_t items, const std::string& path,
                          float output_scale = 1.0f) {
@@ -219,8 +197,8 @@ TEST_F(ScreenTest, EveryMonotoneActivationRanksAsTheFullPath) {
          {"Sigmoid", "Tanh", "Linear", "RectifiedLinear", "LeakyRectifiedLinear",
           "ExponentialLinear", "ScaledExponentialLinear", "SoftPlus", "SoftSign"}) {
         SCOPED_TRACE(activation);
-        const std::string model =
-            save_network(config(activation, 48), 500, dir_.file(std::string(activation) + ".nc"));
+        const std::string model = save_network(testing::recommender_config(activation, 48), 500,
+                                               dir_.file(std::string(activation) + ".nc"));
         expect_same_rankings(model, 120, 2);
     }
 }
@@ -228,8 +206,8 @@ TEST_F(ScreenTest, EveryMonotoneActivationRanksAsTheFullPath) {
 TEST_F(ScreenTest, SaturatedScoresKeepTheTieOrder) {
     // Weights large enough that many Sigmoid scores round to exactly 1.0f: the top-K is decided
     // by the lower-id rule among ties, which the screen must reproduce.
-    const std::string model =
-        save_network(config("Sigmoid", 64), 400, dir_.file("saturated.nc"), 3000.0f);
+    const std::string model = save_network(testing::recommender_config("Sigmoid", 64), 400,
+                                           dir_.file("saturated.nc"), 3000.0f);
     {
         Recommender r(model);
         RecommendOptions fifty;
@@ -245,7 +223,8 @@ TEST_F(ScreenTest, SaturatedScoresKeepTheTieOrder) {
 }
 
 TEST_F(ScreenTest, SharedTransposedWeightsRankAsTheFullPath) {
-    const std::string model = save_network(config("Sigmoid", 40, true), 350, dir_.file("tied.nc"));
+    const std::string model =
+        save_network(testing::recommender_config("Sigmoid", 40, true), 350, dir_.file("tied.nc"));
     expect_same_rankings(model, 150, 4);
 }
 
@@ -254,7 +233,8 @@ TEST_F(ScreenTest, SharedTransposedWeightsRankAsTheFullPath) {
 // candidates (k beyond the items) falls back to the full path inside the batch. 37 queries
 // cross the group boundaries (16 per scan).
 TEST_F(ScreenTest, BatchesRankExactlyAsSingleQueries) {
-    const std::string model = save_network(config("Sigmoid", 48), 400, dir_.file("batch.nc"));
+    const std::string model =
+        save_network(testing::recommender_config("Sigmoid", 48), 400, dir_.file("batch.nc"));
     RecommenderOptions screened_options;
     screened_options.fp16_screening = true;
     const Recommender full(model);
@@ -305,7 +285,8 @@ TEST_F(ScreenTest, BatchesRankExactlyAsSingleQueries) {
 
 // OutputScreen: a group's one scan ranks each of its queries as rank() ranks it alone.
 TEST_F(ScreenTest, OneScanForAGroupRanksAsOneScanPerQuery) {
-    const std::string model = save_network(config("Tanh", 40), 333, dir_.file("group.nc"));
+    const std::string model =
+        save_network(testing::recommender_config("Tanh", 40), 333, dir_.file("group.nc"));
     NetworkOptions options;
     options.device = "cpu";
     Network net = Network::load(model, options);
@@ -336,7 +317,8 @@ TEST_F(ScreenTest, OneScanForAGroupRanksAsOneScanPerQuery) {
 TEST_F(ScreenTest, RefusalsNameTheReason) {
     RecommenderOptions o;
     o.fp16_screening = true;
-    const std::string softmax = save_network(config("SoftMax", 16), 50, dir_.file("softmax.nc"));
+    const std::string softmax =
+        save_network(testing::recommender_config("SoftMax", 16), 50, dir_.file("softmax.nc"));
     EXPECT_TRUE(testing::contains(
         testing::expect_error([&] { Recommender r(softmax, o); }, ErrorCategory::kUsage),
         "SoftMax activation"));
@@ -362,7 +344,8 @@ TEST_F(ScreenTest, RefusalsNameTheReason) {
     {
         NetworkOptions options;
         options.device = "cpu";
-        Network net = Network::create(config("Sigmoid", 8), {{"in", 20}, {"out", 20}}, options);
+        Network net = Network::create(testing::recommender_config("Sigmoid", 8),
+                                      {{"in", 20}, {"out", 20}}, options);
         std::vector<float> w = net.get_parameter("weight:Hidden->Output");
         w[3 * 20 + 7] = 1e6f;
         net.set_parameter("weight:Hidden->Output", w);
