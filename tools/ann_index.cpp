@@ -23,14 +23,18 @@ int ann_index_main(int argc, char** argv) {
         args.add({"-n", "--model"}, &model, "MODEL", "the model file (netCDF) (required)");
         args.add({"-o", "--output"}, &out, "FILE", "the ANN index file to write (required)");
         args.add({"--kind"}, &o.kind, "KIND",
-                 "hnsw (default: a navigable small-world graph) or flat (exhaustive: the exact "
-                 "answer, for tests and small catalogues)");
+                 "ivf (default: k-means cells, the query scans the nearest), hnsw (a navigable "
+                 "small-world graph) or flat (exhaustive: the exact answer, for tests and small "
+                 "catalogues)");
+        args.add({"--cells"}, &o.cells, "N",
+                 "ivf: k-means cells (default: about 4 sqrt(items), a power of 2)");
         args.add({"--hnsw-m"}, &o.hnsw_m, "N", "hnsw: links per node (default 16)");
         args.add({"--ef-construction"}, &o.ef_construction, "N",
                  "hnsw: candidate list while building (default 80)");
         args.add({"--probe"}, &o.probe, "N",
-                 "the default accuracy knob stored in the file: hnsw's efSearch, the candidate "
-                 "list of a search (default 128); serve --ann-probe overrides it");
+                 "the default accuracy knob stored in the file: ivf's cells scanned per query "
+                 "(default 1/32 of the cells, at least 8), hnsw's efSearch, the candidate list "
+                 "of a search (default 128); serve --ann-probe overrides it");
         args.add({"--vectors"}, &o.vectors, "fp32|fp16|bf16",
                  "how the index stores the item vectors, which also re-rank the candidates "
                  "(default fp16: about half of fp32's memory, the same recall where the graph "
@@ -63,7 +67,10 @@ int ann_index_main(int argc, char** argv) {
             r.kind == "hnsw"
                 ? (" (M " + std::to_string(r.links) + ", efSearch " + std::to_string(r.probe) + ")")
                       .c_str()
-                : "",
+            : r.kind == "ivf" ? (" (" + std::to_string(r.cells) + " cells, probe " +
+                                 std::to_string(r.probe) + ")")
+                                    .c_str()
+                              : "",
             r.vectors.c_str(), r.seconds, static_cast<unsigned long long>(r.file_bytes),
             r.items ? double(r.file_bytes) / double(r.items) : 0.0,
             static_cast<unsigned long long>(r.fingerprint));

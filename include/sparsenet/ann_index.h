@@ -13,13 +13,16 @@
 namespace sparsenet {
 
 struct AnnIndexOptions {
-    // hnsw (a navigable small-world graph, hnswlib; the default) | flat (exhaustive: the exact
-    // answer, for tests and small catalogues; nothing but the header is stored).
-    std::string kind = "hnsw";
+    // ivf (k-means cells; the default) | hnsw (a navigable small-world graph, hnswlib) | flat
+    // (exhaustive: the exact answer, for tests and small catalogues; nothing but the header is
+    // stored). docs/serving.md compares them.
+    std::string kind = "ivf";
+    uint32_t cells = 0;             // ivf: k-means cells; 0: about 4 sqrt(items), a power of 2
     uint32_t hnsw_m = 16;           // hnsw: links per node (32 on the base layer)
     uint32_t ef_construction = 80;  // hnsw: candidate list while building
-    // The accuracy knob stored as the file's default (hnsw: efSearch, the candidate list of a
-    // search); 0: 128. RecommenderOptions::ann_probe overrides it when serving.
+    // The accuracy knob stored as the file's default (ivf: the cells a query scans, 0: 1/32 of
+    // them, at least 8; hnsw: efSearch, the candidate list of a search, 0: 128).
+    // RecommenderOptions::ann_probe overrides it when serving.
     uint32_t probe = 0;
     // How the index stores the item weights w_j: "fp16" (the default: about half the memory
     // of FP32; measured recall in docs/benchmarks.md), "bf16" or "fp32"; the bias b_j (and
@@ -36,6 +39,7 @@ struct AnnIndexReport {
     uint64_t items = 0;
     uint32_t width = 0;  // units of the layer feeding the output layer
     uint32_t links = 0;  // hnsw M
+    uint32_t cells = 0;  // ivf cells
     uint32_t probe = 0;
     std::string vectors;   // fp32 | fp16 | bf16
     double seconds = 0.0;  // training and adding items (not reading the model)

@@ -143,16 +143,18 @@ class Recommender:
         return f"Recommender({self.input_items} -> {self.output_items} items)"
 
 
-def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "hnsw",
-                    hnsw_m: int = 16, ef_construction: int = 80,
+def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "ivf",
+                    cells: int = 0, hnsw_m: int = 16, ef_construction: int = 80,
                     probe: int = 0, threads: int = 0,
                     output_layer: Optional[str] = None, vectors: str = "fp16") -> dict:
     """``sparsenet ann-index``: the ANN index of ``model``'s output layer into ``out``
-    (kinds hnsw, flat; ``vectors`` fp16, bf16 or fp32: how the item vectors are stored, which
-    also re-rank; docs/serving.md). Returns the build's report (kind, items, width, links,
-    probe, vectors, seconds, file_bytes, index_bytes, fingerprint)."""
+    (kinds ivf, hnsw, flat; ``cells`` for ivf, 0: about 4 sqrt(items); ``vectors`` fp16, bf16
+    or fp32: how the item vectors are stored, which also re-rank; docs/serving.md). Returns the
+    build's report (kind, items, width, links, cells, probe, vectors, seconds, file_bytes,
+    index_bytes, fingerprint)."""
     return _core.build_ann_index(os.fspath(model), os.fspath(out), kind, hnsw_m,
-                                 ef_construction, probe, threads, output_layer or "", vectors)
+                                 ef_construction, probe, threads, output_layer or "", vectors,
+                                 cells)
 
 
 __all__ = ["Recommender", "Recommendations", "build_ann_index"]

@@ -155,9 +155,10 @@ void bind_ann_index(nb::module_& m) {
         "build_ann_index",
         [](const std::string& model, const std::string& out, const std::string& kind,
            uint32_t hnsw_m, uint32_t ef_construction, uint32_t probe, int threads,
-           const std::string& output_layer, const std::string& vectors) {
+           const std::string& output_layer, const std::string& vectors, uint32_t cells) {
             AnnIndexOptions o;
             o.kind = kind;
+            o.cells = cells;
             o.vectors = vectors;
             o.hnsw_m = hnsw_m;
             o.ef_construction = ef_construction;
@@ -174,6 +175,7 @@ void bind_ann_index(nb::module_& m) {
             d["items"] = r.items;
             d["width"] = r.width;
             d["links"] = r.links;
+            d["cells"] = r.cells;
             d["probe"] = r.probe;
             d["vectors"] = r.vectors;
             d["seconds"] = r.seconds;
@@ -184,7 +186,7 @@ void bind_ann_index(nb::module_& m) {
         },
         nb::arg("model"), nb::arg("out"), nb::arg("kind"), nb::arg("hnsw_m"),
         nb::arg("ef_construction"), nb::arg("probe"), nb::arg("threads"), nb::arg("output_layer"),
-        nb::arg("vectors"));
+        nb::arg("vectors"), nb::arg("cells"));
 }
 
 }  // namespace sparsenet::python

@@ -1,4 +1,5 @@
-// ANN index (ann_index.h): the file, the hnswlib index behind it, and the exact re-ranking.
+// ANN index (ann_index.h): the file, the search behind it (k-means cells, ann_ivf.h, or hnswlib's
+// graph), and the exact re-ranking.
 //
 // File layout (host byte order, little-endian on every supported machine):
 //   "sparsenet-ann\n" + 2 zero bytes   magic, 16 bytes
@@ -8,7 +9,8 @@
 //   f32 radius R, u32 links (hnsw M), u32 probe (efSearch)
 //   version 2: str vectors ("fp32", "fp16" or "bf16": how each stored value is encoded)
 //   u64 bytes, then that many bytes: the hnswlib graph (HierarchicalNSW::saveIndex's file);
-//   none for kind flat, whose vectors are the model's own, recomputed (and rounded) when loading
+//   for kind ivf (version 3) the cells and their vectors (write_cells); none for kind flat,
+//   whose vectors are the model's own, recomputed (and rounded) when loading
 // str: u32 length, then the bytes. dims: FP32 vectors width + 2 rounded up to 16 (hnswlib's
 // AVX kernels take whole blocks of 16); 16-bit ones width + 2: the width weights in 16 bits
 // (padded to an even count), then the bias and the augmentation in FP32. (Rounding those two
@@ -26,6 +28,7 @@
 #include <limits>
 #include <thread>
 
+#include "engine/ann_ivf.h"
 #include "engine/output_screen.h"
 #include "sparsenet/error.h"
 #include "sparsenet/network.h"
@@ -48,7 +51,10 @@ namespace {
 
 constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e',  'n', 'e',
                              't', '-', 'a', 'n', 'n', '\n', 0,   0};
-constexpr uint32_t kVersion = 2;
+// Version 3 files hold kind ivf (unknown to version 2 readers); hnsw and flat files are still
+// written as version 2, which every reader since 16-bit vectors takes.
+constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersionWithoutCells = 2;
 
 uint64_t mix(uint64_t h, uint64_t w) {
     h ^= w * 0x9E3779B97F4A7C15ull;
@@ -242,7 +248,10 @@ struct AnnIndex::Impl {
     hnswlib::HierarchicalNSW<float>* graph = nullptr;  // index, when kind hnsw
     hnswlib::BruteforceSearch<float>* flat = nullptr;  // index, when kind flat
     std::vector<uint32_t> internal;                    // hnsw: item -> the graph's own id
-    const char* stored(uint32_t j) const {             // item j's vector, as stored
+    IvfCells ivf;                                      // kind ivf: the cells and their vectors
+    bool cells = false;
+    const char* stored(uint32_t j) const {  // item j's vector, as stored
+        if (cells) return ivf.stored(j);
         if (graph) return graph->getDataByInternalId(internal[j]);
         return flat->data_ + flat->size_per_element_ * j;
     }
@@ -266,7 +275,7 @@ void ann_unavailable(const std::string& what) {
 }
 
 const char* AnnIndex::kinds() {
-    return "hnsw, flat";
+    return "ivf, hnsw, flat";
 }
 
 #if !defined(SPARSENET_WITH_ANN)
@@ -343,6 +352,67 @@ std::unique_ptr<hnswlib::AlgorithmInterface<float>> flat_index(
     return flat;
 }
 
+// Item vector `v` as stored, widened: [w, b, augmentation] (width + 2 FP32 values) into dst.
+void decode_stored(const char* v, AnnVectors vectors, uint32_t width, float* dst) {
+    if (vectors == AnnVectors::kFp32) {
+        std::memcpy(dst, v, (size_t(width) + 2) * sizeof(float));
+        return;
+    }
+    decode16(vectors, reinterpret_cast<const uint16_t*>(v), width, dst);
+    std::memcpy(dst + width, v + halves_for(width) * sizeof(uint16_t), 2 * sizeof(float));
+}
+
+// The default accuracy knob of kind ivf: the cells a query scans, 1/32 of them (at least 8).
+// At 27,278 items (512 cells) scanning 1/16 gave recall@100 0.94 on a model trained on
+// generated data, 1/8 0.99 (docs/benchmarks.md, "ANN index: cells against the graph").
+uint32_t ivf_default_probe(uint32_t cells) {
+    return std::min(cells, std::max<uint32_t>(8, cells / 32));
+}
+
+// Kind ivf's part of the file, after the header's byte count: u32 cells, u32 dims,
+// f32 centroids [cells, dims], u64 offsets [cells + 1], u32 item of each slot [items], then the
+// stored vectors in slot order [items, vector bytes].
+uint64_t cells_bytes(const IvfCells& c) {
+    return 8 + c.centroids.size() * sizeof(float) + c.offsets.size() * sizeof(uint64_t) +
+           c.item_of.size() * sizeof(uint32_t) + c.vectors.size();
+}
+void write_cells(std::ostream& o, const IvfCells& c) {
+    put_u32(o, c.cells);
+    put_u32(o, c.dims);
+    o.write(reinterpret_cast<const char*>(c.centroids.data()),
+            std::streamsize(c.centroids.size() * sizeof(float)));
+    o.write(reinterpret_cast<const char*>(c.offsets.data()),
+            std::streamsize(c.offsets.size() * sizeof(uint64_t)));
+    o.write(reinterpret_cast<const char*>(c.item_of.data()),
+            std::streamsize(c.item_of.size() * sizeof(uint32_t)));
+    o.write(c.vectors.data(), std::streamsize(c.vectors.size()));
+}
+
+IvfCells read_cells(Reader& r, uint64_t items, uint32_t dims, size_t item_bytes) {
+    IvfCells c;
+    c.cells = r.u32("cell count");
+    c.dims = r.u32("cell dimensions");
+    if (c.dims != dims || c.cells > items || (items > 0 && c.cells == 0)) {
+        throw Error(ErrorCategory::kIo, r.path + ": corrupt ANN index (" + std::to_string(c.cells) +
+                                            " cells of " + std::to_string(c.dims) +
+                                            " dimensions for " + std::to_string(items) + " items)");
+    }
+    c.item_bytes = item_bytes;
+    c.centroids.resize(size_t(c.cells) * c.dims);
+    r.get(c.centroids.data(), c.centroids.size() * sizeof(float), "centroids");
+    c.offsets.resize(size_t(c.cells) + 1);
+    r.get(c.offsets.data(), c.offsets.size() * sizeof(uint64_t), "cell offsets");
+    c.item_of.resize(items);
+    r.get(c.item_of.data(), c.item_of.size() * sizeof(uint32_t), "cell items");
+    c.vectors.resize(size_t(items) * item_bytes);
+    r.get(c.vectors.data(), c.vectors.size(), "vectors");
+    if (!c.finish()) {
+        throw Error(ErrorCategory::kIo,
+                    r.path + ": corrupt ANN index (its cells do not hold each item once)");
+    }
+    return c;
+}
+
 // A temporary file, removed when this goes out of scope.
 struct TempFile {
     std::string path;
@@ -384,6 +454,19 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         }
         report.links = o.hnsw_m;
         if (!probe) probe = 128;
+    } else if (o.kind == "ivf") {
+        if (o.cells > edge.n && edge.n > 0) {
+            throw Error(ErrorCategory::kUsage, "--cells " + std::to_string(o.cells) +
+                                                   ": expected at most the " +
+                                                   std::to_string(edge.n) + " items");
+        }
+        report.cells = o.cells ? o.cells : ivf_default_cells(edge.n);
+        if (!probe) probe = ivf_default_probe(report.cells);
+        if (probe > report.cells && report.cells > 0) {
+            throw Error(ErrorCategory::kUsage,
+                        "--probe " + std::to_string(probe) + ": expected at most the " +
+                            std::to_string(report.cells) + " cells (--cells)");
+        }
     } else if (o.kind != "flat") {
         throw Error(ErrorCategory::kUsage,
                     "--kind '" + o.kind + "': expected one of " + std::string(kinds()));
@@ -395,7 +478,8 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const auto start = std::chrono::steady_clock::now();
     float radius = 0.0f;
-    std::string blob;
+    std::string blob;  // hnsw: the graph's file
+    IvfCells cells;    // ivf
     if (o.kind == "hnsw") {
         const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
         const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
@@ -424,19 +508,30 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         graph.saveIndex(tmp.path);
         std::ifstream in(tmp.path, std::ios::binary);
         blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } else if (o.kind == "ivf") {
+        const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
+        const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
+        cells = IvfCells::build(
+            x.data(), edge.n, item_bytes, edge.k + 2, report.cells,
+            [&](size_t j, float* dst) {
+                decode_stored(x.data() + j * item_bytes, vectors, edge.k, dst);
+            },
+            threads);
+        report.cells = cells.cells;
     } else {
         // The radius (and the range check); the vectors are rebuilt when loading.
         item_vectors(edge, vectors, dims, &radius, model_path);
     }
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    report.index_bytes =
-        o.kind == "flat" ? uint64_t(edge.n) * vector_bytes(vectors, edge.k, dims) : blob.size();
+    report.index_bytes = o.kind == "flat" ? uint64_t(edge.n) * vector_bytes(vectors, edge.k, dims)
+                         : o.kind == "ivf" ? cells.memory_bytes()
+                                           : blob.size();
 
     std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(ErrorCategory::kIo, out_path + ": cannot open for writing (-o)");
     out.write(kMagic, sizeof kMagic);
-    put_u32(out, kVersion);
+    put_u32(out, o.kind == "ivf" ? kVersion : kVersionWithoutCells);
     put_str(out, o.kind);
     put_str(out, layer_views(network).at(size_t(output)).name);
     put_str(out, model_path);
@@ -448,8 +543,13 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     put_u32(out, report.links);
     put_u32(out, probe);
     put_str(out, to_string(vectors));
-    put_u64(out, blob.size());
-    out.write(blob.data(), std::streamsize(blob.size()));
+    if (o.kind == "ivf") {
+        put_u64(out, cells_bytes(cells));
+        write_cells(out, cells);
+    } else {
+        put_u64(out, blob.size());
+        out.write(blob.data(), std::streamsize(blob.size()));
+    }
     out.flush();
     if (!out) throw Error(ErrorCategory::kIo, out_path + ": write failed (disk full?)");
     report.file_bytes = uint64_t(out.tellp());
@@ -474,10 +574,10 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                                             "written by `sparsenet ann-index`)");
     }
     const uint32_t version = r.u32("version");
-    if (version != 1 && version != kVersion) {
+    if (version < 1 || version > kVersion) {
         throw Error(ErrorCategory::kIo, path + ": ANN index format version " +
                                             std::to_string(version) + "; this sparsenet reads " +
-                                            "1 and " + std::to_string(kVersion) +
+                                            "1 to " + std::to_string(kVersion) +
                                             " (rebuild it with this sparsenet's ann-index)");
     }
     m.kind = r.str("kind");
@@ -515,7 +615,8 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         " units, fingerprint " + hex(fingerprint) +
                         "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
     }
-    if (m.dims != dims_for(m.width, m.vectors) || (m.kind != "hnsw" && m.kind != "flat")) {
+    if (m.dims != dims_for(m.width, m.vectors) ||
+        (m.kind != "hnsw" && m.kind != "flat" && (m.kind != "ivf" || version < 3))) {
         throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + m.kind + "', " +
                                             std::to_string(m.dims) + " dimensions for " +
                                             std::to_string(m.width) + " units)");
@@ -537,6 +638,11 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
             flat_index(*m.space, item_vectors(edge, m.vectors, m.dims, &radius, path), edge.n);
         m.flat = static_cast<hnswlib::BruteforceSearch<float>*>(m.index.get());
         m.index_bytes = size_t(edge.n) * m.flat->size_per_element_;
+    } else if (m.kind == "ivf") {
+        r.in.seekg(std::streamoff(header));
+        m.ivf = read_cells(r, m.items, m.width + 2, vector_bytes(m.vectors, m.width, m.dims));
+        m.cells = true;
+        m.index_bytes = m.ivf.memory_bytes();
     } else {
         // hnswlib reads its graph from a file of its own: the blob, copied out.
         TempFile tmp(path);
@@ -663,6 +769,12 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
         const float tail[2] = {scale, 0.0f};
         std::memcpy(encoded + halves, tail, sizeof tail);
         query = encoded;
+    }
+    if (m.cells) {
+        thread_local std::vector<std::pair<float, uint32_t>> order, heap;
+        m.ivf.search(scratch.data(), query, m.space->get_dist_func(),
+                     m.space->get_dist_func_param(), m.probe, fetch, ids, order, heap);
+        return;
     }
     auto found = m.index->searchKnn(query, fetch);
     ids.resize(found.size());

@@ -21,9 +21,11 @@
 // over its rounded weights and its own bias, bit for bit what the model with those rounded
 // weights computes.
 //
-// The search library is hnswlib (Debian's libhnswlib-dev, header-only: compiled with this
-// build's flags), used when CMake finds it (SPARSENET_ANN); without it available() is false and
-// building or loading an ANN index throws Error(kUsage) saying so.
+// Kinds: ivf (the default: k-means cells, ann_ivf.h), hnsw (hnswlib's graph) and flat
+// (exhaustive). hnswlib (Debian's libhnswlib-dev, header-only: compiled with this build's flags)
+// also gives the vector spaces every kind's distances use; the index is built when CMake finds
+// it (SPARSENET_ANN); without it available() is false and building or loading an ANN index
+// throws Error(kUsage) saying so.
 #pragma once
 
 #include <algorithm>
@@ -57,7 +59,7 @@ class AnnIndex {
   public:
     // Whether this build can build and load ANN indexes (hnswlib was found at configure time).
     static bool available();
-    static const char* kinds();  // "hnsw, flat"
+    static const char* kinds();  // "ivf, hnsw, flat"
 
     // Builds the ANN index of layer `output` of `network` (loaded from `model_path`) into
     // `out_path`. Error(kUsage) for a layer whose items are not inner products (SoftMax, several
@@ -80,7 +82,7 @@ class AnnIndex {
     const std::string& path() const;
     uint64_t items() const;
     uint32_t probe() const;
-    // The accuracy knob (hnsw: efSearch; flat: none). Not thread-safe: set it
+    // The accuracy knob (ivf: cells scanned; hnsw: efSearch; flat: none). Not thread-safe: set it
     // before concurrent searches. 0 keeps the file's.
     void set_probe(uint32_t probe);
     // The index in memory, its copy of the item vectors included: hnswlib's graph (vectors,

@@ -111,6 +111,16 @@ TEST_F(AnnCli, AnnIndexCommandLineErrors) {
         2)
         << out;
     EXPECT_NE(out.find("--hnsw-m"), std::string::npos) << out;
+    EXPECT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --cells -3", &out), 2)
+        << out;
+    EXPECT_NE(out.find("--cells"), std::string::npos) << out;
+    EXPECT_EQ(
+        cli("ann-index -n " + file("a.nc") + " -o " + work_.file("x.ann") + " --cells 4 --probe 5",
+            &out),
+        2)
+        << out;
+    EXPECT_NE(out.find("--probe 5: expected at most the 4 cells"), std::string::npos) << out;
     EXPECT_EQ(cli("ann-index -n " + work_.file("missing.nc") + " -o " + work_.file("x.ann"), &out),
               1)
         << out;

@@ -63,27 +63,32 @@ TEST_F(AnnIndexTest, FlatIndexAnswersExactlyTheExactAnswer) {
     }
 }
 
-// A small graph searched with a short candidate list: approximate candidates, but every answer
-// keeps the filters, has min(k, allowed items) results, and scores each of them exactly.
+// A small graph searched with a short candidate list, or cells of which a query scans one:
+// approximate candidates, but every answer keeps the filters, has min(k, allowed items)
+// results, and scores each of them exactly.
 TEST_F(AnnIndexTest, ApproximateAnswersKeepTheFilters) {
     const uint32_t items = 2000;
     const std::string model =
         save_network(recommender_config("Sigmoid", 16), items, dir.file("m.nc"));
-    for (const uint32_t m : {4u, 12u}) {
-        SCOPED_TRACE("M " + std::to_string(m));
-        const std::string kind = "hnsw" + std::to_string(m);
+    for (const uint32_t m : {4u, 12u, 0u}) {
+        const std::string kind = m ? "hnsw" + std::to_string(m) : "ivf";
+        SCOPED_TRACE(kind);
         AnnIndexOptions build;
+        build.kind = m ? "hnsw" : "ivf";
         build.vectors = "fp32";  // scores compared with the FP32 model's
         build.hnsw_m = m;
         build.ef_construction = 20;
-        build.probe = 2;
+        build.cells = 64;
+        build.probe = m ? 2 : 1;
         const AnnIndexReport report = build_ann_index(model, dir.file(kind + ".ann"), build);
-        EXPECT_EQ(report.kind, "hnsw");
-        EXPECT_EQ(report.links, m);
-        EXPECT_EQ(report.probe, 2u);
+        EXPECT_EQ(report.kind, build.kind);
+        EXPECT_EQ(report.links, m ? m : 0u);
+        EXPECT_EQ(report.cells, m ? 0u : 64u);
+        EXPECT_EQ(report.probe, build.probe);
         const Recommender exact(model);
-        // efSearch 2: the candidate list is the over-fetch alone, from a sparse graph.
-        const Recommender ann(model, with_ann(dir.file(kind + ".ann"), 2));
+        // efSearch 2: the candidate list is the over-fetch alone, from a sparse graph; one cell
+        // of 64 (more when it holds fewer items than the query fetches).
+        const Recommender ann(model, with_ann(dir.file(kind + ".ann"), build.probe));
         std::mt19937 rng(5);
         double overlap = 0.0;
         for (uint32_t i = 0; i < 100; ++i) {
@@ -239,8 +244,16 @@ TEST_F(AnnIndexTest, BuildRefusesBadOptionsAndLayersThatAreNoInnerProducts) {
     kind.kind = "lsh";
     refused(ok, kind, ErrorCategory::kUsage, "--kind 'lsh'");
     AnnIndexOptions links;
+    links.kind = "hnsw";
     links.hnsw_m = 1;
     refused(ok, links, ErrorCategory::kUsage, "--hnsw-m 1");
+    AnnIndexOptions cells;  // kind ivf, the default
+    cells.cells = 101;
+    refused(ok, cells, ErrorCategory::kUsage, "--cells 101: expected at most the 100 items");
+    AnnIndexOptions probe;
+    probe.cells = 8;
+    probe.probe = 9;
+    refused(ok, probe, ErrorCategory::kUsage, "--probe 9: expected at most the 8 cells");
     AnnIndexOptions layer;
     layer.output_layer = "Nope";
     refused(ok, layer, ErrorCategory::kUsage, "'Nope'");

@@ -1,6 +1,7 @@
 """ANN index from Python: build_ann_index, Recommender(ann_index=...): a flat index of FP32
 vectors answers exactly what the Recommender answers without one; an index of another model is
-refused; 16-bit vectors (the default) and bf16_input_weights load and answer."""
+refused; 16-bit vectors (the default) and bf16_input_weights load and answer; cells (kind ivf,
+the default) scanned all answer as the flat index of the same vectors."""
 
 import pytest
 
@@ -53,3 +54,21 @@ def test_sixteen_bit_vectors_and_bf16_input_weights(train, tmp_path):
     assert len(got.ids) == 20
     with pytest.raises(sparsenet.UsageError, match="--vectors 'fp8'"):
         sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "x.ann", vectors="fp8")
+
+
+def test_cells_scanned_all_answer_as_a_flat_index(train, tmp_path):
+    net = sparsenet.Network.from_json(AUTOENCODER, device="cpu")
+    net.fit(train, epochs=1, progress=False)
+    net.save(tmp_path / "m.nc")
+    report = sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "m.ann", cells=16)
+    assert report["kind"] == "ivf" and report["cells"] == 16 and report["probe"] == 8
+    sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "f.ann", kind="flat")
+    cells = sparsenet.Recommender(tmp_path / "m.nc", device="cpu", ann_index=tmp_path / "m.ann",
+                                  ann_probe=16)
+    flat = sparsenet.Recommender(tmp_path / "m.nc", device="cpu", ann_index=tmp_path / "f.ann")
+    for query in ([1, 5, 9], [0], [17, 300, 42, 8]):
+        want = flat.recommend(query, k=20, deny=[2, 3])
+        got = cells.recommend(query, k=20, deny=[2, 3])
+        assert list(got.ids) == list(want.ids) and list(got.scores) == list(want.scores)
+    with pytest.raises(sparsenet.UsageError, match="--probe 17: expected at most the 16 cells"):
+        sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "x.ann", cells=16, probe=17)

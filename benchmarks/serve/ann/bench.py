@@ -3,19 +3,21 @@
 screen, today's path) against an ANN index on one model trained on generated data.
 
 For one shape (--items, --users, --hidden) it
- 1. generates interactions with Zipf item popularity (`sparsenet generate`), keeps the last
-    --heldout users out of training, trains briefly (`sparsenet train`, --steps Adam steps);
- 2. builds the ANN index (`sparsenet ann-index`): build time, bytes per item;
- 3. in process, one thread per query: exact top-100 (fp16 screening) and the index's top-100 for
-    every held-out user at each value of the accuracy knob (--probes: hnsw's efSearch):
-    recall@100 against exact, p50/p99 latency, queries/s (the recall-latency curve);
- 4. over HTTP on loopback: `sparsenet serve` exact and `serve --ann` (at --serve-probe, default
-    the smallest probe with recall >= 0.95) with wrk at 1 and 8 connections, single queries of
-    the held-out users (k 100), each run bounded by --duration seconds and --max-requests.
-With --vectors fp32,fp16,bf16 it builds one index per precision of the stored vectors (from the
-same model) and measures each; --bf16-input adds, for the --after precision, the curve with the
-input layer's weights in BF16 (bf16_input_weights), and the HTTP runs serve the first index as
-"ann" (before) and that configuration as "ann-after". Each in-process curve records the
+ 1. generates interactions with Zipf item popularity and planted topics (`sparsenet generate`),
+    keeps the last --heldout users out of training, trains --epochs epochs (`sparsenet train`,
+    Adam; --steps stops earlier);
+ 2. builds one ANN index per --indexes entry, KIND:VECTORS (`sparsenet ann-index`): build
+    time, bytes per item;
+ 3. in process, one thread per query: exact top-100 (fp16 screening) and each index's top-100
+    for every held-out user at each value of its accuracy knob (ivf: --probes, the cells
+    scanned; hnsw: --hnsw-probes, efSearch): recall@100 against exact, p50/p99 latency,
+    queries/s (the recall-latency curves);
+ 4. over HTTP on loopback: `sparsenet serve` exact and `serve --ann` with the first index (at
+    --serve-probe, default the smallest probe with recall >= 0.95) with wrk at 1 and 8
+    connections, single queries of the held-out users (k 100), each run bounded by --duration
+    seconds and --max-requests.
+--bf16-input adds the first index's curve with the input layer's weights in BF16
+(bf16_input_weights), served over HTTP as "ann-after". Each in-process curve records the
 Recommender's ann_memory_bytes and released_bytes.
 Writes one JSON object to --out. Needs the build's `sparsenet`, its Python module (PYTHONPATH)
 and wrk. Run through benchmarks/serve/ann/run.sh."""
@@ -172,13 +174,19 @@ def main():
     ap.add_argument("--heldout", type=int, default=1000)
     ap.add_argument("--per-user", type=int, default=30, help="mean interactions per user")
     ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: none)")
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--kind", default="hnsw")
+    ap.add_argument("--indexes", default="ivf:fp16",
+                    help="comma-separated KIND:VECTORS (ivf, hnsw, flat; fp32, fp16, bf16), one "
+                    "index each from the same model; the first is served over HTTP")
+    ap.add_argument("--cells", type=int, default=0, help="ivf cells (0: the default)")
     ap.add_argument("--hnsw-m", type=int, default=16)
     ap.add_argument("--ef-construction", type=int, default=80)
-    ap.add_argument("--probes", default="100,128,192,256,384,512",
-                    help="efSearch values of the recall-latency curve")
+    ap.add_argument("--probes", default="16,32,64,96,128,192,256",
+                    help="ivf: cells scanned, the values of the recall-latency curve")
+    ap.add_argument("--hnsw-probes", default="128,512,2048",
+                    help="hnsw: efSearch values of the recall-latency curve")
     ap.add_argument("--serve-probe", type=int, default=0)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
@@ -191,25 +199,22 @@ def main():
     ap.add_argument("--work", default="", help="keep the files here (default: a temp folder)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--reuse", action="store_true",
-                    help="keep the data, model and ANN index already in --work (their times "
+                    help="keep the data, model and ANN indexes already in --work (their times "
                     "from --reuse-times, a result file of the run that made them)")
     ap.add_argument("--reuse-times", default="")
-    ap.add_argument("--vectors", default="fp32",
-                    help="comma-separated precisions of the index's vectors, one index each")
-    ap.add_argument("--after", default="",
-                    help="the precision served as 'ann-after' (default: the last of --vectors)")
     ap.add_argument("--bf16-input", action="store_true",
-                    help="the 'after' configuration keeps the input layer's weights in BF16")
+                    help="also the first index with the input layer's weights in BF16 "
+                    "(bf16_input_weights): a curve, and served as 'ann-after'")
     ap.add_argument("--build-threads", type=int, default=0,
-                    help="threads building each index (default --threads); 1: hnswlib inserts "
-                    "the items in order, the same graph for every precision of the vectors")
+                    help="threads building each index (default --threads)")
     ap.add_argument("--skip-exact-serve", action="store_true",
                     help="no HTTP run of the exact path (its figures are in an earlier result)")
     args = ap.parse_args()
     args.connections = [int(c) for c in args.connections.split(",")]
-    vectors = args.vectors.split(",")
-    after = args.after or vectors[-1]
-    probes = [int(p) for p in args.probes.split(",")]
+    configs = [tuple(spec.split(":")) for spec in args.indexes.split(",")]
+    labels = [f"{kind}-{vectors}" for kind, vectors in configs]
+    probes_of = {"ivf": [int(p) for p in args.probes.split(",")],
+                 "hnsw": [int(p) for p in args.hnsw_probes.split(",")], "flat": [0]}
     cli = os.path.abspath(args.cli)
     work = args.work or tempfile.mkdtemp(prefix="ann-bench-")
     os.makedirs(work, exist_ok=True)
@@ -223,13 +228,11 @@ def main():
                                        capture_output=True, text=True).stdout.strip(),
               "args": {k: v for k, v in vars(args).items() if k != "tmp"}}
 
-    # 1. data and a short training
+    # 1. data and training
     users = args.users + args.heldout
     full = os.path.join(work, "full.nc")
     model = os.path.join(work, "model.nc")
-    index_of = {v: os.path.join(work, "model.ann" if v == "fp32" else f"model-{v}.ann")
-                for v in vectors}
-    index = index_of[vectors[0]]
+    index_of = {label: os.path.join(work, f"model-{label}.ann") for label in labels}
     # --reuse: the data and model of --work (and any index already there, kept with its times
     # from --reuse-times); the missing indexes are built.
     reuse = args.reuse and all(os.path.exists(f) for f in (full, model))
@@ -242,13 +245,13 @@ def main():
         before = before["shapes"] if "shapes" in before else [before]
         before = next(b for b in before if b["label"] == args.label)
         result["reused_from_commit"] = before.get("commit")
-        for key in ("generate_s", "train_s", "index", "indexes", "model_file_bytes"):
+        for key in ("generate_s", "train_s", "indexes", "model_file_bytes"):
             if key in before:
                 result[key] = before[key]
     else:
         _, result["generate_s"] = run([cli, "generate", "-o", full, "--users", users, "--items",
-                                   args.items, "--nnz", users * args.per_user, "--seed", 7,
-                                   "--threads", args.threads, "-q"])
+                                       args.items, "--nnz", users * args.per_user, "--seed", 7,
+                                       "--threads", args.threads, "-q"])
     data = sparsenet.Dataset.load(full, "gl_input")
     import scipy.sparse as sp
 
@@ -263,37 +266,41 @@ def main():
                                             sparsenet.Dataset.from_scipy(train, "gl_output")])
         with open(cfg, "w") as f:
             json.dump(config(args.hidden), f)
-        _, result["train_s"] = run([cli, "train", "-c", cfg, "-i", train_nc, "-n", model, "-b",
-                                    args.batch, "-e", 1, "--steps", args.steps, "--optimizer",
-                                    "adam", "--learning-rate", 0.002, "--sparse-updates", "lazy",
-                                    "--device", "cpu", "--threads", args.threads, "-q"])
+        cmd = [cli, "train", "-c", cfg, "-i", train_nc, "-n", model, "-b", args.batch, "-e",
+               args.epochs, "--optimizer", "adam", "--learning-rate", 0.002,
+               "--sparse-updates", "lazy", "--device", "cpu", "--threads", args.threads, "-q"]
+        if args.steps:
+            cmd += ["--steps", args.steps]
+        _, result["train_s"] = run(cmd)
     queries = [list(map(int, held.indices[held.indptr[r]:held.indptr[r + 1]]))
                for r in range(held.shape[0])]
     queries = [q for q in queries if q]
     result["heldout_users"] = len(queries)
 
-    # 2. the indexes, one per precision of the vectors (with --reuse, those of --work whose times
-    # --reuse-times has are kept)
+    # 2. the indexes, one per kind and precision of the vectors (with --reuse, those of --work
+    # whose times --reuse-times has are kept)
     result.setdefault("indexes", {})
     result["reused_indexes"] = []
-    for v in vectors:
-        if reuse and os.path.exists(index_of[v]) and v in result["indexes"]:
-            result["reused_indexes"].append(v)
+    for (kind, vectors), label in zip(configs, labels):
+        if reuse and os.path.exists(index_of[label]) and label in result["indexes"]:
+            result["reused_indexes"].append(label)
             continue
-        cmd = [cli, "ann-index", "-n", model, "-o", index_of[v], "--kind", args.kind,
-               "--threads", args.build_threads or args.threads, "--vectors", v]
-        if args.kind == "hnsw":
+        cmd = [cli, "ann-index", "-n", model, "-o", index_of[label], "--kind", kind,
+               "--threads", args.build_threads or args.threads, "--vectors", vectors]
+        if kind == "hnsw":
             cmd += ["--hnsw-m", args.hnsw_m, "--ef-construction", args.ef_construction]
+        if kind == "ivf" and args.cells:
+            cmd += ["--cells", args.cells]
         out, wall = run(cmd)
         log(out.strip())
         m = re.search(r"in ([\d.]+) s; (\d+) bytes \(([\d.]+) per item\)", out)
-        result["indexes"][v] = {"kind": args.kind, "vectors": v, "build_s": float(m[1]),
-                                "build_wall_s": wall, "file_bytes": int(m[2]),
-                                "bytes_per_item": float(m[3]), "report": out.strip()}
-    result["index"] = result["indexes"][vectors[0]]
+        result["indexes"][label] = {"kind": kind, "vectors": vectors, "build_s": float(m[1]),
+                                    "build_wall_s": wall, "file_bytes": int(m[2]),
+                                    "bytes_per_item": float(m[3]), "report": out.strip()}
+    result["index"] = result["indexes"][labels[0]]
     result["model_file_bytes"] = os.path.getsize(model)
 
-    # 3. in process: exact and the curve
+    # 3. in process: exact and the curves
     exact = sparsenet.Recommender(model, device="cpu", fp16_screening=True)
     timed = queries if not args.exact_queries else queries[:args.exact_queries]
     exact_scores = []
@@ -308,14 +315,16 @@ def main():
                                   "queries_per_s": len(exact_lat) / sum(exact_lat)}
     log(f"exact in process: {result['exact_in_process']}")
     del exact
-    configs = [(v, False) for v in vectors] + ([(after, True)] if args.bf16_input else [])
+    curves = [(label, kind, False) for (kind, _), label in zip(configs, labels)]
+    if args.bf16_input:
+        curves.append((labels[0], configs[0][0], True))
     result["curves"] = {}
-    for v, bf16_input in configs:
-        label = v + ("+bf16-input" if bf16_input else "")
+    for label, kind, bf16_input in curves:
+        name = label + ("+bf16-input" if bf16_input else "")
         curve = []
-        for p in probes:
-            ann = sparsenet.Recommender(model, device="cpu", ann_index=index_of[v], ann_probe=p,
-                                        bf16_input_weights=bf16_input)
+        for p in probes_of[kind]:
+            ann = sparsenet.Recommender(model, device="cpu", ann_index=index_of[label],
+                                        ann_probe=p, bf16_input_weights=bf16_input)
             scores = []
             ids, lat = timed_queries(ann, queries, args.k, scores)
             point = {"probe": p, "recall_at_100": recall(ids, exact_ids),
@@ -325,29 +334,30 @@ def main():
                      "fallbacks": ann._native.ann_fallbacks,
                      "ann_memory_bytes": ann.ann_memory_bytes,
                      "released_bytes": ann.released_bytes}
-            log(f"{label} probe {p}: {point}")
+            log(f"{name} probe {p}: {point}")
             curve.append(point)
             del ann
-        result["curves"][label] = curve
-    result["curve"] = result["curves"][vectors[0]]
+        result["curves"][name] = curve
+    result["curve"] = result["curves"][labels[0]]
     curve = result["curve"]
     serve_probe = args.serve_probe or next(
-        (c["probe"] for c in curve if c["recall_at_100"] >= 0.95), probes[-1])
+        (c["probe"] for c in curve if c["recall_at_100"] >= 0.95), curve[-1]["probe"])
     result["serve_probe"] = serve_probe
 
-    # 4. over HTTP
+    # 4. over HTTP: exact, the first index ("ann") and with --bf16-input the same index with
+    # the input layer in BF16 ("ann-after")
     bodies = os.path.join(work, "bodies.txt")
     with open(bodies, "w") as f:
         for q in queries:
             f.write(json.dumps({"items": q, "k": args.k}, separators=(",", ":")) + "\n")
+    index = index_of[labels[0]]
     runs = [] if args.skip_exact_serve else serve_runs(cli, model, [], bodies, args, "exact")
     runs += serve_runs(cli, model, ["--ann", index, "--ann-probe", str(serve_probe)], bodies,
                        args, "ann")
-    if len(vectors) > 1 or args.bf16_input:
-        extra = ["--bf16-input-weights"] if args.bf16_input else []
-        runs += serve_runs(cli, model, ["--ann", index_of[after], "--ann-probe", str(serve_probe)]
-                           + extra, bodies, args, "ann-after")
-        result["after"] = {"vectors": after, "bf16_input_weights": args.bf16_input}
+    if args.bf16_input:
+        runs += serve_runs(cli, model, ["--ann", index, "--ann-probe", str(serve_probe),
+                                        "--bf16-input-weights"], bodies, args, "ann-after")
+        result["after"] = {"index": labels[0], "bf16_input_weights": True}
     result["serve"] = runs
     result["load_after"] = open("/proc/loadavg").read().split()[:3]
     with open(args.out, "w") as f:

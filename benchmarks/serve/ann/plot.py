@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The recall-latency curve of the ANN index's accuracy knob (hnsw's efSearch) from a
-benchmarks/serve/ann result file: recall@100 against exact vs p50 latency of a single query, one
-line per shape, the exact path's p50 as a dashed line. usage: plot.py RESULT.json OUT.png"""
+"""The recall-latency curves of the ANN indexes' accuracy knob (ivf: cells scanned; hnsw:
+efSearch) from a benchmarks/serve/ann result file: recall@100 against exact vs p50 latency of a
+single query, one line per shape and index, the exact path's p50 as a dashed line.
+usage: plot.py RESULT.json OUT.png"""
 import json
 import sys
 
@@ -22,7 +23,7 @@ def main():
             xs = [c["p50_ms"] for c in curve]
             ys = [c["recall_at_100"] for c in curve]
             ax.plot(xs, ys, ["o-", "s--", "^:", "d-."][j % 4], color=color,
-                    label=f"{shape['label']}: {items:,} items, {shape['index']['kind']}, {label}")
+                    label=f"{shape['label']}: {items:,} items, {label}")
             for c in curve:
                 ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=7,
                             xytext=(3, -9), textcoords="offset points", color=color)
@@ -32,7 +33,7 @@ def main():
     ax.set_xscale("log")
     ax.set_xlabel("p50 latency of one query, ms (one core, in process; log scale)")
     ax.set_ylabel("recall@100 against exact")
-    ax.set_title("ANN index (hnsw): recall vs latency by efSearch (labels)")
+    ax.set_title("ANN index: recall vs latency by cells scanned (ivf) or efSearch (hnsw)")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, which="both", linewidth=0.3)
     fig.tight_layout()

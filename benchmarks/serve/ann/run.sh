@@ -1,38 +1,35 @@
 #!/usr/bin/env bash
 # ANN index benchmark (benchmarks/serve/ann/bench.py; docs/benchmarks.md "ANN index"), bounded,
 # loopback, one run: the ML-20M shape (27,278 items, hidden 600) and a 1,000,000-item model
-# (hidden 256), both trained briefly on generated data with Zipf popularity; exact (fp16 screen)
-# against the ANN index in process (the recall-latency curve) and over HTTP at 1 and 8
-# connections on 2 cores. Writes benchmarks/results/<date>-<MACHINE>-serve-ann.json and
-# docs/img/serve-ann-recall-latency.png.
+# (hidden 256), both trained an epoch on generated data with planted topics and Zipf popularity;
+# exact (fp16 screen) against the ANN indexes in process (the recall-latency curves) and over
+# HTTP at 1 and 8 connections on 2 cores. Writes benchmarks/results/<date>-<MACHINE>-<NAME>.json
+# and docs/img/<NAME>-recall-latency.png.
 #
 #   benchmarks/serve/ann/run.sh [BUILD_DIR]     (needs wrk, curl, the build's Python module and
 #                                                /usr/bin/python3 with matplotlib for the plot)
 # SHAPES="ml20m 1m" (default) picks the shapes; ITEMS_1M overrides the large one's item count.
-# VECTORS="fp32,fp16,bf16" (default fp32): one index per precision of the stored vectors, the
-# first served as "ann", AFTER (default the last) as "ann-after", with BF16 input weights when
-# BF16_INPUT=1. PROBES overrides the large shape's efSearch values; NAME the result's workload
-# (serve-ann). WORK=<folder>: keep (and with REUSE=1 reuse) the large shape's files there;
-# REUSE_TIMES=<result file> gives the reused files' generation, training and build times.
-# BUILD_THREADS=1 builds each index in item order (hnswlib's parallel insertion gives graphs
-# whose recall varies from build to build on some models: docs/benchmarks.md).
+# INDEXES="ivf:fp16,hnsw:fp16" (default): one index per KIND:VECTORS from each model, the first
+# served over HTTP ("ann"), with BF16 input weights too ("ann-after") when BF16_INPUT=1 (the
+# default). PROBES / HNSW_PROBES override the curves' knobs (ivf cells scanned, hnsw efSearch);
+# NAME the result's workload (serve-ann). WORK=<folder>: keep (and with REUSE=1 reuse) the large
+# shape's files there; REUSE_TIMES=<result file> gives the reused files' generation, training
+# and build times.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 build=${1:-build}
 MACHINE=${MACHINE:-vm}
 SHAPES=${SHAPES:-"ml20m 1m"}
 ITEMS_1M=${ITEMS_1M:-1000000}
-VECTORS=${VECTORS:-fp32}
-AFTER=${AFTER:-}
-BF16_INPUT=${BF16_INPUT:-0}
-PROBES=${PROBES:-100,128,192,256,384,512}
+INDEXES=${INDEXES:-ivf:fp16,hnsw:fp16}
+BF16_INPUT=${BF16_INPUT:-1}
+PROBES=${PROBES:-16,32,64,96,128,192,256}
+HNSW_PROBES=${HNSW_PROBES:-128,512,2048}
 NAME=${NAME:-serve-ann}
 WORK=${WORK:-}
 REUSE=${REUSE:-0}
-BUILD_THREADS=${BUILD_THREADS:-0}
-vector_args=(--vectors "$VECTORS" --build-threads "$BUILD_THREADS")
-[ -n "$AFTER" ] && vector_args+=(--after "$AFTER")
-[ "$BF16_INPUT" = 1 ] && vector_args+=(--bf16-input)
+index_args=(--indexes "$INDEXES" --probes "$PROBES" --hnsw-probes "$HNSW_PROBES")
+[ "$BF16_INPUT" = 1 ] && index_args+=(--bf16-input)
 PY=${PY:-$build/pyenv/bin/python}
 [ -x "$PY" ] || PY=python3
 export PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -44,12 +41,12 @@ for shape in $SHAPES; do
   case $shape in
     ml20m)
       "$PY" benchmarks/serve/ann/bench.py --label ml20m --items 27278 --users 20000 \
-        --heldout 1000 --per-user 100 --hidden 600 --steps 60 --probes 100,128,192,256,384 \
-        "${vector_args[@]}" --cli "$build/sparsenet" --out "$out" ;;
+        --heldout 1000 --per-user 100 --hidden 600 --epochs 1 "${index_args[@]}" \
+        --cli "$build/sparsenet" --out "$out" ;;
     1m)
       "$PY" benchmarks/serve/ann/bench.py --label "$((ITEMS_1M / 1000))k" --items "$ITEMS_1M" \
-        --users 6000 --heldout 1000 --per-user 40 --hidden 256 --steps 20 --batch 256 \
-        --probes "$PROBES" --exact-queries 200 --duration 8 "${vector_args[@]}" \
+        --users 20000 --heldout 1000 --per-user 50 --hidden 256 --epochs 1 --batch 256 \
+        --exact-queries 200 --duration 8 "${index_args[@]}" \
         ${WORK:+--work "$WORK"} $([ "$REUSE" = 1 ] && echo --reuse) \
         ${REUSE_TIMES:+--reuse-times "$REUSE_TIMES"} \
         --cli "$build/sparsenet" --out "$out" ;;
