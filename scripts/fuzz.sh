@@ -21,7 +21,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${2:-$root/build-fuzz}"
 jobs="${JOBS:-2}"
 nice_level="${FUZZ_NICE:-10}"
-targets=(${FUZZ_TARGETS:-fuzz_config fuzz_dataset fuzz_model fuzz_convert})
+targets=(${FUZZ_TARGETS:-fuzz_config fuzz_dataset fuzz_model fuzz_convert fuzz_ann})
 
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
     echo "usage: scripts/fuzz.sh [seconds-per-target] [build-dir]" >&2

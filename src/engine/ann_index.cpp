@@ -246,14 +246,15 @@ struct AnnIndex::Impl {
     std::unique_ptr<hnswlib::SpaceInterface<float>> space;
     std::unique_ptr<hnswlib::AlgorithmInterface<float>> index;
     hnswlib::HierarchicalNSW<float>* graph = nullptr;  // index, when kind hnsw
-    hnswlib::BruteforceSearch<float>* flat = nullptr;  // index, when kind flat
     std::vector<uint32_t> internal;                    // hnsw: item -> the graph's own id
-    IvfCells ivf;                                      // kind ivf: the cells and their vectors
-    bool cells = false;
+    // Kinds ivf and flat: the cells and their vectors (flat: one cell, scanned whole; not
+    // hnswlib's BruteforceSearch, which reads each item's 8-byte label at the vector's end
+    // unaligned when 16-bit vectors take 4 bytes modulo 8: undefined behaviour, found by
+    // fuzz_ann).
+    IvfCells ivf;
     const char* stored(uint32_t j) const {  // item j's vector, as stored
-        if (cells) return ivf.stored(j);
         if (graph) return graph->getDataByInternalId(internal[j]);
-        return flat->data_ + flat->size_per_element_ * j;
+        return ivf.stored(j);
     }
 #endif
 };
@@ -341,15 +342,6 @@ std::unique_ptr<hnswlib::SpaceInterface<float>> make_space(AnnVectors vectors, u
                                                            uint32_t dims) {
     if (vectors == AnnVectors::kFp32) return std::make_unique<hnswlib::L2Space>(dims);
     return std::make_unique<Space16>(vectors, width);
-}
-
-// The exhaustive index of the item vectors (kind flat).
-std::unique_ptr<hnswlib::AlgorithmInterface<float>> flat_index(
-    hnswlib::SpaceInterface<float>& space, const std::vector<char>& x, size_t n) {
-    auto flat = std::make_unique<hnswlib::BruteforceSearch<float>>(&space, n);
-    const size_t bytes = space.get_data_size();
-    for (size_t j = 0; j < n; ++j) flat->addPoint(x.data() + j * bytes, j);
-    return flat;
 }
 
 // Item vector `v` as stored, widened: [w, b, augmentation] (width + 2 FP32 values) into dst.
@@ -634,14 +626,22 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
     m.space = make_space(m.vectors, m.width, m.dims);
     if (m.kind == "flat") {
         float radius = 0.0f;
-        m.index =
-            flat_index(*m.space, item_vectors(edge, m.vectors, m.dims, &radius, path), edge.n);
-        m.flat = static_cast<hnswlib::BruteforceSearch<float>*>(m.index.get());
-        m.index_bytes = size_t(edge.n) * m.flat->size_per_element_;
+        const std::vector<char> x = item_vectors(edge, m.vectors, m.dims, &radius, path);
+        const size_t item_bytes = vector_bytes(m.vectors, m.width, m.dims);
+        m.ivf = IvfCells::build(
+            x.data(), edge.n, item_bytes, m.width + 2, 1, [&](size_t j, float* dst) {
+                decode_stored(x.data() + j * item_bytes, m.vectors, m.width, dst);
+            });
+        m.index_bytes = m.ivf.memory_bytes();
     } else if (m.kind == "ivf") {
         r.in.seekg(std::streamoff(header));
         m.ivf = read_cells(r, m.items, m.width + 2, vector_bytes(m.vectors, m.width, m.dims));
-        m.cells = true;
+        if (cells_bytes(m.ivf) != bytes) {
+            throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its cells take " +
+                                                std::to_string(cells_bytes(m.ivf)) +
+                                                " bytes; its header announces " +
+                                                std::to_string(bytes) + ")");
+        }
         m.index_bytes = m.ivf.memory_bytes();
     } else {
         // hnswlib reads its graph from a file of its own: the blob, copied out.
@@ -770,7 +770,7 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
         std::memcpy(encoded + halves, tail, sizeof tail);
         query = encoded;
     }
-    if (m.cells) {
+    if (!m.graph) {
         thread_local std::vector<std::pair<float, uint32_t>> order, heap;
         m.ivf.search(scratch.data(), query, m.space->get_dist_func(),
                      m.space->get_dist_func_param(), m.probe, fetch, ids, order, heap);
