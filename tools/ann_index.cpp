@@ -27,7 +27,7 @@ int ann_index_main(int argc, char** argv) {
                  "small-world graph) or flat (exhaustive: the exact answer, for tests and small "
                  "catalogues)");
         args.add({"--cells"}, &o.cells, "N",
-                 "ivf: k-means cells (default: about 4 sqrt(items), a power of 2)");
+                 "ivf: k-means cells (default: the power of 2 at or above 4 sqrt(items))");
         args.add({"--hnsw-m"}, &o.hnsw_m, "N", "hnsw: links per node (default 16)");
         args.add({"--ef-construction"}, &o.ef_construction, "N",
                  "hnsw: candidate list while building (default 80)");

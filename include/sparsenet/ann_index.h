@@ -17,8 +17,8 @@ struct AnnIndexOptions {
     // (exhaustive: the exact answer, for tests and small catalogues; nothing but the header is
     // stored). docs/serving.md compares them.
     std::string kind = "ivf";
-    uint32_t cells = 0;             // ivf: k-means cells; 0: about 4 sqrt(items), a power of 2
-    uint32_t hnsw_m = 16;           // hnsw: links per node (32 on the base layer)
+    uint32_t cells = 0;    // ivf: k-means cells; 0: the power of 2 at or above 4 sqrt(items)
+    uint32_t hnsw_m = 16;  // hnsw: links per node (32 on the base layer)
     uint32_t ef_construction = 80;  // hnsw: candidate list while building
     // The accuracy knob stored as the file's default (ivf: the cells a query scans, 0: 1/32 of
     // them, at least 8; hnsw: efSearch, the candidate list of a search, 0: 128).

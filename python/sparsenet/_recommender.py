@@ -148,7 +148,7 @@ def build_ann_index(model: PathLike, out: PathLike, *, kind: str = "ivf",
                     probe: int = 0, threads: int = 0,
                     output_layer: Optional[str] = None, vectors: str = "fp16") -> dict:
     """``sparsenet ann-index``: the ANN index of ``model``'s output layer into ``out``
-    (kinds ivf, hnsw, flat; ``cells`` for ivf, 0: about 4 sqrt(items); ``vectors`` fp16, bf16
+    (kinds ivf, hnsw, flat; ``cells`` for ivf, 0: the power of 2 at or above 4 sqrt(items); ``vectors`` fp16, bf16
     or fp32: how the item vectors are stored, which also re-rank; docs/serving.md). Returns the
     build's report (kind, items, width, links, cells, probe, vectors, seconds, file_bytes,
     index_bytes, fingerprint)."""

@@ -72,7 +72,8 @@ struct IvfCells {
                 std::vector<std::pair<float, uint32_t>>& heap) const;
 };
 
-// The default number of cells for n items: about 4 sqrt(n), a power of two, at most n.
+// The default number of cells for n items: the power of two at or above 4 sqrt(n) (at most
+// 65,536), at most n.
 uint32_t ivf_default_cells(uint64_t n);
 
 }  // namespace sparsenet::engine

@@ -62,12 +62,14 @@ std::vector<int64_t> brute_force(const Points& p, const float* query, size_t fet
     return ids;
 }
 
-TEST(IvfCells, DefaultCellsAreAboutFourSquareRootsAPowerOfTwo) {
+TEST(IvfCells, DefaultCellsAreThePowerOfTwoAtOrAboveFourSquareRoots) {
     EXPECT_EQ(ivf_default_cells(0), 0u);
     EXPECT_EQ(ivf_default_cells(3), 3u);  // never more cells than items
-    EXPECT_EQ(ivf_default_cells(27278), 512u);
+    EXPECT_EQ(ivf_default_cells(27278), 1024u);
     EXPECT_EQ(ivf_default_cells(1000000), 4096u);
+    EXPECT_EQ(ivf_default_cells(2000000), 8192u);
     EXPECT_EQ(ivf_default_cells(10000000), 16384u);
+    EXPECT_EQ(ivf_default_cells(uint64_t(1) << 40), 65536u);
 }
 
 TEST(IvfCells, EveryItemIsInOneCellAndTheSameVectorsGiveTheSameCells) {
