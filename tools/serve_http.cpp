@@ -419,8 +419,10 @@ class Session : public std::enable_shared_from_this<Session> {
             deadline = std::min(deadline, Clock::now() + seconds(server_.options.header_timeout));
         }
         arm(deadline, "");
+        // Counted before the write, not when it completes: a client that reads its answer and
+        // then asks /metrics (on another loop) must find it counted, as its queries already are.
+        server_.logger(path_, status_);
         http::async_write(socket_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
-            self->server_.logger(self->path_, self->status_);
             if (ec || !self->keep_alive_) return self->close_gracefully();
             self->length_missing_ = false;
             self->path_.clear();

@@ -51,8 +51,8 @@ class HttpServer {
     // Runs on a loop's or a worker's thread, on many at once; may block (a reload, a wait for a
     // compute slot).
     using Handler = std::function<HttpResponse(const HttpRequest&)>;
-    // Every answer written, the handler's and the front end's own refusals (path "" when the
-    // request line was not read).
+    // Every answer about to be written, the handler's and the front end's own refusals (path ""
+    // when the request line was not read); called before the write starts.
     using Logger = std::function<void(const std::string& path, int status)>;
     // The body of the front end's own refusals.
     using ErrorBody = std::function<std::string(const std::string& message)>;
