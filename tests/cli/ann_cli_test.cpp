@@ -57,6 +57,16 @@ void wait_until_healthy(Server& server, httplib::Client& http) {
     }
 }
 
+// A client of `server` once it is healthy (wait_until_healthy: the caller checks
+// HasFatalFailure()).
+std::unique_ptr<httplib::Client> healthy_client(Server& server) {
+    EXPECT_GT(server.port(), 0) << server.log();
+    auto http = std::make_unique<httplib::Client>("127.0.0.1", server.port());
+    http->set_read_timeout(120, 0);
+    wait_until_healthy(server, *http);
+    return http;
+}
+
 class AnnCli : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
@@ -171,11 +181,7 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
     EXPECT_NE(out.find("40 items"), std::string::npos) << out;
     EXPECT_NE(out.find("fp32 vectors"), std::string::npos) << out;
     Server server("-n " + file("a.nc") + " --threads 2 --ann " + index, work_.file("serve.log"));
-    const int port = server.port();
-    ASSERT_GT(port, 0) << server.log();
-    httplib::Client http("127.0.0.1", port);
-    http.set_read_timeout(120, 0);
-    wait_until_healthy(server, http);
+    const auto http = healthy_client(server);
     if (HasFatalFailure()) return;
     EXPECT_NE(server.log().find("ANN index " + index), std::string::npos) << server.log();
     const Recommender exact(file("a.nc"));
@@ -209,7 +215,7 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
             }
         }
         const Recommendations want = exact.recommend(items, o);
-        auto res = http.Post("/recommend", write_json(q), "application/json");
+        auto res = http->Post("/recommend", write_json(q), "application/json");
         ASSERT_TRUE(res) << server.log();
         ASSERT_EQ(res->status, 200) << res->body;
         ++singles;
@@ -223,7 +229,7 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
         batch.append(q);
         wanted.push_back(want);
     }
-    auto res = http.Post("/recommend/batch", write_json(batch), "application/json");
+    auto res = http->Post("/recommend/batch", write_json(batch), "application/json");
     ASSERT_TRUE(res) << server.log();
     ASSERT_EQ(res->status, 200) << res->body;
     const Json::Value got = parse_json(res->body);
@@ -234,7 +240,7 @@ TEST_F(AnnCli, ServeFromAFlatIndexAnswersExactlyAndCountsIndexQueries) {
             EXPECT_EQ(got["results"][u]["items"][i]["id"].asUInt(), wanted[u].items[i].id);
         }
     }
-    auto metrics = http.Get("/metrics");
+    auto metrics = http->Get("/metrics");
     ASSERT_TRUE(metrics);
     EXPECT_NE(metrics->body.find("sparsenet_ann_queries_total " +
                                  std::to_string(singles + wanted.size())),
@@ -253,14 +259,10 @@ TEST_F(AnnCli, ServeAnnWithBf16Weights) {
     Server server("-n " + file("a.nc") + " --ann " + index +
                       " --precision bf16 --bf16-weights-only --bf16-input-weights",
                   work_.file("serve.log"));
-    const int port = server.port();
-    ASSERT_GT(port, 0) << server.log();
-    httplib::Client http("127.0.0.1", port);
-    http.set_read_timeout(120, 0);
-    wait_until_healthy(server, http);
+    const auto http = healthy_client(server);
     if (HasFatalFailure()) return;
     EXPECT_NE(server.log().find("BF16 input weights"), std::string::npos) << server.log();
-    auto q = http.Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
+    auto q = http->Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
     ASSERT_TRUE(q);
     ASSERT_EQ(q->status, 200) << q->body;
     EXPECT_EQ(parse_json(q->body)["items"].size(), 3u) << q->body;
@@ -274,28 +276,24 @@ TEST_F(AnnCli, AReloadedModelMustMatchItsIndex) {
     std::filesystem::copy_file(file("a.nc"), served);
     ASSERT_EQ(cli("ann-index -n " + served + " -o " + index + " --kind flat", &out), 0) << out;
     Server server("-n " + served + " --ann " + index, work_.file("serve.log"));
-    const int port = server.port();
-    ASSERT_GT(port, 0) << server.log();
-    httplib::Client http("127.0.0.1", port);
-    http.set_read_timeout(120, 0);
-    wait_until_healthy(server, http);
+    const auto http = healthy_client(server);
     if (HasFatalFailure()) return;
     std::filesystem::copy_file(file("b.nc"), served + ".tmp");
     std::filesystem::rename(served + ".tmp", served);
-    auto refused = http.Post("/reload", "", "application/json");
+    auto refused = http->Post("/reload", "", "application/json");
     ASSERT_TRUE(refused) << server.log();
     EXPECT_EQ(refused->status, 500) << refused->body;
     EXPECT_NE(refused->body.find("served.ann: this ANN index was built from another model"),
               std::string::npos)
         << refused->body;
     EXPECT_EQ(parse_json(refused->body)["model_version"].asUInt(), 1u) << refused->body;
-    auto q = http.Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
+    auto q = http->Post("/recommend", R"({"items": [1, 2], "k": 3})", "application/json");
     ASSERT_TRUE(q);
     EXPECT_EQ(q->status, 200) << q->body;
     // The index rebuilt for the new model (written beside, renamed over): the reload goes through.
     ASSERT_EQ(cli("ann-index -n " + served + " -o " + index + ".tmp --kind flat", &out), 0) << out;
     std::filesystem::rename(index + ".tmp", index);
-    auto ok = http.Post("/reload", "", "application/json");
+    auto ok = http->Post("/reload", "", "application/json");
     ASSERT_TRUE(ok) << server.log();
     EXPECT_EQ(ok->status, 200) << ok->body;
     EXPECT_EQ(parse_json(ok->body)["model_version"].asUInt(), 2u) << ok->body;

@@ -9,12 +9,22 @@
 #include <vector>
 
 #include "library/library_test_util.h"
+#include "sparsenet/ann_index.h"
 #include "sparsenet/config.h"
 #include "sparsenet/network.h"
 #include "sparsenet/recommender.h"
 #include "support/test_support.h"
 
 namespace sparsenet::testing::ann {
+
+// The ANN tests' fixture: skipped in a build without ANN index support, a temporary folder.
+class Fixture : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
+    }
+    TempDir dir;
+};
 
 inline std::string save_network(const NetworkConfig& c, uint32_t items, const std::string& path,
                                 uint64_t seed = 3) {

@@ -63,13 +63,7 @@ std::string rounded_output(const std::string& model, const std::string& vectors,
                         vectors == "bf16" ? &round_bf16 : &round_fp16, path);
 }
 
-class Ann16Test : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
-    }
-    testing::TempDir dir;
-};
+using Ann16Test = testing::ann::Fixture;
 
 TEST(AnnVectors, DistancesMatchADoublePrecisionReference) {
     std::mt19937 rng(17);

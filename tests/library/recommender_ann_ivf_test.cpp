@@ -23,13 +23,7 @@ using testing::recommender_config;
 using testing::ann::save_network;
 using testing::ann::with_ann;
 
-class AnnIvfTest : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
-    }
-    testing::TempDir dir;
-};
+using AnnIvfTest = testing::ann::Fixture;
 
 TEST_F(AnnIvfTest, ScanningEveryCellAnswersTheExactAnswer) {
     for (const std::string activation : {"Sigmoid", "Linear"}) {

@@ -28,13 +28,7 @@ using testing::ann::random_options;
 using testing::ann::save_network;
 using testing::ann::with_ann;
 
-class AnnIndexTest : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
-    }
-    testing::TempDir dir;
-};
+using AnnIndexTest = testing::ann::Fixture;
 
 TEST_F(AnnIndexTest, FlatIndexAnswersExactlyTheExactAnswer) {
     for (const auto& [activation, tied] : std::vector<std::pair<std::string, bool>>{
