@@ -509,8 +509,8 @@ void refuse_connection(HttpServer::Impl& server, tcp::socket socket) {
     r->timer.async_wait([done](error_code ec) {
         if (!ec) done();
     });
-    asio::async_write(r->socket, asio::buffer(r->text), [&server, r, done](error_code ec, size_t) {
-        server.logger("", 503);
+    server.logger("", 503);  // counted before the write, as every answer (Session::write)
+    asio::async_write(r->socket, asio::buffer(r->text), [r, done](error_code ec, size_t) {
         if (ec) return done();
         error_code ignored;
         r->socket.shutdown(tcp::socket::shutdown_send, ignored);
