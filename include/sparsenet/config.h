@@ -104,6 +104,7 @@ struct SharedWeights {
 // degrees, row and column sums of X), B = R~^T R~ + ideal_weight * Di^-b V V^T Di^b (b =
 // item_exponent; GF-CF: 1/2), V the top `k` right singular vectors of R~ (k 0: the linear
 // filter alone); the matrix is scale * B.
+// Entries of one source are one edge whose matrix is the sum of their fits (same in_training).
 // in_training false: the edge is left out of training's forward pass (the nonlinear part learns
 // alone) and joins every inference-mode pass (scores, predictions, validation, evaluate_loss):
 // an ensemble of the two models, expressed as one network.
@@ -133,7 +134,7 @@ struct LayerConfig {
     // pre-activation, before its activation function (DSSTNE's residual add).
     std::vector<std::string> skips;
     std::vector<SharedWeights> shared_weights;  // non-input; at most one per source
-    std::vector<FixedWeights> fixed_weights;    // non-input; at most one per source
+    std::vector<FixedWeights> fixed_weights;    // non-input; one source's fits are summed
     Activation activation = Activation::kSigmoid;
     // The activation's parameters: the layer's keys, else the network's (Hidden/Output layers).
     float relu_slope = 1.0f;        // LeakyRectifiedLinear, >= 0

@@ -978,9 +978,9 @@ void link_shared_weights(const Ctx& ctx, const std::vector<ParsedLayer>& layers)
 }
 
 // FixedWeights, after the sources and SharedWeights are checked: each entry's Source is an
-// Input layer among its layer's sources (at most one entry per source), and the edge neither
-// uses another edge's matrix nor lends its own (a fixed matrix is never trained, a shared one
-// sums the gradients of its uses). Widths are checked when the network is built.
+// Input layer among its layer's sources (entries of one source agree on InTraining), and the edge
+// neither uses another edge's matrix nor lends its own (a fixed matrix is never trained, a shared
+// one sums the gradients of its uses). Widths are checked when the network is built.
 void link_fixed_weights(const Ctx& ctx, const std::vector<ParsedLayer>& layers) {
     std::map<std::string, size_t> by_name;
     for (size_t i = 0; i < layers.size(); ++i) by_name.emplace(layers[i].config.name, i);
@@ -998,10 +998,16 @@ void link_fixed_weights(const Ctx& ctx, const std::vector<ParsedLayer>& layers) 
                 fail(ctx, path, "layer " + quote(fw.source) + " is not an Input layer",
                      "an Input layer (the fit reads its training rows)");
             }
+            // Several entries of one source are one edge whose matrix is the sum of their fits
+            // (a blend of linear paths): they must agree on whether training sees it.
             for (size_t j = 0; j < k; ++j) {
-                if (l.fixed_weights[j].source == fw.source) {
-                    fail(ctx, path, "the edge from " + quote(fw.source) + " is fixed twice",
-                         "at most one FixedWeights entry per source");
+                const FixedWeights& first = l.fixed_weights[j];
+                if (first.source == fw.source && first.in_training != fw.in_training) {
+                    fail(ctx, p.fixed_paths[k] + ".InTraining",
+                         std::string("the edge from ") + quote(fw.source) + " has InTraining " +
+                             (first.in_training ? "true" : "false") + " at " + p.fixed_paths[j],
+                         "the same InTraining in every entry of one source (their fits are "
+                         "summed into one matrix)");
                 }
             }
             const std::string edge = quote(fw.source) + " -> " + quote(l.name);

@@ -148,6 +148,20 @@ bool Training::fits_pending() const {
     return net_.params.fits_pending;
 }
 
+// matrix [rows, cols] (row stride ld) += packed host rows, by blocks of rows staged on the
+// device: no second whole matrix beside the edge's (Gowalla's item-item matrix is 6.7 GB).
+void Training::add_rows(DeviceArray<float>& matrix, size_t ld, size_t rows, size_t cols,
+                        const float* packed) {
+    const size_t block = std::max<size_t>(1, (size_t(16) << 20) / ld);
+    DeviceArray<float> staged(*net_.backend, std::min(rows, block) * ld, "fixed weights sum");
+    for (size_t r0 = 0; r0 < rows; r0 += block) {
+        const size_t n = std::min(block, rows - r0);
+        net_.upload_rows(staged, ld, 0, n, cols, packed + r0 * cols);
+        net_.backend->add_matrix(1.0f, {staged.data(), n, cols, ld}, 1.0f,
+                                 {matrix.data() + r0 * ld, n, cols, ld});
+    }
+}
+
 void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& datasets) {
     for (size_t wi = 0; wi < net_.graph.edges.size(); ++wi) {
         const GraphEdge& w = net_.graph.edges[wi];
@@ -162,6 +176,9 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
         }
         // The rows as stored (Normalize scales what the edge multiplies, not what it is fitted on).
         const Dataset x = it->second->expanded();
+        // Entries of one source are summed into the edge's one matrix (a blend of linear paths,
+        // each with its own Scale): the first is uploaded, the others added to it.
+        bool first = true;
         for (const FixedWeights& fw : destination.config.fixed_weights) {
             if (fw.source != source.config.name) continue;
             std::vector<float> b;
@@ -177,10 +194,16 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
             }
             // The whole matrix: fixed edges are never split.
             const EdgeSplit& block = net_.plan.edges[wi];
-            net_.upload_rows(net_.params.edges[wi].w, block.ld, 0, block.local_rows,
-                             block.local_cols, b.data());
-            net_.refresh_bf16_copy(int(wi));
+            if (first) {
+                net_.upload_rows(net_.params.edges[wi].w, block.ld, 0, block.local_rows,
+                                 block.local_cols, b.data());
+            } else {
+                add_rows(net_.params.edges[wi].w, block.ld, block.local_rows, block.local_cols,
+                         b.data());
+            }
+            first = false;
         }
+        net_.refresh_bf16_copy(int(wi));
     }
     net_.params.fits_pending = false;
 }

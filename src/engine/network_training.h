@@ -39,8 +39,9 @@ class Training {
     const NetworkConfig& config() const;
 
     // FixedWeights: whether a new network's fixed matrices still wait for their fit, and the fit
-    // itself (EASE, linear_fit.h) from the training rows of each fixed edge's source layer in
-    // `datasets` (by dataset name, the rows as stored: Normalize does not apply). Every rank
+    // itself (EASE, GraphFilter: linear_fit.h) from the training rows of each fixed edge's source
+    // layer in `datasets` (by dataset name, the rows as stored: Normalize does not apply); the
+    // fits of several entries of one source are summed into the edge's matrix. Every rank
     // fits the whole matrix from the whole data (a split network refuses FixedWeights).
     bool fits_pending() const;
     void fit_fixed_weights(const std::map<std::string, const Dataset*>& datasets);
@@ -117,6 +118,10 @@ class Training {
     void restore(const io::ModelReader& file, uint64_t optimizer_steps);
 
   private:
+    // matrix [rows, cols] (row stride ld) += packed host rows [rows, cols] (fit_fixed_weights).
+    void add_rows(DeviceArray<float>& matrix, size_t ld, size_t rows, size_t cols,
+                  const float* packed);
+
     Network::Impl& net_;
     DeviceArray<float> guard_;  // [layers]: local_gradients_nonfinite's squared norms
 };

@@ -306,9 +306,15 @@ TEST(ConfigTopology, FixedWeightsErrorsNameThePath) {
                          "one of this layer's sources: H2, In"});
     expect_config_error(fixed(R"({ "Source": "H2", "Lambda": 1 })"),
                         {"$.Layers[3].FixedWeights.Source: layer \"H2\" is not an Input layer"});
+    // Entries of one source are summed into one matrix: they agree on InTraining.
+    EXPECT_NO_THROW(NetworkConfig::from_json(
+        fixed(R"([{ "Source": "In", "Lambda": 1 }, { "Source": "In", "Lambda": 2 }])")));
     expect_config_error(
-        fixed(R"([{ "Source": "In", "Lambda": 1 }, { "Source": "In", "Lambda": 2 }])"),
-        {"$.Layers[3].FixedWeights[1].Source: the edge from \"In\" is fixed twice"});
+        fixed(R"([{ "Source": "In", "Lambda": 1 },
+                  { "Source": "In", "Fit": "GraphFilter", "InTraining": false }])"),
+        {"$.Layers[3].FixedWeights[1].InTraining: the edge from \"In\" has InTraining true at "
+         "$.Layers[3].FixedWeights[0]",
+         "the same InTraining in every entry of one source"});
     expect_config_error(
         net("", "", R"(, "Source": ["H2", "In"], "FixedWeights": { "Source": "In", "Lambda": 1 },
             "SharedWeights": { "InputLayer": "In", "SourceInputLayer": "In",

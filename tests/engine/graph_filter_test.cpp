@@ -207,5 +207,34 @@ TEST(FixedWeights, GraphFilterIsFittedBeforeTheFirstStep) {
     EXPECT_EQ(net.get_parameter("weight:In->Out"), fitted);
 }
 
+// Two entries of one source are one edge holding the sum of their fits: an EASE path and a
+// graph filter blended with the Scale of each. 13 items: rows padded to the plan's stride, so the
+// sum runs through the padded transfer by blocks (Training::add_rows).
+TEST(FixedWeights, EntriesOfOneSourceAreSummedIntoOneMatrix) {
+    const Dataset x =
+        testing::random_dataset(kRows, 13, testing::RowShape::kPowerLaw, false, 34, "x");
+    const std::string json = R"({ "Name": "gf", "ShuffleIndices": false, "Layers": [
+        { "Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true },
+        { "Name": "H", "Kind": "Hidden", "N": 4, "Activation": "Tanh", "Source": "In" },
+        { "Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "x", "Sparse": true,
+          "Activation": "Sigmoid", "Source": ["H", "In"], "FixedWeights": [
+            { "Source": "In", "Fit": "EASE", "Lambda": 4, "Scale": 2, "InTraining": false },
+            { "Source": "In", "Fit": "GraphFilter", "K": 3, "IdealWeight": 0.3, "Scale": -0.5,
+              "InTraining": false } ] } ] })";
+    NetworkOptions o;
+    o.device = "cpu";
+    o.threads = 2;
+    o.seed = 5;
+    Network net = Network::create(NetworkConfig::from_json(json), {{"x", 13}}, o);
+    TrainOptions to;
+    to.batch = 16;
+    to.epochs = 1;
+    Trainer trainer(net, {{"x", &x}}, to);
+    const std::vector<float> ease = engine::ease_matrix(x, 4.0f, 2.0f);
+    std::vector<double> want = graph_filter_reference(x, {3, 0.3f, 0.5f, 0.5f}, -0.5);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += ease[i];
+    expect_matches(net.get_parameter("weight:In->Out"), want, "EASE + graph filter");
+}
+
 }  // namespace
 }  // namespace sparsenet
