@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The selection of a blend of linear paths beside an autoencoder, on validation users only
+(docs/quality.md, "Two linear paths on one edge"): the weights of an inference-only edge whose
+matrix is the sum of several FixedWeights fits (config-reference.md, `$.Layers[].FixedWeights`).
+
+The network with such an edge ranks a user's items by  z + s * x' (sum_f Scale_f * B_f), z the
+autoencoder's output logits (log SoftMax: a per-user constant apart, which no ranking sees), x'
+the input row after the Input layer's Normalize (s = Scale / ||x||: Normalize's L2 scale over the
+row's norm) and B_f each fit's matrix. Every term is linear in the fits' Scales, so the score
+matrices of the validation users are computed once per fit ("bases"), kept on disk, and any
+weighting of them is ranked in seconds ("grid"). Bases, each [validation users, items] float32:
+
+  Z   the autoencoder's logits (--model, a network trained without the edge: with InTraining
+      false the edge changes no training step)
+  E   x B_ease (--ease-lambda, benchmarks/peers/ease.py's fit, or --ease-matrix B.npy)
+  S1  x P, P = R~^T R~, R~ = Du^-a X Di^-b (the GraphFilter fit's linear filter, K 0)
+  I   x Di^-b V V^T Di^b, V the top --k right singular vectors of R~ (its ideal low-pass part)
+  S2, S3  x P^2, x P^3 (--powers 3: BSPM's sharpening terms, x P - c x P^2 + ...)
+
+x is the stored row (0/1); each grid point is a JSON object of basis -> coefficient, for example
+{"Z": 1, "E": 48, "S1": 48, "I": 4.8}, which is the network with EASE Scale 48 and GraphFilter
+Scale 48, IdealWeight 0.1 (I's coefficient over S1's). Without "Z" the paths rank alone (no row
+scaling: a per-user factor changes no ranking). Recall@20 and NDCG@20 over the validation users'
+held-out items, training items excluded, as `sparsenet evaluate` computes them.
+
+Cost on Gowalla (29,858 users, 40,981 items; 2-core VM): S1, S2, S3 and I 4 minutes (svds at
+K 256: 46 s), 4.9 GB of disk each; Z and E about a minute once B is fitted (EASE at Lambda 100:
+about 13 minutes in numpy, 6.7 GB); a grid point about 10 s.
+
+usage: path_screen.py bases --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
+           [--model AE.nc] [--ease-lambda L | --ease-matrix B.npy] [--graph-filter]
+           [--k 256] [--user-exponent 0.5] [--item-exponent 0.5] [--powers 1]
+       path_screen.py grid --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
+           --grid GRID.json|'[{...}]' [--normalize-scale 4]
+(run with PYTHONPATH=build/python and a Python with numpy and scipy, e.g. build/pyenv/bin/python)
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+p = argparse.ArgumentParser()
+p.add_argument("stage", choices=["bases", "grid"])
+p.add_argument("--train", required=True, help="the rows the paths and the autoencoder saw")
+p.add_argument("--heldout", required=True, help="the validation users' held-out items")
+p.add_argument("--out", required=True, help="folder of the bases")
+p.add_argument("--model", default=None, help="bases: the autoencoder, for Z")
+p.add_argument("--ease-lambda", type=float, default=None, help="bases: E from an EASE fit")
+p.add_argument("--ease-matrix", default=None, help="bases: E from this fitted B (.npy)")
+p.add_argument("--graph-filter", action="store_true", help="bases: S1 and I")
+p.add_argument("--k", type=int, default=256)
+p.add_argument("--user-exponent", type=float, default=0.5)
+p.add_argument("--item-exponent", type=float, default=0.5)
+p.add_argument("--powers", type=int, default=1, choices=[1, 2, 3], help="bases: S2 (2), S3 (3)")
+p.add_argument("--grid", default=None, help="grid: a JSON list of points, or a file of one")
+p.add_argument("--normalize-scale", type=float, default=4.0, help="the Input layer's Normalize")
+p.add_argument("--chunk", type=int, default=4096, help="users at once")
+p.add_argument("--threads", type=int, default=2)
+a = p.parse_args()
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(a.threads))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
+
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+import sparsenet  # noqa: E402
+
+
+def read_csr(path):
+    """The first dataset of a netCDF file, binary, as scipy CSR float32."""
+    m = sparsenet.Dataset.load(path).to_scipy()
+    m.data[:] = 1.0
+    return sp.csr_matrix(m, dtype=np.float32)
+
+
+X = read_csr(a.train)
+H = read_csr(a.heldout)
+users = np.flatnonzero(np.diff(H.indptr) > 0)
+Xu = X[users]
+n = X.shape[1]
+chunks = [(f, min(f + a.chunk, len(users))) for f in range(0, len(users), a.chunk)]
+t0 = time.perf_counter()
+
+
+def save(name, i, m):
+    np.save(os.path.join(a.out, f"{name}-{i}.npy"), np.ascontiguousarray(m, dtype=np.float32))
+
+
+def bases():
+    os.makedirs(a.out, exist_ok=True)
+    du, di = np.asarray(X.sum(1)).ravel(), np.asarray(X.sum(0)).ravel()
+    ru = np.where(du > 0, np.power(np.maximum(du, 1e-30), -a.user_exponent), 0).astype(np.float32)
+    ci = np.where(di > 0, np.power(np.maximum(di, 1e-30), -a.item_exponent), 0).astype(np.float32)
+    R = sp.csr_matrix(sp.diags(ru) @ X @ sp.diags(ci), dtype=np.float32)  # R~ [users, items]
+    Rt = sp.csr_matrix(R.T)
+    V = None
+    if a.graph_filter and a.k > 0:
+        import scipy.sparse.linalg as sla
+        _, _, vt = sla.svds(R.astype(np.float64), k=a.k, random_state=0)
+        V = vt.T.astype(np.float32)
+        print(f"svds, K {a.k}: {time.perf_counter() - t0:.0f} s", flush=True)
+    inv = np.where(ci > 0, 1.0 / np.maximum(ci, 1e-30), 0.0).astype(np.float32)
+    B = None
+    if a.ease_matrix:
+        B = np.load(a.ease_matrix, mmap_mode="r")
+    elif a.ease_lambda:
+        import ease
+        B = ease.ease_weights(X, a.ease_lambda)
+        print(f"EASE fit, Lambda {a.ease_lambda:g}: {time.perf_counter() - t0:.0f} s", flush=True)
+    net = sparsenet.Network.load(a.model, threads=a.threads) if a.model else None
+    if net is not None:
+        name = [x for x in net.config["Layers"] if x.get("Kind") == "Input"][0]["DataSet"]
+
+    def times_p(S):  # S P = (S R~^T) R~ through the sparse R~: no [items, items] matrix
+        T = np.asarray((R @ S.T).T)
+        return np.asarray((Rt @ T.T).T)
+
+    for i, (f, last) in enumerate(chunks):
+        x = Xu[f:last]
+        done = []
+        if a.graph_filter:
+            S = np.asarray((Rt @ (x @ Rt).toarray().T).T)  # x P
+            save("S1", i, S)
+            for power in range(2, a.powers + 1):
+                S = times_p(S)
+                save(f"S{power}", i, S)
+            if V is not None:
+                save("I", i, ((x @ sp.diags(ci)) @ V) @ (V.T * inv[None, :]))
+            done.append("S1..I")
+        if B is not None:
+            save("E", i, x @ B)
+            done.append("E")
+        if net is not None:
+            rows = sparsenet.Dataset.from_scipy(x, name=name, boolean=True)
+            save("Z", i, np.log(np.maximum(net.scores({name: rows}), 1e-30)))
+            done.append("Z")
+        print(f"users {f}-{last}: {' '.join(done)}, {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def grid():
+    text = a.grid if a.grid.lstrip().startswith("[") else open(a.grid).read()
+    points = json.loads(text)
+    k = 20
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))
+    ideal = np.cumsum(discounts)
+    totals = np.zeros((len(points), 2))
+    for i, (f, last) in enumerate(chunks):
+        x = Xu[f:last]
+        held = H[users[f:last]]
+        dense_held = held.toarray() > 0
+        held_count = np.asarray(held.sum(1)).ravel()
+        row_scale = (a.normalize_scale / np.sqrt(np.maximum(np.asarray(x.sum(1)).ravel(), 1)))
+        seen = x.nonzero()
+        names = sorted({b for point in points for b in point})
+        m = {b: np.load(os.path.join(a.out, f"{b}-{i}.npy"), mmap_mode="r") for b in names}
+        for j, point in enumerate(points):
+            S = np.zeros((last - f, n), np.float32)
+            for b, c in point.items():
+                if b != "Z" and c != 0:
+                    S += np.float32(c) * m[b]
+            if "Z" in point:  # the edge multiplies the normalised row; the logits are added
+                S *= row_scale.astype(np.float32)[:, None]
+                S += np.float32(point["Z"]) * m["Z"]
+            S[seen] = -np.inf
+            top = np.argpartition(-S, k, axis=1)[:, :k]
+            order = np.argsort(-np.take_along_axis(S, top, axis=1), axis=1, kind="stable")
+            hit = np.take_along_axis(dense_held, np.take_along_axis(top, order, axis=1), axis=1)
+            totals[j, 0] += (hit.sum(1) / held_count).sum()
+            totals[j, 1] += ((hit * discounts).sum(1) /
+                             ideal[np.minimum(held_count, k).astype(int) - 1]).sum()
+        print(f"users {f}-{last}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    rows = [{"point": point, "recall@20": totals[j, 0] / len(users),
+             "ndcg@20": totals[j, 1] / len(users)} for j, point in enumerate(points)]
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    print(json.dumps({"best": max(rows, key=lambda r: r["recall@20"]), "users": int(len(users))}))
+
+
+bases() if a.stage == "bases" else grid()
