@@ -74,6 +74,8 @@ def sweep_plot(run, path):
 
 def quality_plot(run, path):
     model = run["model"]
+    if "per_seed" in model:  # a run of several seeds: the curves of the first
+        model = dict(model["per_seed"][0], config=model["config"])
     fig, ax = plt.subplots(figsize=(7.5, 4.0))
     ax.plot([r["epoch"] for r in model["validation_curve"]],
             [r["recall@20"] for r in model["validation_curve"]], label="sparsenet, validation")
