@@ -20,10 +20,6 @@ using engine::GraphLayer;
 
 namespace {
 
-// Host staging of a padded transfer (upload_rows, download_rows): at most this many floats of
-// rows at a time (64 MB).
-constexpr size_t kStagingRowFloats = size_t(16) << 20;
-
 std::string join_names(const std::map<std::string, uint32_t>& m) {
     std::string s;
     for (const auto& kv : m) s += (s.empty() ? "" : ", ") + kv.first;

@@ -312,8 +312,12 @@ struct Network::Impl {
         const engine::EdgeSplit& block = plan.edges[wi];
         return {buffer.data(), block.local_rows, block.local_cols, block.ld, /*zero_padded=*/true};
     }
+    // Host staging of a padded transfer (upload_rows, download_rows, Training::add_rows): at
+    // most this many floats of rows at a time (64 MB), never a whole padded copy of a matrix
+    // (Gowalla's item-item matrix is 6.7 GB).
+    static constexpr size_t kStagingRowFloats = size_t(16) << 20;
     // Rows [first, first + count) of a backend matrix with row stride ld from / to packed host
-    // rows [count, cols] (one transfer; padding columns written as zeros).
+    // rows [count, cols] (by kStagingRowFloats blocks; padding columns written as zeros).
     void upload_rows(DeviceArray<float>& buffer, size_t ld, size_t first, size_t count, size_t cols,
                      const float* packed) const;
     void download_rows(const DeviceArray<float>& buffer, size_t ld, size_t first, size_t count,

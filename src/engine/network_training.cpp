@@ -152,7 +152,7 @@ bool Training::fits_pending() const {
 // device: no second whole matrix beside the edge's (Gowalla's item-item matrix is 6.7 GB).
 void Training::add_rows(DeviceArray<float>& matrix, size_t ld, size_t rows, size_t cols,
                         const float* packed) {
-    const size_t block = std::max<size_t>(1, (size_t(16) << 20) / ld);
+    const size_t block = std::max<size_t>(1, Network::Impl::kStagingRowFloats / ld);
     DeviceArray<float> staged(*net_.backend, std::min(rows, block) * ld, "fixed weights sum");
     for (size_t r0 = 0; r0 < rows; r0 += block) {
         const size_t n = std::min(block, rows - r0);
