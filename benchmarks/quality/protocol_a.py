@@ -21,9 +21,17 @@ carve-out's (Gowalla, Yelp2018; ML-1M's validation file is fixed) and the traini
 standard deviation and range, and `per_seed` each seed's values and curves. Without --seeds: one
 run with the split's seed 1 and the config's own seed, as before.
 
+A seed of Gowalla or Yelp2018 takes about an hour on a 2-core machine, so the seeds of one
+configuration may run apart (`--seeds 2`, later `--seeds 3`) and be joined afterwards: --merge
+reads result files of the same dataset, config (its JSON, not only its name), epochs and train
+flags, with distinct seeds, and writes the file that one run over all their seeds would have
+written (`seeds`, `model` with means, spreads and `per_seed`), each seed keeping the commit and
+date of the run that made it. Anything that differs is refused, naming the file and the field.
+
 usage: protocol_a.py --dataset gowalla|yelp2018|ml1m [--config configs/X.json] [--epochs N]
        [--build build] [--python PY] [--ease-lambdas 200,500,1000] [--no-ease] [--no-model]
        [--train-flags "..."] [--threads 2] [--work DIR] [--tag T] [--seeds 1,2,3]
+       protocol_a.py --merge RESULT.json RESULT.json ... [--tag T] [--out FILE]
 """
 import argparse
 import datetime
@@ -152,9 +160,73 @@ def summarize(runs):
     return out
 
 
+def head_commit():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                       text=True)
+    return r.stdout.strip() if r.returncode == 0 else "unknown"
+
+
+def merge(paths, tag, out=None):
+    """One multi-seed result from result files of one configuration run with different seeds."""
+    if len(paths) < 2:
+        sys.exit("--merge needs at least two result files")
+    files = []
+    for path in paths:
+        try:
+            files.append((path, json.load(open(path))))
+        except (OSError, ValueError) as e:
+            sys.exit(f"{path}: not a readable result file ({e})")
+    first_path, first = files[0]
+    runs, sources = [], []
+    for path, r in files:
+        for key in ("benchmark", "protocol"):
+            if r.get(key) != first.get(key):
+                sys.exit(f"{path}: {key} is {r.get(key)!r}, {first_path} has {first.get(key)!r}")
+        m = r.get("model")
+        if not m:
+            sys.exit(f"{path}: no `model` (a --no-model run has no seeds to merge)")
+        if "seeds" not in r:
+            sys.exit(f"{path}: a run without --seeds (the config's own seed) cannot be merged: "
+                     "rerun it with --seeds N")
+        for key in ("config_json", "epochs", "train_flags"):
+            if m.get(key) != first["model"].get(key):
+                sys.exit(f"{path}: model.{key} differs from {first_path}'s: seeds of different "
+                         "configurations are not one result")
+        for one in m["per_seed"]:
+            if any(one["seed"] == seen["seed"] for seen in runs):
+                sys.exit(f"{path}: seed {one['seed']} is in two of the files")
+            runs.append({**one, "commit": one.get("commit", r.get("commit")),
+                         "date": one.get("date", r.get("date"))})
+        sources.append({"file": os.path.relpath(os.path.abspath(path), ROOT),
+                        "commit": r.get("commit"), "date": r.get("date"),
+                        "seeds": r["seeds"]})
+    runs.sort(key=lambda one: one["seed"])
+    result = {k: first[k] for k in ("benchmark", "protocol", "published") if k in first}
+    result.update({"date": max(s["date"] for s in sources), "machine": first.get("machine"),
+                   "threads": first.get("threads"),
+                   "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+                   "commit": head_commit(), "merged_from": sources,
+                   "validation": ("valid.txt" if first.get("validation") == "valid.txt" else
+                                  "10% of train per user, the seed's carve-out"),
+                   "seeds": [one["seed"] for one in runs], "model": summarize(runs)})
+    dataset = result["benchmark"].removeprefix("quality-")
+    name = f"{result['date']}-{result['machine']}-quality-{dataset}{'-' + tag if tag else ''}.json"
+    path = out or os.path.join(ROOT, "benchmarks", "results", name)
+    json.dump(result, open(path, "w"), indent=2)
+    m = result["model"]
+    print(f"model over seeds {result['seeds']}: test Recall@20 {m['test_recall@20']:.4f} "
+          f"(std {m['test_recall@20_std']:.4f}, range {m['test_recall@20_range'][0]:.4f}-"
+          f"{m['test_recall@20_range'][1]:.4f}); validation {m['validation_recall@20']:.4f}")
+    print("wrote", os.path.relpath(path, ROOT))
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    p.add_argument("--merge", nargs="+", metavar="RESULT.json",
+                   help="join result files of one configuration run with different seeds")
+    p.add_argument("--out", default=None, help="--merge: the file to write (default "
+                   "benchmarks/results/<date>-<machine>-quality-<dataset>[-<tag>].json)")
+    p.add_argument("--dataset", choices=sorted(DATASETS))
     p.add_argument("--config", default=os.path.join(ROOT, "configs", "mult-dae.json"))
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--train-flags", default="", help="more `sparsenet train` flags")
@@ -173,6 +245,10 @@ def main():
                    help="folder holding <dataset>/train.txt ... (default $SPARSENET_DATA_DIR or "
                         "../shared/data)")
     a = p.parse_args()
+    if a.merge:
+        return merge(a.merge, a.tag, a.out)
+    if not a.dataset:
+        p.error("--dataset is required (or --merge)")
     folder, has_validation = DATASETS[a.dataset]
     src = os.path.join(a.data, folder)
     if not os.path.exists(os.path.join(src, "train.txt")):
@@ -200,10 +276,12 @@ def main():
             result["validation"] = ("valid.txt" if has_validation else
                                     f"10% of train per user, seed {1 if seed is None else seed}")
         if one:
-            runs.append({"seed": seed, **one})
+            runs.append({"seed": seed, **one, "commit": result["commit"],
+                         "date": result["date"]})
     f, fit = first_split, first_fit
     if runs and seeds == [None]:
-        result["model"] = {k: v for k, v in runs[0].items() if k != "seed"}
+        result["model"] = {k: v for k, v in runs[0].items()
+                           if k not in ("seed", "commit", "date")}
     elif runs:
         result["seeds"] = seeds
         result["model"] = summarize(runs)
