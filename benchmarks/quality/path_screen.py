@@ -20,7 +20,9 @@ weighting of them is ranked in seconds ("grid"). Bases, each [validation users, 
 x is the stored row (0/1); each grid point is a JSON object of basis -> coefficient, for example
 {"Z": 1, "E": 48, "S1": 48, "I": 4.8}, which is the network with EASE Scale 48 and GraphFilter
 Scale 48, IdealWeight 0.1 (I's coefficient over S1's). Without "Z" the paths rank alone (no row
-scaling: a per-user factor changes no ranking). Recall@20 and NDCG@20 over the validation users'
+scaling: a per-user factor changes no ranking). With "Z", every other basis is taken for a path's
+scores and multiplied by the row's scale s: another network's logits linked into the folder under
+another name blend correctly only in points without "Z". Recall@20 and NDCG@20 over the validation users'
 held-out items, training items excluded, as `sparsenet evaluate` computes them, and the mean
 popularity (training interactions) of the 20 items recommended (mean_degree@20).
 
