@@ -166,6 +166,23 @@ def head_commit():
     return r.stdout.strip() if r.returncode == 0 else "unknown"
 
 
+def print_seeds_summary(seeds, m):
+    print(f"model over seeds {seeds}: test Recall@20 {m['test_recall@20']:.4f} "
+          f"(std {m['test_recall@20_std']:.4f}, range {m['test_recall@20_range'][0]:.4f}-"
+          f"{m['test_recall@20_range'][1]:.4f}); validation {m['validation_recall@20']:.4f}",
+          flush=True)
+
+
+def write_result(result, dataset, machine, tag, path=None):
+    """benchmarks/results/<date>-<machine>-quality-<dataset>[-<tag>].json, or `path`."""
+    name = f"{result['date']}-{machine}-quality-{dataset}{'-' + tag if tag else ''}.json"
+    if path is None:
+        os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+        path = os.path.join(ROOT, "benchmarks", "results", name)
+    json.dump(result, open(path, "w"), indent=2)
+    print("wrote", os.path.relpath(path, ROOT))
+
+
 def merge(paths, tag, out=None):
     """One multi-seed result from result files of one configuration run with different seeds."""
     if len(paths) < 2:
@@ -209,15 +226,9 @@ def merge(paths, tag, out=None):
                    "validation": ("valid.txt" if first.get("validation") == "valid.txt" else
                                   "10% of train per user, the seed's carve-out"),
                    "seeds": [one["seed"] for one in runs], "model": summarize(runs)})
-    dataset = result["benchmark"].removeprefix("quality-")
-    name = f"{result['date']}-{result['machine']}-quality-{dataset}{'-' + tag if tag else ''}.json"
-    path = out or os.path.join(ROOT, "benchmarks", "results", name)
-    json.dump(result, open(path, "w"), indent=2)
-    m = result["model"]
-    print(f"model over seeds {result['seeds']}: test Recall@20 {m['test_recall@20']:.4f} "
-          f"(std {m['test_recall@20_std']:.4f}, range {m['test_recall@20_range'][0]:.4f}-"
-          f"{m['test_recall@20_range'][1]:.4f}); validation {m['validation_recall@20']:.4f}")
-    print("wrote", os.path.relpath(path, ROOT))
+    print_seeds_summary(result["seeds"], result["model"])
+    write_result(result, result["benchmark"].removeprefix("quality-"), result["machine"], tag,
+                 out)
 
 
 def main():
@@ -262,7 +273,7 @@ def main():
               "date": datetime.date.today().isoformat(), "machine": platform.node(),
               "threads": a.threads,
               "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-              "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
+              "commit": head_commit(),
               "published": PUBLISHED[a.dataset]}
 
     seeds = [int(x) for x in a.seeds.split(",")] if a.seeds else [None]
@@ -285,11 +296,7 @@ def main():
     elif runs:
         result["seeds"] = seeds
         result["model"] = summarize(runs)
-        m = result["model"]
-        print(f"model over seeds {seeds}: test Recall@20 {m['test_recall@20']:.4f} "
-              f"(std {m['test_recall@20_std']:.4f}, range {m['test_recall@20_range'][0]:.4f}-"
-              f"{m['test_recall@20_range'][1]:.4f}); validation {m['validation_recall@20']:.4f}",
-              flush=True)
+        print_seeds_summary(seeds, result["model"])
 
     # 3. The EASE peer: lambda on validation, refit on train, scored through a recs file.
     if not a.no_ease:
@@ -323,12 +330,7 @@ def main():
               f"{r['recall@20']:.4f} / {r['ndcg@20']:.4f}; fit {r['seconds_fit']:.0f} s",
               flush=True)
 
-    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
-    name = (f"{result['date']}-{platform.node()}-quality-{a.dataset}"
-            f"{'-' + a.tag if a.tag else ''}.json")
-    path = os.path.join(ROOT, "benchmarks", "results", name)
-    json.dump(result, open(path, "w"), indent=2)
-    print("wrote", os.path.relpath(path, ROOT))
+    write_result(result, a.dataset, platform.node(), a.tag)
 
 
 if __name__ == "__main__":
