@@ -11,7 +11,10 @@ matrices of the validation users are computed once per fit ("bases"), kept on di
 weighting of them is ranked in seconds ("grid"). Bases, each [validation users, items] float32:
 
   Z   the autoencoder's logits (--model, a network trained without the edge: with InTraining
-      false the edge changes no training step)
+      false the edge changes no training step); --model-basis Z2 stores another network's
+      logits under another name (every basis named Z... is a network's logits), so networks of
+      other seeds blend as an ensemble ({"Z": 0.5, "Z2": 0.5, ...}) and a network of the fixed
+      edge alone (its logits: s x B) stands for the paths of its config
   E   x B_ease (--ease-lambda, benchmarks/peers/ease.py's fit, or --ease-matrix B.npy)
   S1  x P, P = R~^T R~, R~ = Du^-a X Di^-b (the GraphFilter fit's linear filter, K 0)
   I   x Di^-b V V^T Di^b, V the top --k right singular vectors of R~ (its ideal low-pass part)
@@ -19,10 +22,10 @@ weighting of them is ranked in seconds ("grid"). Bases, each [validation users, 
 
 x is the stored row (0/1); each grid point is a JSON object of basis -> coefficient, for example
 {"Z": 1, "E": 48, "S1": 48, "I": 4.8}, which is the network with EASE Scale 48 and GraphFilter
-Scale 48, IdealWeight 0.1 (I's coefficient over S1's). Without "Z" the paths rank alone (no row
-scaling: a per-user factor changes no ranking). With "Z", every other basis is taken for a path's
-scores and multiplied by the row's scale s: another network's logits linked into the folder under
-another name blend correctly only in points without "Z". Recall@20 and NDCG@20 over the validation users'
+Scale 48, IdealWeight 0.1 (I's coefficient over S1's). Without a Z... basis the paths rank alone
+(no row scaling: a per-user factor changes no ranking). With one, every basis not named Z... is
+taken for a path's scores x B and multiplied by the row's scale s, and the logits are added
+as they are. Recall@20 and NDCG@20 over the validation users'
 held-out items, training items excluded, as `sparsenet evaluate` computes them, and the mean
 popularity (training interactions) of the 20 items recommended (mean_degree@20).
 
@@ -31,7 +34,7 @@ K 256: 46 s), 4.9 GB of disk each; Z and E about a minute once B is fitted (EASE
 about 13 minutes in numpy, 6.7 GB); a grid point about 10 s.
 
 usage: path_screen.py bases --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
-           [--model AE.nc] [--ease-lambda L | --ease-matrix B.npy] [--graph-filter]
+           [--model AE.nc [--model-basis Z]] [--ease-lambda L | --ease-matrix B.npy] [--graph-filter]
            [--k 256] [--user-exponent 0.5] [--item-exponent 0.5] [--powers 1]
        path_screen.py grid --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
            --grid GRID.json|'[{...}]' [--normalize-scale 4]
@@ -49,6 +52,7 @@ p.add_argument("--train", required=True, help="the rows the paths and the autoen
 p.add_argument("--heldout", required=True, help="the validation users' held-out items")
 p.add_argument("--out", required=True, help="folder of the bases")
 p.add_argument("--model", default=None, help="bases: the autoencoder, for Z")
+p.add_argument("--model-basis", default="Z", help="bases: the name of --model's logits (Z...)")
 p.add_argument("--ease-lambda", type=float, default=None, help="bases: E from an EASE fit")
 p.add_argument("--ease-matrix", default=None, help="bases: E from this fitted B (.npy)")
 p.add_argument("--graph-filter", action="store_true", help="bases: S1 and I")
@@ -61,6 +65,8 @@ p.add_argument("--normalize-scale", type=float, default=4.0, help="the Input lay
 p.add_argument("--chunk", type=int, default=4096, help="users at once")
 p.add_argument("--threads", type=int, default=2)
 a = p.parse_args()
+if not a.model_basis.startswith("Z"):
+    p.error(f"--model-basis {a.model_basis}: expected a name starting with Z (a network's logits)")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(a.threads))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
 
@@ -135,8 +141,8 @@ def bases():
             done.append("E")
         if net is not None:
             rows = sparsenet.Dataset.from_scipy(x, name=name, boolean=True)
-            save("Z", i, np.log(np.maximum(net.scores({name: rows}), 1e-30)))
-            done.append("Z")
+            save(a.model_basis, i, np.log(np.maximum(net.scores({name: rows}), 1e-30)))
+            done.append(a.model_basis)
         print(f"users {f}-{last}: {' '.join(done)}, {time.perf_counter() - t0:.0f} s", flush=True)
 
 
@@ -159,12 +165,14 @@ def grid():
         m = {b: np.load(os.path.join(a.out, f"{b}-{i}.npy"), mmap_mode="r") for b in names}
         for j, point in enumerate(points):
             S = np.zeros((last - f, n), np.float32)
+            logits = [b for b in point if b.startswith("Z")]
             for b, c in point.items():
-                if b != "Z" and c != 0:
+                if b not in logits and c != 0:
                     S += np.float32(c) * m[b]
-            if "Z" in point:  # the edge multiplies the normalised row; the logits are added
+            if logits:  # the edge multiplies the normalised row; the logits are added
                 S *= row_scale.astype(np.float32)[:, None]
-                S += np.float32(point["Z"]) * m["Z"]
+                for b in logits:
+                    S += np.float32(point[b]) * m[b]
             S[seen] = -np.inf
             top = np.argpartition(-S, k, axis=1)[:, :k]
             order = np.argsort(-np.take_along_axis(S, top, axis=1), axis=1, kind="stable")
