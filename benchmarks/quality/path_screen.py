@@ -25,8 +25,8 @@ x is the stored row (0/1); each grid point is a JSON object of basis -> coeffici
 Scale 48, IdealWeight 0.1 (I's coefficient over S1's). Without a Z... basis the paths rank alone
 (no row scaling: a per-user factor changes no ranking). With one, every basis not named Z... is
 taken for a path's scores x B and multiplied by the row's scale s, and the logits are added
-as they are. Recall@20 and NDCG@20 over the validation users'
-held-out items, training items excluded, as `sparsenet evaluate` computes them, and the mean
+as they are. Recall@20 and NDCG@20 over the validation users' held-out items, training items
+excluded, as `sparsenet evaluate` computes them, and the mean
 popularity (training interactions) of the 20 items recommended (mean_degree@20).
 
 Cost on Gowalla (29,858 users, 40,981 items; 2-core VM): S1, S2, S3 and I 4 minutes (svds at
@@ -34,8 +34,8 @@ K 256: 46 s), 4.9 GB of disk each; Z and E about a minute once B is fitted (EASE
 about 13 minutes in numpy, 6.7 GB); a grid point about 10 s.
 
 usage: path_screen.py bases --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
-           [--model AE.nc [--model-basis Z]] [--ease-lambda L | --ease-matrix B.npy] [--graph-filter]
-           [--k 256] [--user-exponent 0.5] [--item-exponent 0.5] [--powers 1]
+           [--model AE.nc [--model-basis Z]] [--ease-lambda L | --ease-matrix B.npy]
+           [--graph-filter] [--k 256] [--user-exponent 0.5] [--item-exponent 0.5] [--powers 1]
        path_screen.py grid --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
            --grid GRID.json|'[{...}]' [--normalize-scale 4]
 (run with PYTHONPATH=build/python and a Python with numpy and scipy, e.g. build/pyenv/bin/python)
