@@ -74,7 +74,10 @@ def sweep_plot(run, path):
 
 def quality_plot(run, path):
     model = run["model"]
-    if "per_seed" in model:  # a run of several seeds: the curves of the first
+    seeds = ""
+    if "per_seed" in model:  # a run of several seeds: the curves of the first, named as such
+        seeds = (f", seed {model['per_seed'][0]['seed']} of {len(model['per_seed'])} "
+                 f"(mean test {model['test_recall@20']:.4f})")
         model = dict(model["per_seed"][0], config=model["config"])
     fig, ax = plt.subplots(figsize=(7.5, 4.0))
     ax.plot([r["epoch"] for r in model["validation_curve"]],
@@ -91,7 +94,7 @@ def quality_plot(run, path):
     ax.set_xlabel("epoch")
     ax.set_ylabel("Recall@20")
     ax.set_title(f"{run['benchmark']} (protocol A), {os.path.basename(model['config'])}, "
-                 f"{run['date']}", fontsize=9)
+                 f"{run['date']}{seeds}", fontsize=9)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
