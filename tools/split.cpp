@@ -1,5 +1,6 @@
 // sparsenet split: train / validation / test datasets by one of three evaluation protocols.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -78,6 +79,17 @@ struct Common {
         write(file, out);
     }
 
+    // The same with the first name (the input) holding `input` instead.
+    void write_training_weighted(const std::string& file, const Dataset& d,
+                                 const Dataset& input) const {
+        std::vector<Dataset> out;
+        for (const std::string& n : name_list()) {
+            out.push_back(out.empty() ? input : d);
+            out.back().name = n;
+        }
+        write(file, out);
+    }
+
     void write_as(const std::string& file, Dataset d, const std::string& name) const {
         d.name = name;
         write(file, {std::move(d)});
@@ -103,13 +115,19 @@ int fixed_main(int argc, char** argv) {
     std::vector<std::string> train_paths, test_paths, validation_paths;
     double carve = 0.0;
     uint32_t seed = 1;
+    std::string carve_from = "random";
+    double recency = 0.0;
     bool drop_unknown = false;
     ArgParser args("split fixed",
                    "Converts published train/test(/validation) files with one shared users and "
                    "items index, so their rows and columns align. With --carve-validation F, "
                    "a seeded fraction F of each user's train items also goes to "
                    "validation.nc, and train_fit.nc holds the rest (train on train_fit, choose "
-                   "epochs on validation, then evaluate test once).");
+                   "epochs on validation, then evaluate test once). With --carve-from last the "
+                   "validation items are each user's last ones in the order the train file lists "
+                   "them (a temporal hold-out when lines list items oldest first); with "
+                   "--recency TAU the input dataset of train.nc and train_fit.nc weighs each item "
+                   "by exp(-age / TAU), age = the user's items listed after it.");
     c.add_to(args);
     args.add_list({"--train"}, &train_paths, "PATH", "training interactions", true);
     args.add_list({"--test"}, &test_paths, "PATH", "test interactions", true);
@@ -117,17 +135,42 @@ int fixed_main(int argc, char** argv) {
     args.add({"--carve-validation"}, &carve, "F",
              "fraction of each user's train items for validation (rounded to nearest)");
     args.add({"--seed"}, &seed, "N", "seed of --carve-validation (default 1)");
+    args.add({"--carve-from"}, &carve_from, "WHERE",
+             "random (a seeded draw, default) or last (each user's last items in the train "
+             "file's order)");
+    args.add({"--recency"}, &recency, "TAU",
+             "weigh the training input by recency in the train file's order: exp(-age / TAU)");
     args.add_flag({"--drop-unknown"}, &drop_unknown,
                   "drop test/validation items never seen in train instead of failing");
     if (!args.parse(argc, argv)) return 0;
     if (args.given("--carve-validation") && !(carve > 0.0 && carve < 1.0)) {
         throw Error(ErrorCategory::kUsage, "option --carve-validation: expected 0 < F < 1");
     }
+    if (carve_from != "random" && carve_from != "last") {
+        throw Error(ErrorCategory::kUsage,
+                    "option --carve-from: expected random or last, got '" + carve_from + "'");
+    }
+    if (args.given("--carve-from") && !args.given("--carve-validation")) {
+        throw Error(ErrorCategory::kUsage, "option --carve-from: needs --carve-validation");
+    }
+    if (args.given("--seed") && carve_from == "last") {
+        throw Error(ErrorCategory::kUsage,
+                    "option --seed: --carve-from last draws nothing (the order decides)");
+    }
+    if (args.given("--recency") && !(recency > 0.0 && std::isfinite(recency))) {
+        throw Error(ErrorCategory::kUsage, "option --recency: expected a number TAU > 0");
+    }
+    if (args.given("--recency") && carve > 0.0 && carve_from == "random") {
+        throw Error(ErrorCategory::kUsage,
+                    "option --recency: a random carve-out leaves train_fit.nc's items without "
+                    "their order; use --carve-from last");
+    }
     c.prepare();
     ConvertOptions options = c.convert_options();
     LabelIndex users, items;
-    const Dataset train =
-        convert_text(expand_input_paths(train_paths), "train", options, users, items);
+    // Train in the file's order: --carve-from last and --recency read it.
+    const Interactions train_in =
+        read_interactions(expand_input_paths(train_paths), options, users, items);
     options.grow_features = false;  // items are defined by train
     options.unknown = drop_unknown ? UnknownFeatures::kDrop : UnknownFeatures::kError;
     ConvertStats test_stats, validation_stats;
@@ -146,14 +189,30 @@ int fixed_main(int argc, char** argv) {
         }
         return d;
     };
+    const uint64_t rows = users.size();
+    const auto cols = static_cast<uint32_t>(items.size());
+    // The training file: the input dataset weighted by recency when asked, the others 0/1.
+    auto write_training = [&](const std::string& file, const Interactions& in) {
+        Dataset d = to_dataset(in, "train", rows, cols);
+        if (recency > 0.0) {
+            c.write_training_weighted(
+                file, d, to_dataset(recency_weighted(in, rows, recency), "train", rows, cols));
+        } else {
+            c.write_training(file, d);
+        }
+    };
     if (!c.quiet) std::printf("split fixed: wrote to %s\n", c.out_dir.c_str());
-    c.write_training("train.nc", pad_rows(train));
+    write_training("train.nc", train_in);
     c.write_as("test.nc", pad_rows(std::move(test)), "heldout");
     if (!validation_paths.empty()) {
         c.write_as("validation.nc", pad_rows(std::move(validation)), "heldout");
     }
-    if (carve > 0.0) {
-        auto [fit, carved] = carve_rows(pad_rows(train), carve, seed);
+    if (carve > 0.0 && carve_from == "last") {
+        const auto [fit, carved] = carve_last(train_in, rows, carve);
+        write_training("train_fit.nc", fit);
+        c.write_as("validation.nc", to_dataset(carved, "validation", rows, cols), "heldout");
+    } else if (carve > 0.0) {
+        auto [fit, carved] = carve_rows(to_dataset(train_in, "train", rows, cols), carve, seed);
         c.write_training("train_fit.nc", fit);
         c.write_as("validation.nc", carved, "heldout");
     }

@@ -61,4 +61,16 @@ std::pair<Dataset, Dataset> random_split(const Interactions& in, uint64_t rows, 
 // Returns {kept, carved}.
 std::pair<Dataset, Dataset> carve_rows(const Dataset& data, double fraction, uint32_t seed);
 
+// The same hold-out by position instead of chance: the last round(fraction x n) of each row's
+// n interactions in the order `in` lists them (a file's order) go to the second set. When each
+// user's items are listed oldest first this holds out the latest ones, as a temporal test split
+// does (docs/quality.md: Gowalla's published split is one). Both keep `in`'s order.
+std::pair<Interactions, Interactions> carve_last(const Interactions& in, uint64_t rows,
+                                                 double fraction);
+
+// `in` with values that weigh each interaction by how late its row lists it:
+// exp(-age / tau), age = the number of the same row's interactions listed after it (the last
+// listed weighs 1, the one before exp(-1 / tau), ...). tau > 0.
+Interactions recency_weighted(Interactions in, uint64_t rows, double tau);
+
 }  // namespace sparsenet

@@ -216,4 +216,59 @@ std::pair<Dataset, Dataset> carve_rows(const Dataset& data, double fraction, uin
             to_dataset(carved, "validation", data.rows, data.cols)};
 }
 
+namespace {
+
+// Entry k's position among its row's entries in `in`'s order, and each row's count.
+void positions(const Interactions& in, uint64_t rows, std::vector<uint64_t>& position,
+               std::vector<uint64_t>& count) {
+    count.assign(rows, 0);
+    position.resize(in.sample.size());
+    for (size_t k = 0; k < in.sample.size(); ++k) {
+        if (in.sample[k] >= rows) {
+            throw Error(ErrorCategory::kInternal, "interaction " + std::to_string(k) + ": row " +
+                                                      std::to_string(in.sample[k]) + " of " +
+                                                      std::to_string(rows));
+        }
+        position[k] = count[in.sample[k]]++;
+    }
+}
+
+void append(Interactions& to, const Interactions& from, size_t k) {
+    to.sample.push_back(from.sample[k]);
+    to.feature.push_back(from.feature[k]);
+    if (!from.value.empty()) to.value.push_back(from.value[k]);
+}
+
+}  // namespace
+
+std::pair<Interactions, Interactions> carve_last(const Interactions& in, uint64_t rows,
+                                                 double fraction) {
+    if (!(fraction > 0.0 && fraction < 1.0)) {
+        throw Error(ErrorCategory::kUsage, "validation fraction must be in (0, 1)");
+    }
+    std::vector<uint64_t> position, count;
+    positions(in, rows, position, count);
+    Interactions kept, carved;
+    for (size_t k = 0; k < in.sample.size(); ++k) {
+        const uint64_t n = count[in.sample[k]];
+        const auto take = static_cast<uint64_t>(std::llround(fraction * double(n)));
+        append(position[k] >= n - take ? carved : kept, in, k);
+    }
+    return {std::move(kept), std::move(carved)};
+}
+
+Interactions recency_weighted(Interactions in, uint64_t rows, double tau) {
+    if (!(tau > 0.0) || !std::isfinite(tau)) {
+        throw Error(ErrorCategory::kUsage, "recency time constant must be finite and > 0");
+    }
+    std::vector<uint64_t> position, count;
+    positions(in, rows, position, count);
+    in.value.resize(in.sample.size());
+    for (size_t k = 0; k < in.sample.size(); ++k) {
+        const double age = double(count[in.sample[k]] - 1 - position[k]);
+        in.value[k] = static_cast<float>(std::exp(-age / tau));
+    }
+    return in;
+}
+
 }  // namespace sparsenet

@@ -2,6 +2,7 @@
 // written files (netCDF and index files) read back, and bad input failing loudly with no output.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "sparsenet/convert.h"
@@ -20,8 +21,10 @@ class ConvertCli : public ::testing::Test {
                                     &out_);
     }
 
-    void expect_failure(const std::string& args, const std::vector<std::string>& mentions) {
-        EXPECT_EQ(run(args), 1) << args << "\n" << out_;
+    // Exit code 1 for bad data, 2 for a bad command line (usage).
+    void expect_failure(const std::string& args, const std::vector<std::string>& mentions,
+                        int code = 1) {
+        EXPECT_EQ(run(args), code) << args << "\n" << out_;
         for (const std::string& m : mentions) {
             EXPECT_NE(out_.find(m), std::string::npos) << "missing '" << m << "' in: " << out_;
         }
@@ -132,6 +135,48 @@ TEST_F(ConvertCli, SplitFixedStrongAndRandom) {
     const Dataset fit = Dataset::read(dir_.file("f3/train_fit.nc"));
     const Dataset carved = Dataset::read(dir_.file("f3/validation.nc"));
     EXPECT_EQ(fit.nnz() + carved.nnz(), train.nnz());
+
+    // --carve-from last: each user's last listed items (numeric ids: column = label) go to
+    // validation; --recency TAU weighs the input dataset of both training files by the items
+    // listed after each one, the target stays 0/1.
+    testing::write_file(dir_.file("order.txt"), "0 4 2 0 3 1 5 6 7 8 9\n1 9 8 7\n2 5\n");
+    testing::write_file(dir_.file("order_test.txt"), "1 0\n2 9\n");
+    ASSERT_EQ(run("split fixed --train order.txt --test order_test.txt --carve-validation 0.2 "
+                  "--carve-from last --recency 2 -o f4"),
+              0)
+        << out_;
+    const Dataset held = Dataset::read(dir_.file("f4/validation.nc"));
+    EXPECT_EQ(held.offsets, (std::vector<uint64_t>{0, 2, 3, 3}));  // round(0.2 x 10, 3, 1)
+    EXPECT_EQ(held.indices, (std::vector<uint32_t>{8, 9, 7}));
+    const Dataset fit_in = Dataset::read(dir_.file("f4/train_fit.nc"), "gl_input");
+    const Dataset fit_out = Dataset::read(dir_.file("f4/train_fit.nc"), "gl_output");
+    EXPECT_TRUE(fit_out.is_boolean());
+    EXPECT_EQ(fit_in.indices, fit_out.indices);
+    EXPECT_EQ(fit_in.offsets, (std::vector<uint64_t>{0, 8, 10, 11}));
+    // user 0 kept 4 2 0 3 1 5 6 7: item 7 is the last (age 0), item 4 the first (age 7)
+    ASSERT_EQ(fit_in.indices[7], 7u);
+    EXPECT_FLOAT_EQ(fit_in.values[7], 1.0f);
+    EXPECT_FLOAT_EQ(fit_in.values[4], float(std::exp(-7.0 / 2)));  // item 4
+    EXPECT_FLOAT_EQ(fit_in.values[0], float(std::exp(-5.0 / 2)));  // item 0, third listed
+    const Dataset all_in = Dataset::read(dir_.file("f4/train.nc"), "gl_input");
+    EXPECT_FLOAT_EQ(all_in.values[9], 1.0f);                       // item 9, last of user 0
+    EXPECT_FLOAT_EQ(all_in.values[0], float(std::exp(-7.0 / 2)));  // item 0, third of ten
+    EXPECT_TRUE(Dataset::read(dir_.file("f4/train.nc"), "gl_output").is_boolean());
+    expect_failure(
+        "split fixed --train order.txt --test order_test.txt --carve-validation 0.2 "
+        "--recency 2 -o f5",
+        {"--recency", "--carve-from last"}, 2);
+    expect_failure(
+        "split fixed --train order.txt --test order_test.txt --carve-validation 0.2 "
+        "--carve-from first -o f5",
+        {"--carve-from", "random or last", "first"}, 2);
+    expect_failure(
+        "split fixed --train order.txt --test order_test.txt --carve-validation 0.2 "
+        "--carve-from last --seed 3 -o f5",
+        {"--seed"}, 2);
+    expect_failure("split fixed --train order.txt --test order_test.txt --recency 0 -o f5",
+                   {"--recency", "TAU > 0"}, 2);
+    EXPECT_FALSE(exists("f5"));
 
     std::string csv = "userId,movieId,rating,timestamp\n";
     for (int u = 0; u < 40; ++u) {

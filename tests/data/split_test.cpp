@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <set>
@@ -242,6 +243,85 @@ TEST(CarveRows, MovesRoundedFractionOfEveryRow) {
         }
         EXPECT_EQ(merged, original);
     }
+}
+
+// Rows listed in an order of their own, interleaved (as a log of several users is): row r's j-th
+// listed item is 2000 - (100 * r + (7 * j) % 13 + 13 * j): a row lists its items in descending
+// order, so the CSR order (ascending) is not the listed one.
+Interactions interleaved_rows(const std::vector<uint32_t>& lengths) {
+    Interactions in;
+    std::vector<uint32_t> listed(lengths.size(), 0);
+    for (bool more = true; more;) {
+        more = false;
+        for (uint32_t r = 0; r < lengths.size(); ++r) {
+            if (listed[r] == lengths[r]) continue;
+            const uint32_t j = listed[r]++;
+            in.sample.push_back(r);
+            in.feature.push_back(2000 - (100 * r + (7 * j) % 13 + 13 * j));
+            more = true;
+        }
+    }
+    return in;
+}
+
+TEST(CarveLast, MovesTheLastListedItemsOfEveryRow) {
+    const std::vector<uint32_t> lengths{0, 1, 5, 10, 15, 25, 36};
+    const Interactions in = interleaved_rows(lengths);
+    const auto [kept, carved] = carve_last(in, lengths.size() + 1, 0.1);
+    // What each row listed, in order, computed apart from the function.
+    std::vector<std::vector<uint32_t>> listed(lengths.size());
+    for (size_t k = 0; k < in.sample.size(); ++k) listed[in.sample[k]].push_back(in.feature[k]);
+    std::vector<std::vector<uint32_t>> got_kept(lengths.size()), got_carved(lengths.size());
+    for (size_t k = 0; k < kept.sample.size(); ++k)
+        got_kept[kept.sample[k]].push_back(kept.feature[k]);
+    for (size_t k = 0; k < carved.sample.size(); ++k) {
+        got_carved[carved.sample[k]].push_back(carved.feature[k]);
+    }
+    for (size_t r = 0; r < lengths.size(); ++r) {
+        // round(0.1 n) away from zero: 15 -> 2, 25 -> 3 (numpy's round would give 2)
+        const size_t take = size_t(std::llround(0.1 * lengths[r]));
+        const std::vector<uint32_t>& all = listed[r];
+        EXPECT_EQ(got_carved[r], std::vector<uint32_t>(all.end() - take, all.end())) << r;
+        EXPECT_EQ(got_kept[r], std::vector<uint32_t>(all.begin(), all.end() - take)) << r;
+    }
+    EXPECT_EQ(got_carved[5].size(), 3u);
+    EXPECT_EQ(kept.sample.size() + carved.sample.size(), in.sample.size());
+    EXPECT_THROW(carve_last(in, lengths.size(), 0.0), Error);
+    EXPECT_THROW(carve_last(in, lengths.size(), 1.0), Error);
+    EXPECT_THROW(carve_last(in, 3, 0.1), Error);  // a row outside `rows`
+}
+
+TEST(RecencyWeighted, WeighsByTheNumberOfItemsListedAfter) {
+    const std::vector<uint32_t> lengths{4, 1, 0, 3};
+    const Interactions in = interleaved_rows(lengths);
+    const double tau = 2.5;
+    const Interactions w = recency_weighted(in, lengths.size(), tau);
+    ASSERT_EQ(w.value.size(), in.sample.size());
+    EXPECT_EQ(w.sample, in.sample);
+    EXPECT_EQ(w.feature, in.feature);
+    std::vector<uint32_t> seen(lengths.size(), 0);
+    for (size_t k = 0; k < in.sample.size(); ++k) {
+        const uint32_t r = in.sample[k];
+        const double age = double(lengths[r] - 1 - seen[r]++);
+        EXPECT_FLOAT_EQ(w.value[k], float(std::exp(-age / tau))) << k;
+    }
+    // The last listed item of a row weighs 1; a row of one item too.
+    EXPECT_FLOAT_EQ(w.value[1], 1.0f);  // row 1's only item, the second interaction listed
+    // As a dataset: the weights follow their items into CSR order.
+    const Dataset d = to_dataset(w, "w", lengths.size(), 2001);
+    ASSERT_FALSE(d.is_boolean());
+    for (uint64_t k = d.offsets[0]; k < d.offsets[1]; ++k) {
+        const uint32_t item = d.indices[k];  // row 0's j-th listed item is 2000 - (7j % 13 + 13j)
+        int j = -1;
+        for (int c = 0; c < 4; ++c) {
+            if (2000 - ((7 * c) % 13 + 13 * c) == int(item)) j = c;
+        }
+        ASSERT_GE(j, 0);
+        EXPECT_FLOAT_EQ(d.values[k], float(std::exp(-(3.0 - j) / tau)));
+    }
+    EXPECT_THROW(recency_weighted(in, lengths.size(), 0.0), Error);
+    EXPECT_THROW(recency_weighted(in, lengths.size(), -1.0), Error);
+    EXPECT_THROW(recency_weighted(in, lengths.size(), std::nan("")), Error);
 }
 
 TEST(ToDataset, RepeatedPairIsAnError) {
