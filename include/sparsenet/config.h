@@ -120,6 +120,10 @@ struct FixedWeights {
     float ideal_weight = 0.0f;   // its weight beside the linear filter
     float user_exponent = 0.5f;  // R~ = Du^-user_exponent X Di^-item_exponent
     float item_exponent = 0.5f;
+    // Fit on the rows' 0/1 pattern (every stored entry counts 1) rather than their values: for
+    // inputs whose values weigh the entries (`split fixed --recency`) while the item-item
+    // relations are those of the interactions themselves.
+    bool indicator = false;
 };
 
 struct LayerConfig {

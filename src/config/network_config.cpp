@@ -372,9 +372,9 @@ const std::vector<std::string> kLayerNotImpl = {"Kernel", "KernelStride", "Batch
                                                 "Function"};
 const std::vector<std::string> kSharedWeightsKeys = {"InputLayer", "SourceInputLayer",
                                                      "SourceOutputLayer", "Transposed"};
-const std::vector<std::string> kFixedWeightsKeys = {"Source",      "Fit",          "Lambda",
-                                                    "Scale",       "InTraining",   "K",
-                                                    "IdealWeight", "UserExponent", "ItemExponent"};
+const std::vector<std::string> kFixedWeightsKeys = {
+    "Source", "Fit",         "Lambda",       "Scale",        "InTraining",
+    "K",      "IdealWeight", "UserExponent", "ItemExponent", "Indicator"};
 const std::vector<EnumName<LinearFit>> kLinearFits = {{"EASE", LinearFit::kEase},
                                                       {"GraphFilter", LinearFit::kGraphFilter}};
 const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
@@ -701,7 +701,7 @@ void parse_entries(const Ctx& ctx, const Field& f, const std::string& key,
 FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
     ObjectView o(ctx, *f.value, f.path, kFixedWeightsKeys, kNone,
                  "an object with keys Source, Fit, Lambda (EASE), K, IdealWeight, UserExponent, "
-                 "ItemExponent (GraphFilter), Scale, InTraining");
+                 "ItemExponent (GraphFilter), Scale, InTraining, Indicator");
     FixedWeights w;
     Field source = o.get("Source");
     if (!source) {
@@ -754,6 +754,7 @@ FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
     }
     if (Field g = o.get("Scale")) w.scale = get_float(ctx, g, "a number (the matrix is Scale * B)");
     if (Field g = o.get("InTraining")) w.in_training = get_bool(ctx, g);
+    if (Field g = o.get("Indicator")) w.indicator = get_bool(ctx, g);
     return w;
 }
 

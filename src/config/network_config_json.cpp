@@ -145,7 +145,8 @@ bool operator==(const SharedWeights& a, const SharedWeights& b) {
 bool operator==(const FixedWeights& a, const FixedWeights& b) {
     return a.source == b.source && a.fit == b.fit && a.lambda == b.lambda && a.scale == b.scale &&
            a.in_training == b.in_training && a.k == b.k && a.ideal_weight == b.ideal_weight &&
-           a.user_exponent == b.user_exponent && a.item_exponent == b.item_exponent;
+           a.user_exponent == b.user_exponent && a.item_exponent == b.item_exponent &&
+           a.indicator == b.indicator;
 }
 
 // Layers are equal when they behave the same: activation parameters are compared where the
@@ -317,7 +318,10 @@ std::string layer_json(const LayerConfig& l) {
                          ", \"ItemExponent\": " + json_float(fw.item_exponent);
                 }
                 r += ", \"Scale\": " + json_float(fw.scale) +
-                     ", \"InTraining\": " + json_bool(fw.in_training) + " }";
+                     ", \"InTraining\": " + json_bool(fw.in_training);
+                // Written only when set: the JSON of every earlier model file stays as it was.
+                if (fw.indicator) r += ", \"Indicator\": true";
+                r += " }";
             }
             r += "]";
         }

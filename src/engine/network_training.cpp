@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -174,8 +175,18 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
                                                       ": no training data '" +
                                                       source.config.dataset + "'");
         }
-        // The rows as stored (Normalize scales what the edge multiplies, not what it is fitted on).
+        // The rows as stored (Normalize scales what the edge multiplies, not what it is fitted on);
+        // an entry with Indicator fits on their 0/1 pattern.
         const Dataset x = it->second->expanded();
+        std::optional<Dataset> pattern;  // made when an entry asks for it
+        auto rows_for = [&](const FixedWeights& fw) -> const Dataset& {
+            if (!fw.indicator || x.is_boolean()) return x;
+            if (!pattern) {
+                pattern = x;
+                pattern->values.clear();
+            }
+            return *pattern;
+        };
         // Entries of one source are summed into the edge's one matrix (a blend of linear paths,
         // each with its own Scale): the first is uploaded, the others added to it.
         bool first = true;
@@ -183,14 +194,14 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
             if (fw.source != source.config.name) continue;
             std::vector<float> b;
             if (fw.fit == LinearFit::kEase) {
-                b = ease_matrix(x, fw.lambda, fw.scale);
+                b = ease_matrix(rows_for(fw), fw.lambda, fw.scale);
             } else {
                 GraphFilterFit gf;
                 gf.k = fw.k;
                 gf.ideal_weight = fw.ideal_weight;
                 gf.user_exponent = fw.user_exponent;
                 gf.item_exponent = fw.item_exponent;
-                b = graph_filter_matrix(x, gf, fw.scale);
+                b = graph_filter_matrix(rows_for(fw), gf, fw.scale);
             }
             // The whole matrix: fixed edges are never split.
             const EdgeSplit& block = net_.plan.edges[wi];

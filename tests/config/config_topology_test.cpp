@@ -234,7 +234,18 @@ TEST(ConfigTopology, FixedWeightsTakesAnObjectOrAnArrayWithDefaults) {
         R"([{ "source": "In", "FIT": "ease", "Lambda": 0.5, "Scale": -2, "InTraining": false }])"));
     EXPECT_EQ(c.layers[3].fixed_weights[0].scale, -2.0f);
     EXPECT_FALSE(c.layers[3].fixed_weights[0].in_training);
+    EXPECT_FALSE(c.layers[3].fixed_weights[0].indicator);
     expect_round_trip(c);
+    // Indicator: written only when set, so earlier model files' JSON is unchanged.
+    EXPECT_EQ(c.to_json().find("Indicator"), std::string::npos);
+    c = NetworkConfig::from_json(fixed(R"({ "Source": "In", "Lambda": 5, "Indicator": true })"));
+    EXPECT_TRUE(c.layers[3].fixed_weights[0].indicator);
+    expect_round_trip(c);
+    EXPECT_CONTAINS(c.to_json(), R"("InTraining": true, "Indicator": true }])");
+    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 5, "Indicator": 1 })"),
+                        {"$.Layers[3].FixedWeights.Indicator:"});
+    c = NetworkConfig::from_json(fixed(
+        R"([{ "source": "In", "FIT": "ease", "Lambda": 0.5, "Scale": -2, "InTraining": false }])"));
     EXPECT_EQ(NetworkConfig::from_json(net()).to_json().find("FixedWeights"), std::string::npos);
     NetworkConfig d = c;
     d.layers[3].fixed_weights[0].in_training = true;

@@ -155,6 +155,39 @@ TEST(FixedWeights, FittedBeforeTheFirstStepAndNeverTrained) {
     EXPECT_EQ(net.get_parameter("weight:In->Out"), fitted);
 }
 
+// Input values that weigh the entries (split fixed --recency): the fit uses them unless the
+// entry has Indicator, which fits on the rows' 0/1 pattern.
+TEST(FixedWeights, IndicatorFitsOnTheRowsPatternNotTheirValues) {
+    const Dataset x = items(true);
+    ASSERT_FALSE(x.is_boolean());
+    Dataset pattern = x;
+    pattern.values.clear();
+    for (bool indicator : {false, true}) {
+        SCOPED_TRACE(indicator ? "Indicator" : "values");
+        const std::string fixed = R"("Source": "In", "Lambda": 4, "Scale": 2)" +
+                                  std::string(indicator ? R"(, "Indicator": true)" : "");
+        Network net = Network::create(NetworkConfig::from_json(config(fixed)), {{"x", kItems}},
+                                      cpu_options());
+        Trainer trainer(net, {{"x", &x}}, adam(1));
+        expect_matches(net.get_parameter("weight:In->Out"),
+                       ease_reference(indicator ? pattern : x, 4.0, 2.0), "fitted");
+    }
+    // Both fits of one edge: the graph filter's with Indicator equals its fit on the pattern.
+    const std::string both = R"("Source": "In", "Lambda": 4, "Scale": 2 }, { "Source": "In",
+        "Fit": "GraphFilter", "Scale": 3, "Indicator": true)";
+    std::string json = config(both);  // { A }, { B } made an array: [{ A }, { B }]
+    json.replace(json.find(R"("FixedWeights": { )"), 18, R"("FixedWeights": [{ )");
+    json.replace(json.rfind(" } } ] }"), 8, " }] } ] }");
+    Network net = Network::create(NetworkConfig::from_json(json), {{"x", kItems}}, cpu_options());
+    Trainer trainer(net, {{"x", &x}}, adam(1));
+    engine::GraphFilterFit gf;
+    const std::vector<float> filter = engine::graph_filter_matrix(pattern, gf, 3.0f);
+    const std::vector<double> ease = ease_reference(x, 4.0, 2.0);
+    std::vector<double> want(ease.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = ease[i] + filter[i];
+    expect_matches(net.get_parameter("weight:In->Out"), want, "EASE on values + filter on 0/1");
+}
+
 TEST(FixedWeights, GradientsOfTheOtherParametersMatchFiniteDifferences) {
     const Dataset x = items();
     Network net =
