@@ -20,7 +20,9 @@ weighting of them is ranked in seconds ("grid"). Bases, each [validation users, 
   I   x Di^-b V V^T Di^b, V the top --k right singular vectors of R~ (its ideal low-pass part)
   S2, S3  x P^2, x P^3 (--powers 3: BSPM's sharpening terms, x P - c x P^2 + ...)
 
-x is the stored row (0/1); each grid point is a JSON object of basis -> coefficient, for example
+x is the stored row (0/1), or with --values the same entries with that file's values (a
+recency-weighted input, `split fixed --recency`), the fits staying on the 0/1 rows unless
+--fit-values (as the engine, which fits on the input dataset it trains on); each grid point is a JSON object of basis -> coefficient, for example
 {"Z": 1, "E": 48, "S1": 48, "I": 4.8}, which is the network with EASE Scale 48 and GraphFilter
 Scale 48, IdealWeight 0.1 (I's coefficient over S1's). Without a Z... basis the paths rank alone
 (no row scaling: a per-user factor changes no ranking). With one, every basis not named Z... is
@@ -34,10 +36,11 @@ K 256: 46 s), 4.9 GB of disk each; Z and E about a minute once B is fitted (EASE
 about 13 minutes in numpy, 6.7 GB); a grid point about 10 s.
 
 usage: path_screen.py bases --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
-           [--model AE.nc [--model-basis Z]] [--ease-lambda L | --ease-matrix B.npy]
+           [--values WEIGHTED.nc [--fit-values]]
+           [--model AE.nc [--model-basis Z]] [--ease-lambda L [--ease-save B.npy] | --ease-matrix B.npy]
            [--graph-filter] [--k 256] [--user-exponent 0.5] [--item-exponent 0.5] [--powers 1]
        path_screen.py grid --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
-           --grid GRID.json|'[{...}]' [--normalize-scale 4]
+           [--values WEIGHTED.nc] --grid GRID.json|'[{...}]' [--normalize-scale 4]
 (run with PYTHONPATH=build/python and a Python with numpy and scipy, e.g. build/pyenv/bin/python)
 """
 import argparse
@@ -50,11 +53,18 @@ p = argparse.ArgumentParser()
 p.add_argument("stage", choices=["bases", "grid"])
 p.add_argument("--train", required=True, help="the rows the paths and the autoencoder saw")
 p.add_argument("--heldout", required=True, help="the validation users' held-out items")
+p.add_argument("--values", default=None,
+               help="score with this file's input values (the rows and items of --train, e.g. "
+                    "weighted by recency); the fits stay on --train's 0/1 rows")
 p.add_argument("--out", required=True, help="folder of the bases")
 p.add_argument("--model", default=None, help="bases: the autoencoder, for Z")
 p.add_argument("--model-basis", default="Z", help="bases: the name of --model's logits (Z...)")
 p.add_argument("--ease-lambda", type=float, default=None, help="bases: E from an EASE fit")
+p.add_argument("--fit-values", action="store_true",
+               help="bases: fit on --values too (as the engine fits on the input dataset's "
+                    "values), not on --train's 0/1 rows")
 p.add_argument("--ease-matrix", default=None, help="bases: E from this fitted B (.npy)")
+p.add_argument("--ease-save", default=None, help="bases: also save the fitted B (.npy)")
 p.add_argument("--graph-filter", action="store_true", help="bases: S1 and I")
 p.add_argument("--k", type=int, default=256)
 p.add_argument("--user-exponent", type=float, default=0.5)
@@ -86,6 +96,14 @@ X = read_csr(a.train)
 H = read_csr(a.heldout)
 users = np.flatnonzero(np.diff(H.indptr) > 0)
 Xu = X[users]
+if a.values:  # the scored rows: the same entries as X, other values
+    Xv = sp.csr_matrix(sparsenet.Dataset.load(a.values).to_scipy(), dtype=np.float32)
+    if Xv.shape != X.shape or (Xv != 0).astype(np.int8).nnz != X.nnz or \
+            abs(Xv.astype(bool).astype(np.int8) - X.astype(bool).astype(np.int8)).nnz:
+        sys.exit(f"--values {a.values}: expected the rows and items of --train {a.train}")
+    Xu = Xv[users]
+elif a.fit_values:
+    sys.exit("--fit-values: needs --values")
 n = X.shape[1]
 chunks = [(f, min(f + a.chunk, len(users))) for f in range(0, len(users), a.chunk)]
 t0 = time.perf_counter()
@@ -97,10 +115,11 @@ def save(name, i, m):
 
 def bases():
     os.makedirs(a.out, exist_ok=True)
-    du, di = np.asarray(X.sum(1)).ravel(), np.asarray(X.sum(0)).ravel()
+    F = Xv if a.fit_values else X  # the rows the fits see
+    du, di = np.asarray(F.sum(1)).ravel(), np.asarray(F.sum(0)).ravel()
     ru = np.where(du > 0, np.power(np.maximum(du, 1e-30), -a.user_exponent), 0).astype(np.float32)
     ci = np.where(di > 0, np.power(np.maximum(di, 1e-30), -a.item_exponent), 0).astype(np.float32)
-    R = sp.csr_matrix(sp.diags(ru) @ X @ sp.diags(ci), dtype=np.float32)  # R~ [users, items]
+    R = sp.csr_matrix(sp.diags(ru) @ F @ sp.diags(ci), dtype=np.float32)  # R~ [users, items]
     Rt = sp.csr_matrix(R.T)
     V = None
     if a.graph_filter and a.k > 0:
@@ -114,8 +133,10 @@ def bases():
         B = np.load(a.ease_matrix, mmap_mode="r")
     elif a.ease_lambda:
         import ease
-        B = ease.ease_weights(X, a.ease_lambda)
+        B = ease.ease_weights(F, a.ease_lambda)
         print(f"EASE fit, Lambda {a.ease_lambda:g}: {time.perf_counter() - t0:.0f} s", flush=True)
+        if a.ease_save:
+            np.save(a.ease_save, B)
     net = sparsenet.Network.load(a.model, threads=a.threads) if a.model else None
     if net is not None:
         name = [x for x in net.config["Layers"] if x.get("Kind") == "Input"][0]["DataSet"]
@@ -140,7 +161,7 @@ def bases():
             save("E", i, x @ B)
             done.append("E")
         if net is not None:
-            rows = sparsenet.Dataset.from_scipy(x, name=name, boolean=True)
+            rows = sparsenet.Dataset.from_scipy(x, name=name, boolean=not a.values)
             save(a.model_basis, i, np.log(np.maximum(net.scores({name: rows}), 1e-30)))
             done.append(a.model_basis)
         print(f"users {f}-{last}: {' '.join(done)}, {time.perf_counter() - t0:.0f} s", flush=True)
@@ -159,7 +180,8 @@ def grid():
         held = H[users[f:last]]
         dense_held = held.toarray() > 0
         held_count = np.asarray(held.sum(1)).ravel()
-        row_scale = (a.normalize_scale / np.sqrt(np.maximum(np.asarray(x.sum(1)).ravel(), 1)))
+        norm = np.sqrt(np.asarray(x.multiply(x).sum(1)).ravel())  # ||x||, 0/1 or --values
+        row_scale = a.normalize_scale / np.maximum(norm, 1e-30)
         seen = x.nonzero()
         names = sorted({b for point in points for b in point})
         m = {b: np.load(os.path.join(a.out, f"{b}-{i}.npy"), mmap_mode="r") for b in names}

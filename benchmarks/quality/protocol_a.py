@@ -100,6 +100,12 @@ def train_curve(a, sparsenet, train, target, model, metrics, epochs, log, seed=N
     return curve, wall
 
 
+def carves_last(split_flags):
+    """Whether `split fixed` flags hold the carve-out of each user's last items."""
+    return any(f == "--carve-from=last" or (f == "--carve-from" and nxt == "last")
+               for f, nxt in zip(split_flags, split_flags[1:] + [""]))
+
+
 def select_and_train(a, sparsenet, src, has_validation, work, seed, log):
     """Steps 1-2 for one seed: the split (carve-out seed `seed`, default 1) and the model (epoch
     chosen on validation, then trained on all of train). Returns (file of the split, the fit
@@ -108,11 +114,14 @@ def select_and_train(a, sparsenet, src, has_validation, work, seed, log):
     split = os.path.join(work, "split")
     cmd = [sparsenet, "split", "fixed", "--train", os.path.join(src, "train.txt"),
            "--test", os.path.join(src, "test.txt"), "-o", split, "-q"]
+    extra = shlex.split(a.split_flags)
     if has_validation:
         cmd += ["--validation", os.path.join(src, "valid.txt")]
+    elif carves_last(extra):  # the order decides: no seed
+        cmd += ["--carve-validation", "0.1"]
     else:
         cmd += ["--carve-validation", "0.1", "--seed", str(1 if seed is None else seed)]
-    run(cmd, log)
+    run(cmd + extra, log)
     f = lambda name: os.path.join(split, name)  # noqa: E731
     fit = f("train.nc") if has_validation else f("train_fit.nc")
     if a.no_model:
@@ -131,6 +140,7 @@ def select_and_train(a, sparsenet, src, has_validation, work, seed, log):
     one = {
         "config": os.path.relpath(a.config, ROOT),
         "config_json": json.load(open(a.config)), "train_flags": a.train_flags,
+        **({"split_flags": a.split_flags} if a.split_flags else {}),
         "epochs": a.epochs, "chosen_epoch": best["epoch"],
         "validation_recall@20": best["recall@20"],
         "test_recall@20": chosen["recall@20"], "test_ndcg@20": chosen["ndcg@20"],
@@ -148,7 +158,8 @@ def select_and_train(a, sparsenet, src, has_validation, work, seed, log):
 
 def summarize(runs):
     """The seeds' means (schema of one run's `model`), spreads and per-seed values."""
-    out = {k: runs[0][k] for k in ("config", "config_json", "train_flags", "epochs")}
+    out = {k: runs[0][k] for k in ("config", "config_json", "train_flags", "epochs",
+                                   "split_flags") if k in runs[0]}
     for key in ("test_recall@20", "validation_recall@20", "test_ndcg@20",
                 "test_best_recall@20", "train_seconds_per_epoch"):
         values = [r[key] for r in runs]
@@ -205,7 +216,7 @@ def merge(paths, tag, out=None):
         if "seeds" not in r:
             sys.exit(f"{path}: a run without --seeds (the config's own seed) cannot be merged: "
                      "rerun it with --seeds N")
-        for key in ("config_json", "epochs", "train_flags"):
+        for key in ("config_json", "epochs", "train_flags", "split_flags"):
             if m.get(key) != first["model"].get(key):
                 sys.exit(f"{path}: model.{key} differs from {first_path}'s: seeds of different "
                          "configurations are not one result")
@@ -241,6 +252,9 @@ def main():
     p.add_argument("--config", default=os.path.join(ROOT, "configs", "mult-dae.json"))
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--train-flags", default="", help="more `sparsenet train` flags")
+    p.add_argument("--split-flags", default="",
+                   help="more `sparsenet split fixed` flags (e.g. '--carve-from last --recency "
+                        "10': docs/quality.md)")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--python", default=os.path.join(ROOT, "benchmarks", ".venv", "bin", "python"))
     p.add_argument("--ease-lambdas", default="200,500,1000")
@@ -284,8 +298,11 @@ def main():
         f, fit, one = select_and_train(a, sparsenet, src, has_validation, seed_work, seed, log)
         if seed == seeds[0]:
             first_split, first_fit = f, fit
-            result["validation"] = ("valid.txt" if has_validation else
-                                    f"10% of train per user, seed {1 if seed is None else seed}")
+            result["validation"] = (
+                "valid.txt" if has_validation else
+                "the last 10% of each user's train items in train.txt's order"
+                if carves_last(shlex.split(a.split_flags)) else
+                f"10% of train per user, seed {1 if seed is None else seed}")
         if one:
             runs.append({"seed": seed, **one, "commit": result["commit"],
                          "date": result["date"]})

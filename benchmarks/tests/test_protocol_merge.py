@@ -81,6 +81,26 @@ class Merge(unittest.TestCase):
         self.assertIn("b.json: model.config_json differs", r.stderr)
         self.assertFalse(os.path.exists(out))
 
+    def test_split_flags_are_part_of_the_configuration(self):
+        def temporal(seed, flags):
+            one = dict(seed_run(seed, 0.19, 0.23, 38), split_flags=flags)
+            r = result([one], "aaa", "2026-11-29")
+            r["model"]["split_flags"] = flags
+            return r
+        flags = "--carve-from last --recency 10"
+        a = self.write("a.json", temporal(1, flags))
+        b = self.write("b.json", temporal(2, flags))
+        r, out = self.merge(a, b)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.load(open(out))["model"]["split_flags"], flags)
+        c = self.write("c.json", temporal(3, "--carve-from last --recency 20"))
+        r, _ = self.merge(a, c)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("c.json: model.split_flags differs", r.stderr)
+        plain = self.write("plain.json", result([seed_run(4, 0.19, 0.23, 38)], "d", "2026-11-29"))
+        r, _ = self.merge(a, plain)
+        self.assertIn("plain.json: model.split_flags differs", r.stderr)
+
     def test_a_seed_twice_another_dataset_and_an_unseeded_run_are_refused(self):
         a = self.write("a.json", result([seed_run(1, 0.19, 0.23, 38)], "aaa", "2026-11-28"))
         again = self.write("again.json", result([seed_run(1, 0.18, 0.22, 30)], "c", "2026-11-29"))
