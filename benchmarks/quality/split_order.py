@@ -13,6 +13,13 @@ only (`user item item ...` per line) and prints:
             closer than the first for the user's own test items but not for another user's, the
             line is in time order and the test items follow it.
 
+  ids       item ids in both releases were given in order of first appearance along train.txt
+            (user 0's line holds 0, 1, 2, ...), so a higher id is an item first seen in a later
+            user's line. How often a test item's id exceeds a train item's of the same user, over
+            all pairs and within twentieths of log popularity (0.5 when ids carry nothing beyond
+            popularity), and the mean rank correlation of each train line's order with its ids
+            (1.0 for a sorted line).
+
   recency   with --recency TAUS: 10 % of each train line held out, either its last items or a
             random draw (numpy, seed 1), and 6,000 users' remaining items, weighted by
             exp(-age / tau) (age: the user's items listed after it; no weighting first), ranked
@@ -64,6 +71,18 @@ print(f"lean     test {lean(test):.3f}  first 10% {lean([x[:k] for x, k in zip(t
 deciles = [lean([x[len(x) * d // 10:max(len(x) * (d + 1) // 10, len(x) * d // 10 + 1)]
                  for x in train]) for d in range(10)]
 print("lean     by tenths of the train line: " + " ".join(f"{v:.3f}" for v in deciles))
+
+bins = np.digitize(np.log(np.maximum(pop, 1)),
+                   np.quantile(np.log(np.maximum(pop, 1)), np.linspace(0, 1, 21))[1:-1])
+above = np.zeros(4)  # pairs with the test id higher, all pairs; the same within a popularity bin
+for x, t in zip(train, test):
+    x, t = np.array(x), np.array(t)
+    higher, same = t[:, None] > x[None, :], bins[t][:, None] == bins[x][None, :]
+    above += [higher.sum(), higher.size, (higher & same).sum(), same.sum()]
+order = np.mean([np.corrcoef(np.argsort(np.argsort(x)), np.arange(len(x)))[0, 1]
+                 for x in train if len(x) > 5 and len(set(x)) == len(x)])
+print(f"ids      test id above train id {above[0] / above[1]:.3f}  within a popularity bin "
+      f"{above[2] / above[3]:.3f}  line order vs id rank {order:.3f}")
 
 rows = np.repeat(np.arange(users), [len(x) for x in train])
 X = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, np.concatenate(train))),
