@@ -69,22 +69,13 @@ struct Common {
         set_threads(threads);
     }
 
-    // Writes `d` under every training name (the input and the target of an autoencoder).
-    void write_training(const std::string& file, const Dataset& d) const {
+    // Writes `d` under every training name (the input and the target of an autoencoder); with
+    // `input`, the first name (the input) holds it instead (a recency-weighted input).
+    void write_training(const std::string& file, const Dataset& d,
+                        const Dataset* input = nullptr) const {
         std::vector<Dataset> out;
         for (const std::string& n : name_list()) {
-            out.push_back(d);
-            out.back().name = n;
-        }
-        write(file, out);
-    }
-
-    // The same with the first name (the input) holding `input` instead.
-    void write_training_weighted(const std::string& file, const Dataset& d,
-                                 const Dataset& input) const {
-        std::vector<Dataset> out;
-        for (const std::string& n : name_list()) {
-            out.push_back(out.empty() ? input : d);
+            out.push_back(out.empty() && input ? *input : d);
             out.back().name = n;
         }
         write(file, out);
@@ -193,13 +184,10 @@ int fixed_main(int argc, char** argv) {
     const auto cols = static_cast<uint32_t>(items.size());
     // The training file: the input dataset weighted by recency when asked, the others 0/1.
     auto write_training = [&](const std::string& file, const Interactions& in) {
-        Dataset d = to_dataset(in, "train", rows, cols);
-        if (recency > 0.0) {
-            c.write_training_weighted(
-                file, d, to_dataset(recency_weighted(in, rows, recency), "train", rows, cols));
-        } else {
-            c.write_training(file, d);
-        }
+        const Dataset d = to_dataset(in, "train", rows, cols);
+        if (recency <= 0.0) return c.write_training(file, d);
+        const Dataset input = to_dataset(recency_weighted(in, rows, recency), "train", rows, cols);
+        c.write_training(file, d, &input);
     };
     if (!c.quiet) std::printf("split fixed: wrote to %s\n", c.out_dir.c_str());
     write_training("train.nc", train_in);
