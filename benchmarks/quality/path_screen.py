@@ -19,6 +19,8 @@ weighting of them is ranked in seconds ("grid"). Bases, each [validation users, 
   S1  x P, P = R~^T R~, R~ = Du^-a X Di^-b (the GraphFilter fit's linear filter, K 0)
   I   x Di^-b V V^T Di^b, V the top --k right singular vectors of R~ (its ideal low-pass part)
   S2, S3  x P^2, x P^3 (--powers 3: BSPM's sharpening terms, x P - c x P^2 + ...)
+  U   a user-based path (--user-based N): sum over the N training users v most like u of
+      sim(u, v) r~_v, sim(u, v) = x_u Di^-b r~_v^T, r~_v the row of R~ (u's own row left out)
 
 x is the stored row (0/1), or with --values the same entries with that file's values (a
 recency-weighted input, `split fixed --recency`), the fits staying on the 0/1 rows unless
@@ -27,9 +29,12 @@ recency-weighted input, `split fixed --recency`), the fits staying on the 0/1 ro
 Scale 48, IdealWeight 0.1 (I's coefficient over S1's). Without a Z... basis the paths rank alone
 (no row scaling: a per-user factor changes no ranking). With one, every basis not named Z... is
 taken for a path's scores x B and multiplied by the row's scale s, and the logits are added
-as they are. Recall@20 and NDCG@20 over the validation users' held-out items, training items
-excluded, as `sparsenet evaluate` computes them, and the mean
-popularity (training interactions) of the 20 items recommended (mean_degree@20).
+as they are. A basis key "B@g" takes basis B with column j divided by d_j^g (d_j: item j's
+training interactions): a fit's PopularityExponent g; the key "popularity" subtracts its value
+times log(1 + d_j) from every score (a logit adjustment). Recall@20 and NDCG@20 over the
+validation users' held-out items, training items excluded, as `sparsenet evaluate` computes
+them, and the mean popularity (training interactions) of the 20 items recommended
+(mean_degree@20).
 
 Cost on Gowalla (29,858 users, 40,981 items; 2-core VM): S1, S2, S3 and I 4 minutes (svds at
 K 256: 46 s), 4.9 GB of disk each; Z and E about a minute once B is fitted (EASE at Lambda 100:
@@ -39,6 +44,7 @@ usage: path_screen.py bases --train TRAIN_FIT.nc --heldout VALIDATION.nc --out D
            [--values WEIGHTED.nc [--fit-values]]
            [--model AE.nc [--model-basis Z]] [--ease-lambda L [--ease-save B.npy] | --ease-matrix B.npy]
            [--graph-filter] [--k 256] [--user-exponent 0.5] [--item-exponent 0.5] [--powers 1]
+           [--user-based N]
        path_screen.py grid --train TRAIN_FIT.nc --heldout VALIDATION.nc --out DIR
            [--values WEIGHTED.nc] --grid GRID.json|'[{...}]' [--normalize-scale 4]
 (run with PYTHONPATH=build/python and a Python with numpy and scipy, e.g. build/pyenv/bin/python)
@@ -69,6 +75,8 @@ p.add_argument("--graph-filter", action="store_true", help="bases: S1 and I")
 p.add_argument("--k", type=int, default=256)
 p.add_argument("--user-exponent", type=float, default=0.5)
 p.add_argument("--item-exponent", type=float, default=0.5)
+p.add_argument("--user-based", type=int, default=0, metavar="NEIGHBOURS",
+               help="bases: U, a user-based path over this many nearest users")
 p.add_argument("--powers", type=int, default=1, choices=[1, 2, 3], help="bases: S2 (2), S3 (3)")
 p.add_argument("--grid", default=None, help="grid: a JSON list of points, or a file of one")
 p.add_argument("--normalize-scale", type=float, default=4.0, help="the Input layer's Normalize")
@@ -157,6 +165,15 @@ def bases():
             if V is not None:
                 save("I", i, ((x @ sp.diags(ci)) @ V) @ (V.T * inv[None, :]))
             done.append("S1..I")
+        if a.user_based:  # U: sum over the nearest training users v of sim(u, v) x_v
+            sim = (x @ sp.diags(ci) @ Rt).toarray()  # x Di^-b R~^T: [chunk, users]
+            sim[np.arange(last - f), users[f:last]] = 0  # not the user's own row
+            keep = np.argpartition(-sim, a.user_based, axis=1)[:, :a.user_based]
+            rows = np.repeat(np.arange(last - f), a.user_based)
+            near = sp.csr_matrix((np.take_along_axis(sim, keep, 1).ravel(),
+                                  (rows, keep.ravel())), shape=sim.shape)
+            save("U", i, np.asarray((near @ R).todense()))  # weighted rows of R~
+            done.append("U")
         if B is not None:
             save("E", i, x @ B)
             done.append("E")
@@ -175,6 +192,16 @@ def grid():
     ideal = np.cumsum(discounts)
     totals = np.zeros((len(points), 3))
     degree = np.asarray(X.sum(0)).ravel()  # an item's training interactions: its popularity
+    log_degree = np.log1p(degree).astype(np.float32)
+
+    def basis_of(key):  # "S1@0.2": basis S1 with its columns times degree^-0.2
+        return key.split("@")[0]
+
+    def column_scaled(basis, key):
+        if "@" not in key:
+            return basis
+        e = float(key.split("@")[1])
+        return basis * np.power(np.maximum(degree, 1.0), -e).astype(np.float32)[None, :]
     for i, (f, last) in enumerate(chunks):
         x = Xu[f:last]
         held = H[users[f:last]]
@@ -183,18 +210,20 @@ def grid():
         norm = np.sqrt(np.asarray(x.multiply(x).sum(1)).ravel())  # ||x||, 0/1 or --values
         row_scale = a.normalize_scale / np.maximum(norm, 1e-30)
         seen = x.nonzero()
-        names = sorted({b for point in points for b in point})
+        names = sorted({basis_of(b) for point in points for b in point if b != "popularity"})
         m = {b: np.load(os.path.join(a.out, f"{b}-{i}.npy"), mmap_mode="r") for b in names}
         for j, point in enumerate(points):
             S = np.zeros((last - f, n), np.float32)
             logits = [b for b in point if b.startswith("Z")]
             for b, c in point.items():
-                if b not in logits and c != 0:
-                    S += np.float32(c) * m[b]
+                if b not in logits and b != "popularity" and c != 0:
+                    S += np.float32(c) * column_scaled(m[basis_of(b)], b)
             if logits:  # the edge multiplies the normalised row; the logits are added
                 S *= row_scale.astype(np.float32)[:, None]
                 for b in logits:
-                    S += np.float32(point[b]) * m[b]
+                    S += np.float32(point[b]) * column_scaled(m[basis_of(b)], b)
+            if point.get("popularity"):  # a logit adjustment: - g log(1 + degree)
+                S -= np.float32(point["popularity"]) * log_degree[None, :]
             S[seen] = -np.inf
             top = np.argpartition(-S, k, axis=1)[:, :k]
             order = np.argsort(-np.take_along_axis(S, top, axis=1), axis=1, kind="stable")

@@ -104,6 +104,9 @@ struct SharedWeights {
 // degrees, row and column sums of X), B = R~^T R~ + ideal_weight * Di^-b V V^T Di^b (b =
 // item_exponent; GF-CF: 1/2), V the top `k` right singular vectors of R~ (k 0: the linear
 // filter alone); the matrix is scale * B.
+// popularity_exponent g > 0 (either fit): column j of B is divided by d_j^g, d_j item j's degree
+// (column sum of X; a zero degree gives a zero column): a penalty on recommending popular items,
+// on the scoring side only (RP3beta's beta, Paudel et al. 2017); B's rows are left as they are.
 // Entries of one source are one edge whose matrix is the sum of their fits (same in_training).
 // in_training false: the edge is left out of training's forward pass (the nonlinear part learns
 // alone) and joins every inference-mode pass (scores, predictions, validation, evaluate_loss):
@@ -120,6 +123,7 @@ struct FixedWeights {
     float ideal_weight = 0.0f;   // its weight beside the linear filter
     float user_exponent = 0.5f;  // R~ = Du^-user_exponent X Di^-item_exponent
     float item_exponent = 0.5f;
+    float popularity_exponent = 0.0f;  // either fit: B's columns over the items' degree^this
     // Fit on the rows' 0/1 pattern (every stored entry counts 1) rather than their values: for
     // inputs whose values weigh the entries (`split fixed --recency`) while the item-item
     // relations are those of the interactions themselves.

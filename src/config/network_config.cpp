@@ -373,8 +373,8 @@ const std::vector<std::string> kLayerNotImpl = {"Kernel", "KernelStride", "Batch
 const std::vector<std::string> kSharedWeightsKeys = {"InputLayer", "SourceInputLayer",
                                                      "SourceOutputLayer", "Transposed"};
 const std::vector<std::string> kFixedWeightsKeys = {
-    "Source", "Fit",         "Lambda",       "Scale",        "InTraining",
-    "K",      "IdealWeight", "UserExponent", "ItemExponent", "Indicator"};
+    "Source",      "Fit",          "Lambda",       "Scale",     "InTraining",        "K",
+    "IdealWeight", "UserExponent", "ItemExponent", "Indicator", "PopularityExponent"};
 const std::vector<EnumName<LinearFit>> kLinearFits = {{"EASE", LinearFit::kEase},
                                                       {"GraphFilter", LinearFit::kGraphFilter}};
 const std::vector<std::string> kSmceKeys = {"oneTarget", "zeroTarget", "oneScale", "zeroScale"};
@@ -694,14 +694,15 @@ void parse_entries(const Ctx& ctx, const Field& f, const std::string& key,
     }
 }
 
-// One FixedWeights entry: {Source, Fit, Scale, InTraining} and the fit's own keys: Lambda
-// (EASE, required), K, IdealWeight, UserExponent, ItemExponent (GraphFilter). Source is
-// required, Fit is EASE, Scale 1 and InTraining true by default; a key of the other fit is
-// refused by its path.
+// One FixedWeights entry: {Source, Fit, Scale, InTraining, Indicator, PopularityExponent} and the
+// fit's own keys: Lambda (EASE, required), K, IdealWeight, UserExponent, ItemExponent
+// (GraphFilter). Source is required, Fit is EASE, Scale 1 and InTraining true by default; a key
+// of the other fit is refused by its path.
 FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
     ObjectView o(ctx, *f.value, f.path, kFixedWeightsKeys, kNone,
                  "an object with keys Source, Fit, Lambda (EASE), K, IdealWeight, UserExponent, "
-                 "ItemExponent (GraphFilter), Scale, InTraining, Indicator");
+                 "ItemExponent (GraphFilter), Scale, InTraining, Indicator, "
+                 "PopularityExponent");
     FixedWeights w;
     Field source = o.get("Source");
     if (!source) {
@@ -755,6 +756,10 @@ FixedWeights parse_fixed_entry(const Ctx& ctx, const Field& f) {
     if (Field g = o.get("Scale")) w.scale = get_float(ctx, g, "a number (the matrix is Scale * B)");
     if (Field g = o.get("InTraining")) w.in_training = get_bool(ctx, g);
     if (Field g = o.get("Indicator")) w.indicator = get_bool(ctx, g);
+    if (Field g = o.get("PopularityExponent")) {
+        w.popularity_exponent =
+            get_float_in(ctx, g, 0, 2, false, "a number in [0, 2] (columns over degree^this)");
+    }
     return w;
 }
 

@@ -146,7 +146,7 @@ bool operator==(const FixedWeights& a, const FixedWeights& b) {
     return a.source == b.source && a.fit == b.fit && a.lambda == b.lambda && a.scale == b.scale &&
            a.in_training == b.in_training && a.k == b.k && a.ideal_weight == b.ideal_weight &&
            a.user_exponent == b.user_exponent && a.item_exponent == b.item_exponent &&
-           a.indicator == b.indicator;
+           a.indicator == b.indicator && a.popularity_exponent == b.popularity_exponent;
 }
 
 // Layers are equal when they behave the same: activation parameters are compared where the
@@ -321,6 +321,9 @@ std::string layer_json(const LayerConfig& l) {
                      ", \"InTraining\": " + json_bool(fw.in_training);
                 // Written only when set: the JSON of every earlier model file stays as it was.
                 if (fw.indicator) r += ", \"Indicator\": true";
+                if (fw.popularity_exponent != 0.0f) {
+                    r += ", \"PopularityExponent\": " + json_float(fw.popularity_exponent);
+                }
                 r += " }";
             }
             r += "]";

@@ -66,6 +66,24 @@ std::vector<float> gram(const Dataset& x, const std::vector<float>* row_weight, 
     return g;
 }
 
+// The row and column sums of x (a boolean entry counts 1).
+void degrees(const Dataset& x, std::vector<double>& du, std::vector<double>& di) {
+    du.assign(x.rows, 0.0);
+    di.assign(x.cols, 0.0);
+    for (uint64_t r = 0; r < x.rows; ++r) {
+        for (uint64_t e = x.offsets[r]; e < x.offsets[r + 1]; ++e) {
+            const double v = x.is_boolean() ? 1.0 : x.values[e];
+            du[r] += v;
+            di[x.indices[e]] += v;
+        }
+    }
+}
+
+// d^e, and 0 for a zero degree.
+double power(double d, double e) {
+    return d > 0.0 ? std::pow(d, e) : 0.0;
+}
+
 void check_columns(const Dataset& x, const char* fit) {
     const size_t n = x.cols;
     if (n == 0 || n > size_t(INT32_MAX) / 2) {
@@ -242,15 +260,8 @@ std::vector<float> graph_filter_matrix(const Dataset& x, const GraphFilterFit& f
                                               std::to_string(n));
     }
     // Degrees (row and column sums), and their powers; a zero degree gives a zero factor.
-    std::vector<double> du(x.rows, 0.0), di(n, 0.0);
-    for (uint64_t r = 0; r < x.rows; ++r) {
-        for (uint64_t e = x.offsets[r]; e < x.offsets[r + 1]; ++e) {
-            const double v = x.is_boolean() ? 1.0 : x.values[e];
-            du[r] += v;
-            di[x.indices[e]] += v;
-        }
-    }
-    auto power = [](double d, double e) { return d > 0.0 ? std::pow(d, e) : 0.0; };
+    std::vector<double> du, di;
+    degrees(x, du, di);
     std::vector<float> row_weight(x.rows);
     for (uint64_t r = 0; r < x.rows; ++r) {
         row_weight[r] = float(power(du[r], -2.0 * fit.user_exponent));
@@ -292,6 +303,25 @@ std::vector<float> graph_filter_matrix(const Dataset& x, const GraphFilterFit& f
         for (float& e : b) e *= scale;
     }
     return b;
+}
+
+void penalize_popularity(std::vector<float>& b, const Dataset& x, float exponent) {
+    const size_t n = x.cols;
+    if (b.size() != n * n) {
+        throw Error(ErrorCategory::kInternal, "penalize_popularity: a matrix of " +
+                                                  std::to_string(b.size()) + " values for " +
+                                                  std::to_string(n) + " items");
+    }
+    if (exponent == 0.0f) return;
+    std::vector<double> du, di;
+    degrees(x, du, di);
+    std::vector<float> factor(n);
+    for (size_t j = 0; j < n; ++j) factor[j] = float(power(di[j], -double(exponent)));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < int64_t(n); ++i) {
+        float* bi = b.data() + size_t(i) * n;
+        for (size_t j = 0; j < n; ++j) bi[j] *= factor[j];
+    }
 }
 
 }  // namespace sparsenet::engine

@@ -36,6 +36,12 @@ struct GraphFilterFit {
 };
 std::vector<float> graph_filter_matrix(const Dataset& x, const GraphFilterFit& fit, float scale);
 
+// A popularity penalty on the scoring side of a fitted [n, n] matrix b (row-major; scores x . b):
+// b[i][j] /= d_j^exponent, d_j the column sum of x (item j's degree; a zero degree gives a zero
+// column). RP3beta's beta (Paudel et al. 2017) for any fit: the item-item relations stay, items
+// are recommended less the more popular they are. exponent 0 leaves b as it is.
+void penalize_popularity(std::vector<float>& b, const Dataset& x, float exponent);
+
 // The eigenvectors of the k largest eigenvalues of the symmetric [n, n] matrix p, as an [n, k]
 // column-major matrix (ld n), largest first; each column's sign makes its largest-magnitude
 // entry positive. kExact (kAuto up to kExactEigenLimit columns): LAPACK's ssyevr on a copy,

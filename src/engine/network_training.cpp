@@ -203,6 +203,7 @@ void Training::fit_fixed_weights(const std::map<std::string, const Dataset*>& da
                 gf.item_exponent = fw.item_exponent;
                 b = graph_filter_matrix(rows_for(fw), gf, fw.scale);
             }
+            penalize_popularity(b, rows_for(fw), fw.popularity_exponent);
             // The whole matrix: fixed edges are never split.
             const EdgeSplit& block = net_.plan.edges[wi];
             if (first) {

@@ -244,6 +244,20 @@ TEST(ConfigTopology, FixedWeightsTakesAnObjectOrAnArrayWithDefaults) {
     EXPECT_CONTAINS(c.to_json(), R"("InTraining": true, "Indicator": true }])");
     expect_config_error(fixed(R"({ "Source": "In", "Lambda": 5, "Indicator": 1 })"),
                         {"$.Layers[3].FixedWeights.Indicator:"});
+    // PopularityExponent: either fit, in [0, 2], written only when set.
+    EXPECT_EQ(c.to_json().find("PopularityExponent"), std::string::npos);
+    c = NetworkConfig::from_json(
+        fixed(R"({ "Source": "In", "Fit": "GraphFilter", "PopularityExponent": 0.25 })"));
+    EXPECT_EQ(c.layers[3].fixed_weights[0].popularity_exponent, 0.25f);
+    EXPECT_CONTAINS(c.to_json(), R"("PopularityExponent": 0.25 }])");
+    expect_round_trip(c);
+    c = NetworkConfig::from_json(
+        fixed(R"({ "Source": "In", "Lambda": 5, "PopularityExponent": 1 })"));
+    EXPECT_EQ(c.layers[3].fixed_weights[0].popularity_exponent, 1.0f);
+    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 5, "PopularityExponent": 2.5 })"),
+                        {"$.Layers[3].FixedWeights.PopularityExponent:", "[0, 2]"});
+    expect_config_error(fixed(R"({ "Source": "In", "Lambda": 5, "PopularityExponent": -0.1 })"),
+                        {"$.Layers[3].FixedWeights.PopularityExponent:"});
     c = NetworkConfig::from_json(fixed(
         R"([{ "source": "In", "FIT": "ease", "Lambda": 0.5, "Scale": -2, "InTraining": false }])"));
     EXPECT_EQ(NetworkConfig::from_json(net()).to_json().find("FixedWeights"), std::string::npos);

@@ -236,5 +236,72 @@ TEST(FixedWeights, EntriesOfOneSourceAreSummedIntoOneMatrix) {
     expect_matches(net.get_parameter("weight:In->Out"), want, "EASE + graph filter");
 }
 
+// penalize_popularity divides column j by d_j^g, d_j the column sum (a valued entry counts its
+// value); an item nobody holds gets a zero column; the rows are left as they are.
+TEST(LinearFit, PopularityPenaltyDividesColumnsByTheItemsDegree) {
+    Dataset x;
+    x.name = "x";
+    x.cols = 4;
+    x.rows = 3;
+    x.offsets = {0, 2, 3, 5};
+    x.indices = {0, 1, 1, 0, 1};  // degrees 2, 3, 0, 0 (boolean)
+    std::vector<float> b(16);
+    std::iota(b.begin(), b.end(), 1.0f);
+    std::vector<float> got = b;
+    engine::penalize_popularity(got, x, 0.5f);
+    const float factor[4] = {1.0f / std::sqrt(2.0f), 1.0f / std::sqrt(3.0f), 0.0f, 0.0f};
+    for (size_t i = 0; i < 4; ++i)
+        for (size_t j = 0; j < 4; ++j)
+            EXPECT_FLOAT_EQ(got[i * 4 + j], b[i * 4 + j] * factor[j]) << i << "," << j;
+    x.values = {4.0f, 1.0f, 1.0f, 0.5f, 2.0f};  // degrees 4.5, 4
+    got = b;
+    engine::penalize_popularity(got, x, 1.0f);
+    EXPECT_FLOAT_EQ(got[4], b[4] / 4.5f);
+    EXPECT_FLOAT_EQ(got[5], b[5] / 4.0f);
+    got = b;
+    engine::penalize_popularity(got, x, 0.0f);
+    EXPECT_EQ(got, b);
+    std::vector<float> wrong(9);
+    EXPECT_THROW(engine::penalize_popularity(wrong, x, 0.5f), Error);
+}
+
+// Each entry's PopularityExponent applies to its own fit before the sum: EASE's columns over
+// degree^0.5, the graph filter's over degree^0.2.
+TEST(FixedWeights, PopularityExponentPenalizesEachEntrysFit) {
+    const Dataset x =
+        testing::random_dataset(kRows, 13, testing::RowShape::kPowerLaw, false, 35, "x");
+    const std::string json = R"({ "Name": "gf", "ShuffleIndices": false, "Layers": [
+        { "Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true },
+        { "Name": "H", "Kind": "Hidden", "N": 4, "Activation": "Tanh", "Source": "In" },
+        { "Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "x", "Sparse": true,
+          "Activation": "Sigmoid", "Source": ["H", "In"], "FixedWeights": [
+            { "Source": "In", "Fit": "EASE", "Lambda": 4, "Scale": 2, "InTraining": false,
+              "PopularityExponent": 0.5 },
+            { "Source": "In", "Fit": "GraphFilter", "K": 3, "IdealWeight": 0.3, "Scale": 3,
+              "InTraining": false, "PopularityExponent": 0.2 } ] } ] })";
+    NetworkOptions o;
+    o.device = "cpu";
+    o.threads = 2;
+    o.seed = 5;
+    Network net = Network::create(NetworkConfig::from_json(json), {{"x", 13}}, o);
+    TrainOptions to;
+    to.batch = 16;
+    to.epochs = 1;
+    Trainer trainer(net, {{"x", &x}}, to);
+    std::vector<double> degree(13, 0.0);
+    for (uint32_t item : x.indices) degree[item] += 1.0;
+    const std::vector<float> ease = engine::ease_matrix(x, 4.0f, 2.0f);
+    const std::vector<double> filter = graph_filter_reference(x, {3, 0.3f, 0.5f, 0.5f}, 3.0);
+    std::vector<double> want(ease.size());
+    for (size_t i = 0; i < 13; ++i) {
+        for (size_t j = 0; j < 13; ++j) {
+            ASSERT_GT(degree[j], 1.0) << "item " << j << ": a weak test";
+            want[i * 13 + j] = ease[i * 13 + j] / std::sqrt(degree[j]) +
+                               filter[i * 13 + j] / std::pow(degree[j], 0.2);
+        }
+    }
+    expect_matches(net.get_parameter("weight:In->Out"), want, "penalised EASE + graph filter");
+}
+
 }  // namespace
 }  // namespace sparsenet
