@@ -207,20 +207,16 @@ TEST(FixedWeights, GraphFilterIsFittedBeforeTheFirstStep) {
     EXPECT_EQ(net.get_parameter("weight:In->Out"), fitted);
 }
 
-// Two entries of one source are one edge holding the sum of their fits: an EASE path and a
-// graph filter blended with the Scale of each. 13 items: rows padded to the plan's stride, so the
-// sum runs through the padded transfer by blocks (Training::add_rows).
-TEST(FixedWeights, EntriesOfOneSourceAreSummedIntoOneMatrix) {
-    const Dataset x =
-        testing::random_dataset(kRows, 13, testing::RowShape::kPowerLaw, false, 34, "x");
+// The In -> Out matrix of a new network of `fixed_weights` (a JSON array of entries on In) over
+// 13 items once a Trainer on x has fitted it. 13 items: rows padded to the plan's stride, so a sum
+// of entries runs through the padded transfer by blocks (Training::add_rows).
+std::vector<float> fitted_edge(const std::string& fixed_weights, const Dataset& x) {
     const std::string json = R"({ "Name": "gf", "ShuffleIndices": false, "Layers": [
         { "Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true },
         { "Name": "H", "Kind": "Hidden", "N": 4, "Activation": "Tanh", "Source": "In" },
         { "Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "x", "Sparse": true,
-          "Activation": "Sigmoid", "Source": ["H", "In"], "FixedWeights": [
-            { "Source": "In", "Fit": "EASE", "Lambda": 4, "Scale": 2, "InTraining": false },
-            { "Source": "In", "Fit": "GraphFilter", "K": 3, "IdealWeight": 0.3, "Scale": -0.5,
-              "InTraining": false } ] } ] })";
+          "Activation": "Sigmoid", "Source": ["H", "In"], "FixedWeights": )" +
+                             fixed_weights + " } ] }";
     NetworkOptions o;
     o.device = "cpu";
     o.threads = 2;
@@ -230,10 +226,23 @@ TEST(FixedWeights, EntriesOfOneSourceAreSummedIntoOneMatrix) {
     to.batch = 16;
     to.epochs = 1;
     Trainer trainer(net, {{"x", &x}}, to);
+    return net.get_parameter("weight:In->Out");
+}
+
+// Two entries of one source are one edge holding the sum of their fits: an EASE path and a
+// graph filter blended with the Scale of each.
+TEST(FixedWeights, EntriesOfOneSourceAreSummedIntoOneMatrix) {
+    const Dataset x =
+        testing::random_dataset(kRows, 13, testing::RowShape::kPowerLaw, false, 34, "x");
+    const std::vector<float> got = fitted_edge(R"([
+        { "Source": "In", "Fit": "EASE", "Lambda": 4, "Scale": 2, "InTraining": false },
+        { "Source": "In", "Fit": "GraphFilter", "K": 3, "IdealWeight": 0.3, "Scale": -0.5,
+          "InTraining": false } ])",
+                                               x);
     const std::vector<float> ease = engine::ease_matrix(x, 4.0f, 2.0f);
     std::vector<double> want = graph_filter_reference(x, {3, 0.3f, 0.5f, 0.5f}, -0.5);
     for (size_t i = 0; i < want.size(); ++i) want[i] += ease[i];
-    expect_matches(net.get_parameter("weight:In->Out"), want, "EASE + graph filter");
+    expect_matches(got, want, "EASE + graph filter");
 }
 
 // penalize_popularity divides column j by d_j^g, d_j the column sum (a valued entry counts its
@@ -270,24 +279,12 @@ TEST(LinearFit, PopularityPenaltyDividesColumnsByTheItemsDegree) {
 TEST(FixedWeights, PopularityExponentPenalizesEachEntrysFit) {
     const Dataset x =
         testing::random_dataset(kRows, 13, testing::RowShape::kPowerLaw, false, 35, "x");
-    const std::string json = R"({ "Name": "gf", "ShuffleIndices": false, "Layers": [
-        { "Name": "In", "Kind": "Input", "N": "auto", "DataSet": "x", "Sparse": true },
-        { "Name": "H", "Kind": "Hidden", "N": 4, "Activation": "Tanh", "Source": "In" },
-        { "Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "x", "Sparse": true,
-          "Activation": "Sigmoid", "Source": ["H", "In"], "FixedWeights": [
-            { "Source": "In", "Fit": "EASE", "Lambda": 4, "Scale": 2, "InTraining": false,
-              "PopularityExponent": 0.5 },
-            { "Source": "In", "Fit": "GraphFilter", "K": 3, "IdealWeight": 0.3, "Scale": 3,
-              "InTraining": false, "PopularityExponent": 0.2 } ] } ] })";
-    NetworkOptions o;
-    o.device = "cpu";
-    o.threads = 2;
-    o.seed = 5;
-    Network net = Network::create(NetworkConfig::from_json(json), {{"x", 13}}, o);
-    TrainOptions to;
-    to.batch = 16;
-    to.epochs = 1;
-    Trainer trainer(net, {{"x", &x}}, to);
+    const std::vector<float> got = fitted_edge(R"([
+        { "Source": "In", "Fit": "EASE", "Lambda": 4, "Scale": 2, "InTraining": false,
+          "PopularityExponent": 0.5 },
+        { "Source": "In", "Fit": "GraphFilter", "K": 3, "IdealWeight": 0.3, "Scale": 3,
+          "InTraining": false, "PopularityExponent": 0.2 } ])",
+                                               x);
     std::vector<double> degree(13, 0.0);
     for (uint32_t item : x.indices) degree[item] += 1.0;
     const std::vector<float> ease = engine::ease_matrix(x, 4.0f, 2.0f);
@@ -300,7 +297,7 @@ TEST(FixedWeights, PopularityExponentPenalizesEachEntrysFit) {
                                filter[i * 13 + j] / std::pow(degree[j], 0.2);
         }
     }
-    expect_matches(net.get_parameter("weight:In->Out"), want, "penalised EASE + graph filter");
+    expect_matches(got, want, "penalised EASE + graph filter");
 }
 
 }  // namespace
