@@ -160,6 +160,11 @@ def main():
         files = sorted(glob.glob(os.path.join(a.results, f"*-quality-{dataset}*.json")))
         runs = [json.load(open(f)) for f in files]
         model = [r for r in runs if "model" in r]
+        # Runs of the dataset script's default config as it is today, where there are any: file
+        # names of one date sort by tag, not by time, and other configs (Gowalla's temporal one)
+        # are not the default.
+        default = json.load(open(os.path.join(ROOT, "configs", f"protocol-a-{dataset}.json")))
+        model = [r for r in model if r["model"].get("config_json") == default] or model
         if model:
             run = dict(model[-1])
             ease = [r for r in runs if "ease" in r]
