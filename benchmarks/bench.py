@@ -10,6 +10,8 @@ ML-20M shape (same mean row length, 144.4), which keeps a run short:
 --batch 64,128,256 sweeps batch sizes (time per epoch vs batch size).
 
 Peers (benchmarks/peers/): PyTorch, competent (sparse first layer) and densify-each-batch.
+--precisions fp32,bf16 (the default) runs each of sparsenet and PyTorch's sparse variant in both:
+sparsenet --precision bf16 ("sparsenet bf16") and PyTorch's bf16 autocast ("pytorch-sparse bf16").
 Each system trains --epochs epochs; the figure is the time of the epoch loop as the system
 reports it (sparsenet: --metrics-out; peers: their own timer), so process start and data loading
 are excluded for everyone.
@@ -17,7 +19,10 @@ are excluded for everyone.
 sgemm_gflops: after each repetition the machine's sgemm rate at the output layer's three training
 shapes (forward, input delta, weight gradient: build/benchmarks/sparsenet_bench_sgemm, the same
 OpenBLAS and thread count), so the epoch's model-FLOP rate can be read as a fraction of it
-(sgemm_fraction) under the same load. --baseline-build DIR adds DIR's sparsenet as the system
+(sgemm_fraction) under the same load. bf16_gflops: likewise the CPU backend's BF16 matmul rate
+at the same shapes (build/benchmarks/sparsenet_bench_bf16_matmul: the kernel `--precision bf16`
+runs, with the engine's padded layouts), and bf16_fraction. The result names the CPU, its BF16
+instructions (cpu_isa) and the kernel sparsenet's bf16 ran (bf16_kernel). --baseline-build DIR adds DIR's sparsenet as the system
 "sparsenet-base", run alternately with the new one (an A/B on a shared machine). --variant-env
 NAME=VALUE (repeatable) adds this build's sparsenet with that variable set as the system
 "sparsenet NAME=VALUE" (a switch of the step turned off: SPARSENET_PADDED_LD=0, ...).
@@ -25,6 +30,7 @@ NAME=VALUE (repeatable) adds this build's sparsenet with that variable set as th
 usage: benchmarks/bench.py [--build build] [--python PY] [--workload dsstne-bench|mult-dae]
        [--users 8192] [--repeats 3] [--threads 2] [--batch N[,N...]] [--no-peers] [--tag T]
        [--baseline-build DIR] [--variant-env NAME=VALUE ...] [--sgemm-repeats 3]
+       [--precisions fp32,bf16]
 """
 import argparse
 import datetime
@@ -40,11 +46,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ITEMS, USERS, NNZ = 27278, 138493, 20000263
 
 
-def run(cmd, **kw):
+def run(cmd, stderr_too=False, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
         sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r.stdout
+    return (r.stdout, r.stderr) if stderr_too else r.stdout
+
+
+def cpu_isa():
+    """The CPU's BF16 instructions as /proc/cpuinfo names them (amx_bf16, avx512_bf16)."""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            flags = line.split(":", 1)[1].split()
+            return [f for f in ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f") if f in flags]
+    return []
 
 
 def cpu_model():
@@ -100,6 +115,9 @@ def main():
                    help="also run this build with NAME=VALUE in the environment")
     p.add_argument("--sgemm-repeats", type=int, default=3,
                    help="timed calls per shape of each sgemm measurement (0: skip it)")
+    p.add_argument("--precisions", default="fp32,bf16",
+                   help="comma list of fp32 and bf16: the precisions sparsenet and PyTorch's "
+                        "sparse variant run in")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sparsenet = os.path.join(a.build, "sparsenet")
@@ -114,26 +132,39 @@ def main():
     ds = info["files"][0]["datasets"][0]
     examples, mean_nnz = ds["examples"], ds["nonzeros"] / ds["examples"]
 
-    def ours(batch, sparsenet=sparsenet, env=None):
+    precisions = a.precisions.split(",")
+    if not precisions or any(p not in ("fp32", "bf16") for p in precisions):
+        sys.exit(f"--precisions: expected a comma list of fp32 and bf16, got {a.precisions}")
+    bf16_kernel = {}  # the line `train --precision bf16` logs: the kernel its GEMMs ran
+
+    def ours(batch, sparsenet=sparsenet, env=None, precision="fp32"):
         metrics = os.path.join(a.work, "metrics.jsonl")
-        run([sparsenet, "train", "-c", config, "-i", data, "-n", os.path.join(a.work, "m.nc"),
-             "-b", str(batch), "-e", str(a.epochs), "--threads", str(a.threads),
-             "--metrics-out", metrics, "-q"] + extra_flags,
-            env=dict(os.environ, **env) if env else None)
+        _, err = run([sparsenet, "train", "-c", config, "-i", data,
+                      "-n", os.path.join(a.work, "m.nc"), "-b", str(batch), "-e", str(a.epochs),
+                      "--threads", str(a.threads), "--precision", precision,
+                      "--metrics-out", metrics, "-q"] + extra_flags,
+                     stderr_too=True, env=dict(os.environ, **env) if env else None)
+        for line in err.splitlines():
+            if "bf16 GEMMs ->" in line:
+                bf16_kernel[line.split(": ", 1)[-1]] = True
         lines = [json.loads(l) for l in open(metrics)]
         return [l["seconds"] for l in lines], [l["loss"] for l in lines]
 
-    def peer(variant):
+    def peer(variant, bf16=False):
         def go(batch):
             out = run([a.python, os.path.join(ROOT, "benchmarks", "peers", "torch_autoencoder.py"),
                        "--config", config, "--data", data, "--variant", variant,
                        "--batch", str(batch), "--epochs", str(a.epochs),
-                       "--threads", str(a.threads)])
+                       "--threads", str(a.threads)] + (["--bf16"] if bf16 else []))
             r = json.loads(out.strip().splitlines()[-1])
             return r["seconds"], r["loss"]
         return go
 
-    systems = {"sparsenet": ours}
+    systems = {}
+    if "fp32" in precisions:
+        systems["sparsenet"] = ours
+    if "bf16" in precisions:
+        systems["sparsenet bf16"] = lambda batch: ours(batch, precision="bf16")
     versions = {"sparsenet": run([sparsenet, "--version"]).strip()}
     if a.baseline_build:
         base_bin = os.path.join(a.baseline_build, "sparsenet")
@@ -148,17 +179,27 @@ def main():
                   if os.path.exists(p)), None)
     if sgemm is None and a.sgemm_repeats > 0:
         print("note: sparsenet_bench_sgemm not built: no sgemm_gflops", file=sys.stderr)
+    bf16_bench = next((p for p in (os.path.join(a.build, "benchmarks", "sparsenet_bench_bf16_matmul"),
+                                   os.path.join(ROOT, "build", "benchmarks",
+                                                "sparsenet_bench_bf16_matmul"))
+                       if os.path.exists(p)), None)
+    if "bf16" not in precisions:
+        bf16_bench = None
     sizes = layer_sizes(config, ITEMS)
 
-    def sgemm_rate(batch):
-        out = run([sgemm, str(batch), str(sizes[-2]), str(sizes[-1]), str(a.threads),
+    def sgemm_rate(batch, program):
+        out = run([program, str(batch), str(sizes[-2]), str(sizes[-1]), str(a.threads),
                    str(a.sgemm_repeats)])
         return json.loads(out.strip().splitlines()[-1])
     if not a.no_peers:
         if not os.path.exists(a.python):
             sys.exit(f"{a.python} not found: run `make bench` (it creates the venv) or --no-peers")
-        systems["pytorch-sparse"] = peer("sparse")
-        systems["pytorch-densify"] = peer("densify")
+        if "fp32" in precisions:
+            systems["pytorch-sparse"] = peer("sparse")
+        if "bf16" in precisions:
+            systems["pytorch-sparse bf16"] = peer("sparse", bf16=True)
+        if "fp32" in precisions:
+            systems["pytorch-densify"] = peer("densify")
         versions["torch"] = run([a.python, "-c", "import torch; print(torch.__version__)"]).strip()
 
     flop = flops_per_example(config, ITEMS, mean_nnz) * examples
@@ -166,7 +207,7 @@ def main():
     for batch in batches:
         times = {name: [] for name in systems}
         losses = {name: [] for name in systems}
-        sgemm_runs = []
+        sgemm_runs, bf16_runs = [], []
         for r in range(a.repeats):  # alternate systems within each repetition
             for name, go in systems.items():
                 epoch_seconds, epoch_losses = go(batch)
@@ -175,19 +216,29 @@ def main():
                 print(f"  batch {batch} repeat {r + 1}/{a.repeats} {name:16s} "
                       f"{times[name][-1]:.2f} s/epoch (loss {epoch_losses[-1]:.4g})", flush=True)
             if sgemm is not None and a.sgemm_repeats > 0:
-                sgemm_runs.append(sgemm_rate(batch))
+                sgemm_runs.append(sgemm_rate(batch, sgemm))
                 print(f"  batch {batch} repeat {r + 1}/{a.repeats} sgemm at the output layer "
                       f"{sgemm_runs[-1]['gflops']:.1f} GFLOP/s", flush=True)
+            if bf16_bench is not None and a.sgemm_repeats > 0:
+                bf16_runs.append(sgemm_rate(batch, bf16_bench))
+                print(f"  batch {batch} repeat {r + 1}/{a.repeats} bf16 matmul at the output "
+                      f"layer {bf16_runs[-1]['gflops']:.1f} GFLOP/s ({bf16_runs[-1]['kernel']} "
+                      f"{bf16_runs[-1]['implementation']})", flush=True)
         sgemm_gflops = (statistics.median(s["gflops"] for s in sgemm_runs) if sgemm_runs
                         else None)
-        base = statistics.median(times["sparsenet"])
+        bf16_gflops = (statistics.median(s["gflops"] for s in bf16_runs) if bf16_runs
+                       else None)
+        base = statistics.median(times["sparsenet" if "sparsenet" in times else "sparsenet bf16"])
         print(f"\n{a.workload}: {examples} users x {ITEMS} items ({mean_nnz:.1f} per user), batch "
               f"{batch}, {a.threads} threads, {cpu_model()}; median of {a.repeats}")
         if sgemm_gflops:
             print(f"sgemm at the output layer's shapes ({batch} x {sizes[-2]} x {sizes[-1]}): "
                   f"{sgemm_gflops:.1f} GFLOP/s (median of {len(sgemm_runs)})")
-        print(f"{'system':18s} {'s/epoch':>8s} {'users/s':>9s} {'GFLOP/s':>8s} "
-              f"{'of sgemm':>8s} {'sparsenet speedup':>18s} {'last loss':>10s}")
+        if bf16_gflops:
+            print(f"bf16 matmul at the same shapes: {bf16_gflops:.1f} GFLOP/s (median of "
+                  f"{len(bf16_runs)}; {bf16_runs[0]['kernel']} {bf16_runs[0]['implementation']})")
+        print(f"{'system':20s} {'s/epoch':>8s} {'users/s':>9s} {'GFLOP/s':>8s} "
+              f"{'of sgemm':>8s} {'of bf16':>8s} {'sparsenet speedup':>18s} {'last loss':>10s}")
         for name, ts in times.items():
             med = statistics.median(ts)
             gflops = flop / med / 1e9
@@ -197,14 +248,19 @@ def main():
             if sgemm_gflops:
                 row.update({"sgemm_gflops": sgemm_gflops, "sgemm_fraction": gflops / sgemm_gflops,
                             "sgemm_runs": sgemm_runs})
+            if bf16_gflops:
+                row.update({"bf16_gflops": bf16_gflops, "bf16_fraction": gflops / bf16_gflops,
+                            "bf16_runs": bf16_runs})
             rows.append(row)
             frac = f"{100 * gflops / sgemm_gflops:7.1f}%" if sgemm_gflops else f"{'-':>8s}"
-            print(f"{name:18s} {med:8.2f} {examples / med:9.0f} {gflops:8.1f} {frac} "
+            frac16 = f"{100 * gflops / bf16_gflops:7.1f}%" if bf16_gflops else f"{'-':>8s}"
+            print(f"{name:20s} {med:8.2f} {examples / med:9.0f} {gflops:8.1f} {frac} {frac16} "
                   f"{med / base:17.2f}x {statistics.median(losses[name]):10.4g}")
         print()
     result = {
         "benchmark": a.workload, "date": datetime.date.today().isoformat(),
-        "machine": platform.node(), "cpu": cpu_model(), "threads": a.threads,
+        "machine": platform.node(), "cpu": cpu_model(), "cpu_isa": cpu_isa(),
+        "threads": a.threads, "bf16_kernel": sorted(bf16_kernel),
         "versions": versions,
         "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),

@@ -34,6 +34,9 @@ set_target_properties(sparsenet_shared PROPERTIES
 target_include_directories(sparsenet PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(sparsenet PUBLIC cxx_std_17)
 target_link_libraries(sparsenet INTERFACE $<INSTALL_INTERFACE:sparsenet::openblas>)
+if(SPARSENET_HAVE_ONEDNN)  # likewise found by the config: sparsenet::dnnl
+  target_link_libraries(sparsenet INTERFACE $<INSTALL_INTERFACE:sparsenet::dnnl>)
+endif()
 set_target_properties(sparsenet PROPERTIES EXPORT_NAME sparsenet_static)
 
 install(TARGETS sparsenet_shared EXPORT sparsenetTargets
@@ -55,6 +58,13 @@ if(SPARSENET_HAVE_CUDA)
   string(APPEND SPARSENET_STATIC_DEPENDENCIES "\n  find_dependency(CUDAToolkit)")
 endif()
 get_filename_component(SPARSENET_OPENBLAS_DIR "${SPARSENET_OPENBLAS_LIBRARY}" DIRECTORY)
+# oneDNN (SPARSENET_ONEDNN): the static library's BF16 matmuls; the config finds libdnnl again.
+set(SPARSENET_CONFIG_ONEDNN OFF)
+set(SPARSENET_DNNL_DIR "")
+if(SPARSENET_HAVE_ONEDNN)
+  set(SPARSENET_CONFIG_ONEDNN ON)
+  get_filename_component(SPARSENET_DNNL_DIR "${SPARSENET_DNNL_LIBRARY}" DIRECTORY)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/sparsenetConfig.cmake.in
   ${PROJECT_BINARY_DIR}/sparsenetConfig.cmake
   INSTALL_DESTINATION ${SPARSENET_CMAKE_DIR})
@@ -107,6 +117,9 @@ get_filename_component(SPARSENET_HDF5_NAME "${SPARSENET_HDF5_LIBRARY}" NAME_WE)
 string(REGEX REPLACE "^lib" "" SPARSENET_HDF5_NAME "${SPARSENET_HDF5_NAME}")
 set(SPARSENET_PC_DEPENDENCIES
   "${OpenMP_CXX_FLAGS} -lnetcdf -L${SPARSENET_HDF5_DIR} -l${SPARSENET_HDF5_NAME} -lz -ljsoncpp${SPARSENET_PC_MPI} -L${SPARSENET_OPENBLAS_DIR} -lopenblas -lpthread -lm")
+if(SPARSENET_HAVE_ONEDNN)
+  string(APPEND SPARSENET_PC_DEPENDENCIES " -L${SPARSENET_DNNL_DIR} -ldnnl")
+endif()
 if(SPARSENET_HAVE_CUDA)  # the CUDA backend in libsparsenet.a: the (shared) runtime; it dlopens cuBLAS
   string(APPEND SPARSENET_PC_DEPENDENCIES " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl")
 endif()

@@ -44,6 +44,13 @@ sparsenet_module(io PRIVATE sparsenet_common netCDF::netcdf sparsenet_hdf5)
 sparsenet_module(data PRIVATE sparsenet_common)
 sparsenet_module(backend PUBLIC sparsenet_common sparsenet_kernel_headers
   PRIVATE $<BUILD_INTERFACE:sparsenet_openblas>)
+if(SPARSENET_HAVE_ONEDNN)
+  # oneDNN for src/backend/cpu/bf16_matmul.cpp only.
+  target_include_directories(sparsenet_backend SYSTEM PRIVATE ${SPARSENET_DNNL_INCLUDE_DIR})
+  target_link_libraries(sparsenet_backend PRIVATE ${SPARSENET_DNNL_LIBRARY})
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/backend/cpu/bf16_matmul.cpp PROPERTIES
+    COMPILE_DEFINITIONS SPARSENET_WITH_ONEDNN=1)
+endif()
 sparsenet_module(comm PRIVATE sparsenet_backend MPI::MPI_CXX)
 sparsenet_module(engine PUBLIC sparsenet_backend sparsenet_comm sparsenet_io
   PRIVATE JsonCpp::JsonCpp $<BUILD_INTERFACE:sparsenet_openblas>)

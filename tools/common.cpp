@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <new>
 
+#include "sparsenet/device_choice.h"
 #include "sparsenet/error.h"
 #include "sparsenet/job.h"
 #include "sparsenet/rank_device.h"
@@ -178,6 +179,12 @@ void report_rank_device(const std::string& backend_name) {
     if (!launched_with_mpi()) return;
     std::fprintf(stderr, "sparsenet: rank %d of %d on %s\n", job_rank(), job_size(),
                  describe_device(backend_name).c_str());
+}
+
+void report_bf16_kernel(const char* program, const std::string& backend_name,
+                        Precision precision) {
+    if (backend_name != "cpu" || precision != Precision::kBf16) return;
+    std::fprintf(stderr, "%s: %s\n", program, cpu_bf16_kernel_line().c_str());
 }
 
 void set_threads(int threads) {

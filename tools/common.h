@@ -67,6 +67,9 @@ void check_rank_device(const std::string& device, bool share_gpus);
 // GPU 1 (NVIDIA H100 80GB HBM3)"), so that a job's placement can be read from its log; nothing
 // for one process, whose device `--device auto` already reports.
 void report_rank_device(const std::string& backend_name);
+// "<program>: bf16 GEMMs -> <kernel> (<why>)" on stderr when backend_name is the CPU and precision
+// bf16 (sparsenet::cpu_bf16_kernel_line), so that every bf16 run says which kernel it measured.
+void report_bf16_kernel(const char* program, const std::string& backend_name, Precision precision);
 
 // Applies --threads to OpenMP/OpenBLAS (0 = leave the defaults).
 void set_threads(int threads);

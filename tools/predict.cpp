@@ -485,6 +485,7 @@ int predict_main(int argc, char** argv) {
         // Network::load: the model's reads and uploads, after any wait for the device.
         timings.print("load_model", seconds_between(model_start, model_end));
         report_rank_device(network.device());
+        report_bf16_kernel("predict", network.device(), network.precision());
         const NetworkConfig& config = network.config();
         std::vector<const LayerConfig*> inputs;
         for (const LayerConfig& l : config.layers) {

@@ -40,6 +40,7 @@
 #include "grouping_gate.h"
 #include "serve_http.h"
 #include "serve_request.h"
+#include "sparsenet/device_choice.h"
 #include "sparsenet/error.h"
 #include "sparsenet/recommender.h"
 
@@ -162,6 +163,13 @@ class ModelHolder {
                 model->loaded_at = std::chrono::duration<double>(
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count();
+                // Before the model is published: the kernel's probe may take milliseconds, and a
+                // client that sees the new model may read the log.
+                const std::string kernel = model->recommender->device() == "cpu" &&
+                                                   model->recommender->precision() ==
+                                                       Precision::kBf16
+                                               ? "; " + cpu_bf16_kernel_line()
+                                               : std::string();
                 const std::shared_ptr<const Model> old = current();
                 model->version = old ? old->version + 1 : 1;
                 std::atomic_store(&model_, std::shared_ptr<const Model>(std::move(model)));
@@ -181,6 +189,7 @@ class ModelHolder {
                                     " bytes with its re-ranking vectors)"
                               : std::string()) +
                          (options_.bf16_input_weights ? ", BF16 input weights" : "") +
+                         kernel +
                          (now->recommender->released_bytes()
                               ? "; " + std::to_string(now->recommender->released_bytes()) +
                                     " bytes of weights released"

@@ -329,6 +329,8 @@ int train_main(int argc, char** argv) {
                 network.set_feature_names(l.name, it->second.feature_names);
             }
         }
+        // On stderr even with -q, as the device choice: every bf16 run names what it measured.
+        if (network.rank() == 0) report_bf16_kernel("train", network.device(), network.precision());
         if (network.rank() != 0) {  // a split network: rank 0 reports and writes the files
             quiet = true;
             metrics_path.clear();

@@ -17,6 +17,10 @@ shape: the work of predicting does not depend on the weights.
 
   benchmarks/predict/bench_predict.py --base ../base/build [--build build] [--users 138493]
       [--k 100] [--threads 2] [--repeats 2] [--config FILE] [--work DIR] [--out FILE]
+
+--precisions fp32,bf16 (instead of --base): one build, `--precision fp32` and `--precision bf16`
+alternately (their recs differ: BF16 operands move scores by their rounding), the kernel the bf16
+GEMMs ran (predict's stderr line) and bf16's scoring users/s over fp32's.
 """
 
 import argparse
@@ -61,10 +65,44 @@ def run(cmd):
     return r
 
 
+def precision_summary(a, runs, kernel_lines, model, nnz):
+    """--precisions: bf16's phases against fp32's, scoring users/s, and the kernel bf16 ran."""
+    med = {name: {k: round(statistics.median(r["phases_s"][k] for r in rs), 3)
+                  for k in rs[0]["phases_s"]} | {"wall": round(statistics.median(
+                      r["wall_s"] for r in rs), 3)} for name, rs in runs.items()}
+    users_per_s = {name: {"score": round(a.users / m["score"]),
+                          "score_plus_top_k": round(a.users / (m["score"] + m["top_k"])),
+                          "whole_process": round(a.users / m["wall"])}
+                   for name, m in med.items()}
+    ratio = {k: round(users_per_s["bf16"][k] / users_per_s["fp32"][k], 2)
+             for k in users_per_s["bf16"]}
+    date = datetime.date.today().isoformat()
+    result = {
+        "benchmark": "predict-precision", "date": date, "machine": "vm", "cpu": cpu_model(),
+        "cores": os.cpu_count(), "threads": a.threads, "users": a.users, "items": ITEMS,
+        "nnz": nnz, "k": a.k, "model": str(model.name),
+        "command": "sparsenet predict -n MODEL --input DATA -k %d -s FILE --threads %d "
+                   "--device cpu --timings --precision fp32|bf16" % (a.k, a.threads),
+        "build": run([Path(a.build) / "sparsenet", "--version"]).stdout.strip()
+                 + commit_of(Path(a.build) / "sparsenet"),
+        "bf16_kernel": sorted(kernel_lines), "runs": runs, "median_s": med,
+        "users_per_s": users_per_s, "bf16_over_fp32": ratio,
+        "note": "score: the forward pass of every batch (the GEMMs); top_k: selection; "
+                "runs alternate fp32, bf16",
+    }
+    out = (Path(a.out) if a.out else
+           ROOT / "benchmarks" / "results" / f"{date}-vm-predict-precision.json")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({"median_s": med, "users_per_s": users_per_s, "bf16_over_fp32": ratio,
+                      "bf16_kernel": sorted(kernel_lines)}, indent=2))
+    print(f"wrote {out}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=str(ROOT / "build"), help="the new build's directory")
-    p.add_argument("--base", required=True, help="the base build's directory")
+    p.add_argument("--base", help="the base build's directory")
+    p.add_argument("--precisions", help="fp32,bf16: compare the precisions of --build instead")
     p.add_argument("--users", type=int, default=USERS)
     p.add_argument("--k", type=int, default=100)
     p.add_argument("--threads", type=int, default=2)
@@ -73,12 +111,21 @@ def main():
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "sparsenet-bench-predict"))
     p.add_argument("--out", help="result JSON (default benchmarks/results/<date>-vm-predict.json)")
     a = p.parse_args()
+    if (a.base is None) == (a.precisions is None):
+        sys.exit("give --base DIR (two builds) or --precisions fp32,bf16 (one build)")
     os.makedirs(a.work, exist_ok=True)
-    clis = {"base": Path(a.base) / "sparsenet", "new": Path(a.build) / "sparsenet"}
+    new = Path(a.build) / "sparsenet"
+    if a.base is None:
+        if a.precisions != "fp32,bf16":
+            sys.exit(f"--precisions: only fp32,bf16 is compared, got {a.precisions}")
+        clis = {"fp32": new, "bf16": new}
+        flags = {"fp32": ["--precision", "fp32"], "bf16": ["--precision", "bf16"]}
+    else:
+        clis = {"base": Path(a.base) / "sparsenet", "new": new}
+        flags = {"base": [], "new": []}
     for name, cli in clis.items():
         if not cli.exists():
-            sys.exit(f"--{'build' if name == 'new' else 'base'}: {cli} not found")
-    new = clis["new"]
+            sys.exit(f"--{'base' if name == 'base' else 'build'}: {cli} not found")
 
     nnz = round(NNZ / USERS * a.users)
     data = Path(a.work) / f"ml20m-shape-{a.users}.nc"
@@ -94,24 +141,31 @@ def main():
         run([new, "train", "-c", a.config, "-i", slice_, "-n", model, "-e", 1, "-b", 256,
              "--threads", a.threads, "--device", "cpu", "-q"])
 
+    kernel_lines = set()
+
     def predict(name, out, extra=()):
         cmd = [clis[name], "predict", "-n", model, "--input", data, "-k", a.k, "-s", out,
-               "--threads", a.threads, "--device", "cpu", "--timings", *extra]
+               "--threads", a.threads, "--device", "cpu", "--timings", *flags[name], *extra]
         t0 = time.monotonic()
         r = run(cmd)
         wall = time.monotonic() - t0
         phases = {m.group(1): float(m.group(2))
                   for m in re.finditer(r"^predict: (\w+) ([\d.]+) s$", r.stderr, re.M)}
+        kernel_lines.update(m.group(1) for m in re.finditer(r"^predict: (bf16 GEMMs -> .*)$",
+                                                            r.stderr, re.M))
         return {"phases_s": phases, "wall_s": round(wall, 3)}
 
-    runs = {"base": [], "new": []}
+    runs = {name: [] for name in clis}
     outs = {name: Path(a.work) / f"recs-{name}.txt" for name in runs}
     for i in range(a.repeats):
-        for name in ("base", "new"):
+        for name in runs:
             runs[name].append(predict(name, outs[name]))
             print(f"repeat {i + 1} {name}: {runs[name][-1]}", file=sys.stderr)
-        if not filecmp.cmp(outs["base"], outs["new"], shallow=False):
+        if a.base is not None and not filecmp.cmp(outs["base"], outs["new"], shallow=False):
             sys.exit(f"{outs['base']} and {outs['new']} differ")
+    if a.base is None:
+        precision_summary(a, runs, kernel_lines, model, nnz)
+        return
     npz = predict("new", Path(a.work) / "recs-new.npz", ["--output-format", "npz"])
     print(f"npz: {npz}", file=sys.stderr)
 

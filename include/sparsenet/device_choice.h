@@ -30,4 +30,11 @@ void set_device_choice_reporter(DeviceChoiceReporter reporter);
 std::string last_device_choice();
 DeviceChoiceKind last_device_choice_kind();
 
+// The kernel the CPU backend's BF16 GEMMs (--precision bf16 on the CPU) run in this process and
+// why, as one line (docs/kernels.md, "BF16 GEMMs on the CPU"): "bf16 GEMMs -> onednn
+// brg:avx512_core_amx_bf16 (CPU ISA avx512_core_amx: AMX)", or "bf16 GEMMs -> emulation (...)"
+// with the reason. Decided once per process from what the CPU has; SPARSENET_CPU_BF16_KERNEL=
+// onednn|emulation sets it (another value, or onednn where it cannot run, is Error(kUsage)).
+std::string cpu_bf16_kernel_line();
+
 }  // namespace sparsenet

@@ -200,6 +200,9 @@ class Recommender {
     std::string name_of(uint32_t id) const;
     // Whether single queries are screened (fp16_screening asked for, on a CPU backend).
     bool screening() const;
+    // The backend's name ("cpu", "cuda:0") and the GEMMs' arithmetic the model is scored in.
+    std::string device() const;
+    Precision precision() const;
     // Whether queries are answered from an ANN index (RecommenderOptions::ann_index).
     bool ann() const;
     // Queries answered from the ANN index since construction, and those of them that fell back

@@ -182,6 +182,10 @@ DeviceChoiceKind last_device_choice_kind() {
     return g_choice_kind;
 }
 
+std::string cpu_bf16_kernel_line() {
+    return cpu::bf16_choice().line;
+}
+
 bool nvidia_gpu_present() {
     namespace fs = std::filesystem;
     std::error_code ec;

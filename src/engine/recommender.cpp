@@ -696,6 +696,14 @@ bool Recommender::screening() const {
     return impl_->screen != nullptr;
 }
 
+std::string Recommender::device() const {
+    return impl_->network.device();
+}
+
+Precision Recommender::precision() const {
+    return impl_->network.precision();
+}
+
 bool Recommender::ann() const {
     return impl_->ann != nullptr;
 }

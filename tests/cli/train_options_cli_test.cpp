@@ -277,5 +277,77 @@ TEST_F(TrainOptionsCli, PrecisionFlag) {
         << out;
 }
 
+
+// The kernel of the CPU's BF16 GEMMs (src/backend/cpu/bf16_matmul.h): train and predict name it on
+// stderr (even with -q); ONEDNN_MAX_CPU_ISA=AVX2 (a CPU without BF16 instructions) runs the
+// emulation, bit for bit what SPARSENET_CPU_BF16_KERNEL=emulation trains; a bad value of the
+// variable is refused by name.
+TEST_F(TrainOptionsCli, Bf16KernelIsNamedAndTheFallbackIsTheEmulation) {
+    const std::string cli = SPARSENET_CLI_PATH;
+    const std::string data = dir_.file("gen.nc");
+    std::string out;
+    ASSERT_EQ(testing::run_command(cli + " generate -o " + data +
+                                       " --users 96 --items 40 --nnz 900 --seed 1 -q",
+                                   &out),
+              0)
+        << out;
+    testing::write_file(config_, R"({ "Name": "ae", "ErrorFunction": "CrossEntropy",
+      "Layers": [
+        { "Name": "In", "Kind": "Input", "N": "auto", "DataSet": "gl_input", "Sparse": true },
+        { "Name": "H", "Kind": "Hidden", "N": 24, "Activation": "Sigmoid" },
+        { "Name": "Out", "Kind": "Output", "N": "auto", "DataSet": "gl_output",
+          "Activation": "Sigmoid" } ] })");
+    const auto train = [&](const std::string& env, const std::string& precision,
+                           const std::string& model) {
+        const int rc = testing::run_command(
+            env + " " + cli + " train -c " + config_ + " -i " + data + " -n " + model +
+                " --device cpu --threads 2 -b 16 -e 2 -q --precision " + precision,
+            &out);
+        EXPECT_EQ(rc, 0) << out;
+        NetworkOptions no;
+        no.device = "cpu";
+        return Network::load(model, no).get_parameter("weight:H->Out");
+    };
+    const auto fallback = train("ONEDNN_MAX_CPU_ISA=AVX2", "bf16", dir_.file("avx2.nc"));
+    EXPECT_NE(out.find("train: bf16 GEMMs -> emulation"), std::string::npos) << out;
+    const auto emulated =
+        train("SPARSENET_CPU_BF16_KERNEL=emulation", "bf16", dir_.file("emulated.nc"));
+    EXPECT_NE(out.find("train: bf16 GEMMs -> emulation (SPARSENET_CPU_BF16_KERNEL=emulation"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(fallback, emulated);
+    const auto chosen = train("", "bf16", dir_.file("chosen.nc"));
+    const bool onednn = out.find("train: bf16 GEMMs -> onednn") != std::string::npos;
+    EXPECT_TRUE(onednn || out.find("train: bf16 GEMMs -> emulation") != std::string::npos) << out;
+    // oneDNN's sums may run in another order: the same weights within rounding (at these small
+    // inner extents often bit for bit).
+    ASSERT_EQ(chosen.size(), emulated.size());
+    for (size_t i = 0; i < chosen.size(); ++i) {
+        if (onednn) {
+            EXPECT_NEAR(chosen[i], emulated[i], 1e-5) << i;
+        } else {
+            EXPECT_EQ(chosen[i], emulated[i]) << i;
+        }
+    }
+    train("", "fp32", dir_.file("fp32.nc"));
+    EXPECT_EQ(out.find("bf16 GEMMs"), std::string::npos) << out;
+    ASSERT_EQ(testing::run_command(cli + " predict -n " + dir_.file("chosen.nc") + " --input " +
+                                       data + " -k 3 --device cpu --precision bf16 -s " +
+                                       dir_.file("recs.txt"),
+                                   &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("predict: bf16 GEMMs -> "), std::string::npos) << out;
+    EXPECT_EQ(testing::run_command("SPARSENET_CPU_BF16_KERNEL=fast " + cli + " train -c " +
+                                       config_ + " -i " + data + " -n " + dir_.file("bad.nc") +
+                                       " --device cpu -q --precision bf16",
+                                   &out),
+              2)
+        << out;
+    EXPECT_NE(out.find("SPARSENET_CPU_BF16_KERNEL: expected auto, onednn or emulation, got 'fast'"),
+              std::string::npos)
+        << out;
+}
+
 }  // namespace
 }  // namespace sparsenet

@@ -149,10 +149,30 @@ void CpuBackend::sparse_step_impl(const CsrBatchView& x, SparseNoise noise, Cons
     });
 }
 
+cpu::Bf16Kernel CpuBackend::bf16_kernel() const {
+    if (!bf16_kernel_) bf16_kernel_ = cpu::bf16_choice().kernel;
+    return *bf16_kernel_;
+}
+
+void CpuBackend::set_bf16_kernel(cpu::Bf16Kernel kernel) {
+    if (kernel == cpu::Bf16Kernel::kOnednn && !cpu::onednn_bf16_available())
+        throw Error(ErrorCategory::kUsage,
+                    "CPU backend: oneDNN's BF16 matmul cannot run here (" +
+                        cpu::bf16_choice().line + ")");
+    bf16_kernel_ = kernel;
+}
+
 void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                            ConstMatrixView b, float beta, MatrixView c) {
     with_scratch(Op::kGemm, [&] {
         if (precision_ == Precision::kBf16) {
+            const size_t k = trans_a ? a.rows : a.cols;
+            // Up to kGemmFewRows rows (single queries) stay on the memory-bound few-rows path.
+            if (c.rows > cpu::kGemmFewRows && c.cols > 0 && k > 0 &&
+                bf16_kernel() == cpu::Bf16Kernel::kOnednn) {
+                gemm_onednn(trans_a, trans_b, alpha, a, b, beta, c);
+                return;
+            }
             // BF16 operands, FP32 products and sums, exactly (backend.h): one rounding pass
             // over each operand into scratch, then the FP32 gemm (docs/gpu.md, "Precision").
             // An operand with a BF16 copy (ConstMatrixView::bf16) is widened from it instead:
@@ -170,6 +190,39 @@ void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixV
         }
         cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
     });
+}
+
+void CpuBackend::gemm_onednn(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                             ConstMatrixView b, float beta, MatrixView c) {
+    // oneDNN 2.6's AMX matmul takes dense operands only (bf16_matmul.h), so the extents run over
+    // the views' zero padding where gemm_extents.h's rules allow it (n over C's and B's, k over
+    // A's and B's): dsstne-bench's three output-layer GEMMs then read the weights' and the
+    // producers' BF16 copies in place and write C in place. What is still not dense is packed.
+    const size_t m = c.rows;
+    size_t n = c.cols, k = trans_a ? a.rows : a.cols;
+    if (!trans_b && c.zero_padded && b.zero_padded && c.ld == b.ld) n = c.ld;
+    if (!trans_a && trans_b && a.zero_padded && b.zero_padded && a.ld == b.ld) k = a.ld;
+    const uint16_t* ad = cpu::dense_bf16(cmat(a), a.bf16, trans_a ? m : k, dense_a_, threads_);
+    const uint16_t* bd = cpu::dense_bf16(cmat(b), b.bf16, trans_b ? k : n, dense_b_, threads_);
+    if (c.ld == n) {
+        onednn_.run(trans_a, trans_b, m, n, k, alpha, ad, bd, beta, c.data, threads_);
+        return;
+    }
+    // C's padding is not zeros (or C is a column band of a wider matrix): its rows in scratch,
+    // then c := scratch + beta * c.
+    dense_c_.resize(m * n);
+    onednn_.run(trans_a, trans_b, m, n, k, alpha, ad, bd, 0.0f, dense_c_.data(), threads_);
+    const bool par = threads_ > 1 && m * n >= (size_t(1) << 16);
+#pragma omp parallel for num_threads(threads_) schedule(static) if (par)
+    for (size_t r = 0; r < m; ++r) {
+        const float* src = dense_c_.data() + r * n;
+        float* dst = c.row(r);
+        if (beta == 0.0f) {
+            std::memcpy(dst, src, c.cols * sizeof(float));
+        } else {
+            for (size_t j = 0; j < c.cols; ++j) dst[j] = src[j] + beta * dst[j];
+        }
+    }
 }
 
 void CpuBackend::bias_activation_forward_impl(const formulas::ActivationParams& act,

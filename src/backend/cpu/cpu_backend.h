@@ -5,10 +5,12 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/bf16_matmul.h"
 #include "backend/cpu/cpu_ops.h"
 
 namespace sparsenet {
@@ -21,6 +23,13 @@ class CpuBackend final : public Backend {
 
     std::string name() const override { return "cpu"; }
     int threads() const { return threads_; }
+
+    // The kernel of this backend's BF16 GEMMs (bf16_matmul.h): cpu::bf16_choice()'s until set.
+    // Tests set it to compare the two; kOnednn where it cannot run is Error(kUsage).
+    cpu::Bf16Kernel bf16_kernel() const;
+    void set_bf16_kernel(cpu::Bf16Kernel kernel);
+    // The implementation oneDNN chose for this backend's last new matmul ("" before any).
+    const std::string& onednn_implementation() const { return onednn_.last_implementation(); }
 
     void* allocate(size_t bytes, const char* what) override;
     void deallocate(void* p) override;
@@ -92,6 +101,10 @@ class CpuBackend final : public Backend {
                     float* out_scores, uint32_t* out_indices,
                     const TopKActivation* activation) override;
 
+    // gemm under Precision::kBf16 on oneDNN's matmul (m > cpu::kGemmFewRows, k > 0).
+    void gemm_onednn(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                     ConstMatrixView b, float beta, MatrixView c);
+
     // Runs an op that grows host scratch (std::vector): std::bad_alloc from it becomes the
     // out-of-memory Error naming the op.
     template <class F>
@@ -108,6 +121,12 @@ class CpuBackend final : public Backend {
     std::vector<float> top_k_rows_;  // top_k with an activation: each thread's activated row
     // gemm's operands rounded to BF16, or widened from their BF16 copies (Precision::kBf16)
     std::vector<float> bf16_a_, bf16_b_;
+    // kOnednn: the matmul primitives, operands packed dense, and C's dense scratch where its
+    // padding cannot be run over
+    mutable std::optional<cpu::Bf16Kernel> bf16_kernel_;
+    cpu::OnednnMatmul onednn_;
+    std::vector<uint16_t> dense_a_, dense_b_;
+    std::vector<float> dense_c_;
 };
 
 }  // namespace sparsenet

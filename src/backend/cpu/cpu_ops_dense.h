@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -179,6 +180,29 @@ inline CMatT<float> widen_bf16_copy(const uint16_t* m, size_t rows, size_t cols,
         for (size_t j = 0; j < cols; ++j) dst[j] = formulas::bf16_to_float(src[j]);
     }
     return CMatT<float>(out.data(), rows, cols, cols);
+}
+
+// The BF16 operand of oneDNN's matmul (bf16_matmul.h), [m.rows, width] dense (width >= m.cols):
+// m's BF16 copy in place when it is laid out so (ld == width), else packed into out from the copy,
+// or rounded from m.data where there is none, with zeros in columns [m.cols, width).
+inline const uint16_t* dense_bf16(CMatT<float> m, const uint16_t* copy, size_t width,
+                                  std::vector<uint16_t>& out, int threads) {
+    if (copy != nullptr && m.ld == width) return copy;
+    out.resize(m.rows * width);
+    const bool par = threads > 1 && m.rows * width >= (size_t(1) << 16);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+    for (size_t r = 0; r < m.rows; ++r) {
+        uint16_t* dst = out.data() + r * width;
+        if (copy != nullptr) {
+            std::memcpy(dst, copy + r * m.ld, m.cols * sizeof(uint16_t));
+        } else {
+            const float* src = m.row(r);
+#pragma omp simd
+            for (size_t j = 0; j < m.cols; ++j) dst[j] = formulas::bf16_bits(src[j]);
+        }
+        for (size_t j = m.cols; j < width; ++j) dst[j] = 0;
+    }
+    return out.data();
 }
 
 // The BF16 copy of n values (Backend's out_bf16: formulas::bf16_bits of each), written by the

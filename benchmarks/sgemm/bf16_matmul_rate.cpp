@@ -1,0 +1,114 @@
+// The machine's BF16 matmul rate at one dense layer's three training shapes, through the CPU
+// backend's own gemm under --precision bf16 (src/backend/cpu/bf16_matmul.h) with the operands
+// laid out as a training step has them: every matrix OUT wide padded to the engine's leading
+// dimension (zero_padded), each operand's BF16 copy given (the weights' and the producers'
+// copies), FP32 output. benchmarks/bench.py runs it beside each epoch, as sparsenet_bench_sgemm,
+// and reports the epoch's model-FLOP rate as a fraction of it (docs/benchmarks.md).
+//
+// The shapes are sparsenet_bench_sgemm's:
+//   forward       z  = h . W        m = batch, n = out, k = in
+//   input delta   dh = dz . W^T     m = batch, n = in,  k = out
+//   weight grad   dW = h^T . dz     m = in,    n = out, k = batch
+// The kernel is the process's choice (SPARSENET_CPU_BF16_KERNEL sets it), printed in the JSON
+// with oneDNN's implementation.
+//
+// usage: sparsenet_bench_bf16_matmul BATCH IN OUT [threads=2] [repeats=5]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "formulas/precision.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A [rows, cols] matrix with row stride ld, zeros in the padding, and its BF16 copy.
+struct Matrix {
+    std::vector<float> f;
+    std::vector<uint16_t> b;
+    size_t rows, cols, ld;
+    Matrix(size_t r, size_t c, size_t l, std::mt19937& rng) : f(r * l), b(r * l), rows(r), cols(c), ld(l) {
+        std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+        for (size_t i = 0; i < r; ++i)
+            for (size_t j = 0; j < c; ++j) {
+                f[i * l + j] = u(rng);
+                b[i * l + j] = sparsenet::formulas::bf16_bits(f[i * l + j]);
+            }
+    }
+    sparsenet::ConstMatrixView in() const {
+        return sparsenet::ConstMatrixView(f.data(), rows, cols, ld, true, b.data());
+    }
+    sparsenet::MatrixView out() {
+        sparsenet::MatrixView v{f.data(), rows, cols, ld};
+        v.zero_padded = true;
+        return v;
+    }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 4) {
+        std::fprintf(stderr, "usage: %s BATCH IN OUT [threads=2] [repeats=5]\n", argv[0]);
+        return 2;
+    }
+    const int batch = std::atoi(argv[1]), in = std::atoi(argv[2]), out = std::atoi(argv[3]);
+    const int threads = argc > 4 ? std::atoi(argv[4]) : 2;
+    const int repeats = argc > 5 ? std::atoi(argv[5]) : 5;
+    if (batch < 1 || in < 1 || out < 1 || threads < 1 || repeats < 1) {
+        std::fprintf(stderr, "%s: BATCH, IN, OUT, threads and repeats must be >= 1\n", argv[0]);
+        return 2;
+    }
+    // The engine's row padding (engine::padded_ld: a multiple of kPadFloats = 16 floats).
+    const auto pad = [](size_t n) { return (n + 15) / 16 * 16; };
+    omp_set_num_threads(threads);
+    std::mt19937 rng(1);
+    Matrix h(batch, in, pad(in), rng), w(in, out, pad(out), rng), dz(batch, out, pad(out), rng);
+    Matrix z(batch, out, pad(out), rng), dh(batch, in, pad(in), rng), dw(in, out, pad(out), rng);
+    sparsenet::CpuBackend backend(threads);
+    backend.set_precision(sparsenet::Precision::kBf16);
+    struct Shape {
+        const char* name;
+        bool ta, tb;
+        const Matrix *a, *b;
+        Matrix* c;
+        double flop;
+    };
+    const Shape shapes[] = {
+        {"forward", false, false, &h, &w, &z, 2.0 * batch * out * in},
+        {"input_delta", false, true, &dz, &w, &dh, 2.0 * batch * in * out},
+        {"weight_gradient", true, false, &h, &dz, &dw, 2.0 * in * out * batch},
+    };
+    std::printf("{\"batch\": %d, \"in\": %d, \"out\": %d, \"threads\": %d, \"repeats\": %d, "
+                "\"kernel\": \"%s\"",
+                batch, in, out, threads, repeats, sparsenet::cpu::to_string(backend.bf16_kernel()));
+    double flop_all = 0.0, seconds_all = 0.0;
+    for (const Shape& s : shapes) {
+        std::vector<double> seconds;
+        for (int r = 0; r <= repeats; ++r) {  // r == 0: warm-up (the primitive's creation)
+            const auto start = std::chrono::steady_clock::now();
+            backend.gemm(s.ta, s.tb, 1.0f, s.a->in(), s.b->in(), 0.0f, s.c->out());
+            const double t =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            if (r > 0) seconds.push_back(t);
+        }
+        const double t = median(seconds);
+        flop_all += s.flop;
+        seconds_all += t;
+        std::printf(", \"%s_s\": %.6f, \"%s_gflops\": %.2f", s.name, t, s.name, s.flop / t / 1e9);
+    }
+    std::printf(", \"implementation\": \"%s\", \"gflops\": %.2f}\n",
+                backend.onednn_implementation().c_str(), flop_all / seconds_all / 1e9);
+    return 0;
+}

@@ -1,0 +1,342 @@
+// The CPU's BF16 GEMM kernels: the process's choice and oneDNN's matmul (bf16_matmul.h).
+#include "backend/cpu/bf16_matmul.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "formulas/precision.h"
+#include "sparsenet/error.h"
+
+#if defined(SPARSENET_WITH_ONEDNN)
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace sparsenet::cpu {
+
+const char* to_string(Bf16Kernel k) {
+    return k == Bf16Kernel::kOnednn ? "onednn" : "emulation";
+}
+
+namespace {
+
+// omp_set_num_threads for the calling thread while in scope: oneDNN's OpenMP build sizes its
+// parallel regions (and, at creation, its blocking) by omp_get_max_threads().
+class ScopedOmpThreads {
+  public:
+    explicit ScopedOmpThreads(int threads) : saved_(omp_get_max_threads()) {
+        omp_set_num_threads(threads);
+    }
+    ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
+    ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+    ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+  private:
+    int saved_;
+};
+
+}  // namespace
+
+#if defined(SPARSENET_WITH_ONEDNN)
+
+namespace {
+
+const char* isa_name(dnnl::cpu_isa isa) {
+    switch (isa) {
+        case dnnl::cpu_isa::avx512_core_amx:
+            return "avx512_core_amx";
+        case dnnl::cpu_isa::avx512_core_bf16:
+            return "avx512_core_bf16";
+        case dnnl::cpu_isa::avx512_core_vnni:
+            return "avx512_core_vnni";
+        case dnnl::cpu_isa::avx512_core:
+            return "avx512_core";
+        case dnnl::cpu_isa::avx2_vnni:
+            return "avx2_vnni";
+        case dnnl::cpu_isa::avx2:
+            return "avx2";
+        case dnnl::cpu_isa::avx:
+            return "avx";
+        case dnnl::cpu_isa::sse41:
+            return "sse41";
+        default:
+            return "other";
+    }
+}
+
+// The ISAs are bit sets: a CPU has isa when every bit of it is set in the effective one.
+bool has_isa(dnnl::cpu_isa effective, dnnl::cpu_isa isa) {
+    return (unsigned(effective) & unsigned(isa)) == unsigned(isa);
+}
+
+}  // namespace
+
+struct OnednnMatmul::Impl {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    dnnl::stream stream{engine};
+    struct Entry {
+        dnnl::matmul primitive;
+        dnnl::memory::desc a, b, c, scratchpad, alpha;
+    };
+    // (trans_a, trans_b, m, n, k, beta's bits, threads)
+    using Key = std::tuple<bool, bool, size_t, size_t, size_t, uint32_t, int>;
+    std::map<Key, Entry> cache;
+    std::vector<uint8_t> scratchpad;  // grown to the largest primitive's need, never shrunk
+    std::string last_impl;
+
+    Entry& entry(bool ta, bool tb, size_t m, size_t n, size_t k, float beta, int threads) {
+        const Key key{ta, tb, m, n, k, formulas::float_bits(beta), threads};
+        auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+        using dt = dnnl::memory::data_type;
+        using dims = dnnl::memory::dims;
+        const auto M = dnnl::memory::dim(m), N = dnnl::memory::dim(n), K = dnnl::memory::dim(k);
+        // Row-major [rows, cols] as strides; a transposed operand is the stored matrix read
+        // column-major.
+        Entry e;
+        e.a = dnnl::memory::desc({M, K}, dt::bf16, ta ? dims{1, M} : dims{K, 1});
+        e.b = dnnl::memory::desc({K, N}, dt::bf16, tb ? dims{1, K} : dims{N, 1});
+        e.c = dnnl::memory::desc({M, N}, dt::f32, dims{N, 1});
+        e.alpha = dnnl::memory::desc({1, 1}, dt::f32, dims{1, 1});
+        dnnl::post_ops ops;
+        ops.append_binary(dnnl::algorithm::binary_mul, e.alpha);  // alpha, read at run time
+        if (beta != 0.0f) ops.append_sum(beta);                   // beta == 0: c overwritten
+        dnnl::primitive_attr attr;
+        attr.set_post_ops(ops);
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, e.b, e.c), attr, engine);
+        last_impl = pd.impl_info_str();
+        e.scratchpad = pd.scratchpad_desc();
+        e.primitive = dnnl::matmul(pd);
+        return cache.emplace(key, std::move(e)).first->second;
+    }
+};
+
+OnednnMatmul::OnednnMatmul() = default;
+OnednnMatmul::~OnednnMatmul() = default;
+
+void OnednnMatmul::run(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                       const uint16_t* a, const uint16_t* b, float beta, float* c, int threads) {
+    if (m == 0 || n == 0 || k == 0)
+        throw Error(ErrorCategory::kInternal, "gemm: oneDNN's BF16 matmul given an empty extent");
+    if (!impl_) impl_ = std::make_unique<Impl>();
+    const ScopedOmpThreads scoped(threads);
+    try {
+        Impl::Entry& e = impl_->entry(trans_a, trans_b, m, n, k, beta, threads);
+        const size_t scratch_bytes = e.scratchpad.get_size();
+        if (impl_->scratchpad.size() < scratch_bytes) impl_->scratchpad.resize(scratch_bytes);
+        const auto& eng = impl_->engine;
+        // oneDNN's memory objects take non-const handles; it only reads a, b and alpha.
+        dnnl::memory am(e.a, eng, const_cast<uint16_t*>(a));
+        dnnl::memory bm(e.b, eng, const_cast<uint16_t*>(b));
+        dnnl::memory cm(e.c, eng, c);
+        dnnl::memory alpha_m(e.alpha, eng, &alpha);
+        dnnl::memory scratch(e.scratchpad, eng, impl_->scratchpad.data());
+        e.primitive.execute(
+            impl_->stream,
+            {{DNNL_ARG_SRC, am},
+             {DNNL_ARG_WEIGHTS, bm},
+             {DNNL_ARG_DST, cm},
+             {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, alpha_m},
+             {DNNL_ARG_SCRATCHPAD, scratch}});
+        impl_->stream.wait();
+    } catch (const dnnl::error& err) {
+        throw Error(ErrorCategory::kInternal,
+                    std::string("gemm: oneDNN's BF16 matmul failed (") + err.what() + ") at m " +
+                        std::to_string(m) + ", n " + std::to_string(n) + ", k " +
+                        std::to_string(k));
+    }
+}
+
+const std::string& OnednnMatmul::last_implementation() const {
+    static const std::string none;
+    return impl_ ? impl_->last_impl : none;
+}
+
+size_t OnednnMatmul::primitives() const {
+    return impl_ ? impl_->cache.size() : 0;
+}
+
+namespace {
+
+struct Probe {
+    bool available = false;
+    std::string isa;       // oneDNN's effective ISA
+    std::string impl;      // the implementation of a 512 x 1024 x 1024 matmul
+    double onednn_s = 0;   // its time, and the FP32 sgemm's, where measured
+    double sgemm_s = 0;
+    std::string error;     // why no primitive could be created
+};
+
+constexpr size_t kProbe = 1024, kProbeRows = 512;
+
+// Seconds of the fastest of three calls of f (after one warm-up).
+template <class F>
+double best_of_three(F&& f) {
+    f();
+    double best = 1e30;
+    for (int i = 0; i < 3; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+}
+
+Probe probe(bool time_both) {
+    Probe p;
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    p.isa = isa_name(isa);
+    if (!has_isa(isa, dnnl::cpu_isa::avx512_core_bf16)) {
+        p.error = "the CPU (oneDNN ISA " + p.isa + ") has no BF16 instructions";
+        return p;
+    }
+    std::vector<uint16_t> a(kProbeRows * kProbe), b(kProbe * kProbe);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = formulas::bf16_bits(float(i % 7) * 0.125f);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = formulas::bf16_bits(float(i % 5) * 0.25f);
+    std::vector<float> c(kProbeRows * kProbe);
+    OnednnMatmul mm;
+    const int threads = omp_get_max_threads();
+    try {
+        mm.run(false, false, kProbeRows, kProbe, kProbe, 1.0f, a.data(), b.data(), 0.0f, c.data(),
+               threads);
+    } catch (const Error& e) {
+        p.error = e.what();
+        return p;
+    }
+    p.available = true;
+    p.impl = mm.last_implementation();
+    if (!time_both) return p;
+    p.onednn_s = best_of_three([&] {
+        mm.run(false, false, kProbeRows, kProbe, kProbe, 1.0f, a.data(), b.data(), 0.0f, c.data(),
+               threads);
+    });
+    // The emulation's cost: widen both operands, then sgemm.
+    std::vector<float> af(a.size()), bf(b.size());
+    p.sgemm_s = best_of_three([&] {
+        for (size_t i = 0; i < a.size(); ++i) af[i] = formulas::bf16_to_float(a[i]);
+        for (size_t i = 0; i < b.size(); ++i) bf[i] = formulas::bf16_to_float(b[i]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kProbeRows), int(kProbe),
+                    int(kProbe), 1.0f, af.data(), int(kProbe), bf.data(), int(kProbe), 0.0f,
+                    c.data(), int(kProbe));
+    });
+    return p;
+}
+
+std::string gflops(double seconds) {
+    const double flops = 2.0 * double(kProbeRows) * double(kProbe) * double(kProbe);
+    return std::to_string(int(flops / seconds / 1e9 + 0.5));
+}
+
+Bf16Choice decide() {
+    Bf16Choice choice;
+    const char* env = std::getenv("SPARSENET_CPU_BF16_KERNEL");
+    const std::string forced = env != nullptr ? env : "";
+    if (!forced.empty() && forced != "auto" && forced != "onednn" && forced != "emulation")
+        throw Error(ErrorCategory::kUsage, "SPARSENET_CPU_BF16_KERNEL: expected auto, onednn or "
+                                           "emulation, got '" + forced + "'");
+    const bool amx = has_isa(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_amx);
+    // Time both only where the choice depends on it (AVX512-BF16 without AMX).
+    const Probe p = forced == "emulation" ? Probe{} : probe(!amx && forced.empty());
+    const std::string isa = isa_name(dnnl::get_effective_cpu_isa());
+    if (forced == "emulation") {
+        choice.line = "bf16 GEMMs -> emulation (SPARSENET_CPU_BF16_KERNEL=emulation; CPU ISA " +
+                      isa + ")";
+        return choice;
+    }
+    if (!p.available) {
+        if (forced == "onednn")
+            throw Error(ErrorCategory::kUsage,
+                        "SPARSENET_CPU_BF16_KERNEL=onednn, but oneDNN cannot run BF16 matmuls "
+                        "here: " + p.error);
+        choice.line = "bf16 GEMMs -> emulation (FP32 sgemm on BF16-rounded operands: " + p.error +
+                      ")";
+        return choice;
+    }
+    choice.kernel = Bf16Kernel::kOnednn;
+    if (forced == "onednn") {
+        choice.line = "bf16 GEMMs -> onednn " + p.impl + " (SPARSENET_CPU_BF16_KERNEL=onednn; CPU "
+                      "ISA " + isa + ")";
+    } else if (amx) {
+        choice.line = "bf16 GEMMs -> onednn " + p.impl + " (CPU ISA " + isa + ": AMX)";
+    } else {
+        const bool faster = p.onednn_s < p.sgemm_s;
+        choice.kernel = faster ? Bf16Kernel::kOnednn : Bf16Kernel::kEmulation;
+        choice.line = std::string("bf16 GEMMs -> ") + (faster ? "onednn " + p.impl : "emulation") +
+                      " (CPU ISA " + isa + ", no AMX: at 512 x 1024 x 1024 oneDNN's " + p.impl +
+                      " ran " + gflops(p.onednn_s) + " GFLOP/s, the FP32 sgemm on widened "
+                      "operands " + gflops(p.sgemm_s) + ")";
+    }
+    return choice;
+}
+
+}  // namespace
+
+bool built_with_onednn() {
+    return true;
+}
+
+bool onednn_bf16_available() {
+    static const bool available = probe(false).available;
+    return available;
+}
+
+const Bf16Choice& bf16_choice() {
+    static const Bf16Choice choice = decide();
+    return choice;
+}
+
+#else  // without oneDNN
+
+struct OnednnMatmul::Impl {};
+OnednnMatmul::OnednnMatmul() = default;
+OnednnMatmul::~OnednnMatmul() = default;
+
+void OnednnMatmul::run(bool, bool, size_t, size_t, size_t, float, const uint16_t*,
+                       const uint16_t*, float, float*, int) {
+    throw Error(ErrorCategory::kNotImplemented,
+                "gemm: this build has no oneDNN (configure with -DSPARSENET_ONEDNN=ON after "
+                "scripts/install-deps)");
+}
+
+const std::string& OnednnMatmul::last_implementation() const {
+    static const std::string none;
+    return none;
+}
+
+size_t OnednnMatmul::primitives() const {
+    return 0;
+}
+
+bool built_with_onednn() {
+    return false;
+}
+
+bool onednn_bf16_available() {
+    return false;
+}
+
+const Bf16Choice& bf16_choice() {
+    static const Bf16Choice choice = [] {
+        const char* env = std::getenv("SPARSENET_CPU_BF16_KERNEL");
+        if (env != nullptr && std::string(env) == "onednn")
+            throw Error(ErrorCategory::kUsage,
+                        "SPARSENET_CPU_BF16_KERNEL=onednn, but this build has no oneDNN "
+                        "(configure with -DSPARSENET_ONEDNN=ON after scripts/install-deps)");
+        return Bf16Choice{Bf16Kernel::kEmulation,
+                          "bf16 GEMMs -> emulation (FP32 sgemm on BF16-rounded operands: this "
+                          "build has no oneDNN)"};
+    }();
+    return choice;
+}
+
+#endif
+
+}  // namespace sparsenet::cpu

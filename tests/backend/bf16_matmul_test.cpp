@@ -1,0 +1,221 @@
+// The CPU's BF16 GEMM on oneDNN's matmul (src/backend/cpu/bf16_matmul.h) against the emulation
+// (FP32 sgemm on BF16-rounded operands, the oracle) through Backend::gemm: every transpose, packed,
+// zero-padded and garbage-padded leading dimensions, with and without BF16 copies, the batch shapes
+// a training step and the last partial batch issue, alpha read at run time.
+//
+// The bound: a product of two BF16 values is exact in FP32, so the two kernels differ only in the
+// order of their FP32 additions (each within (k + 2) ulps of the exact sum of |terms|: Higham's
+// gamma_k), plus an absolute term because AMX flushes denormal products to zero (at most 2^-126 per
+// product). So |onednn - emulation| <= 2 (k + 2) 2^-24 (|alpha| sum_i |a_i b_i| + |beta c|) +
+// k 2^-126.
+//
+// Skipped where oneDNN cannot run BF16 matmuls (a build without it, a CPU without AVX512-BF16, or
+// ONEDNN_MAX_CPU_ISA below it); fails where the CPU has AVX512-BF16, the build has oneDNN, no ISA
+// is forced, and the matmul still cannot be created.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "backend/cpu/bf16_matmul.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+#include "formulas/precision.h"
+
+namespace sparsenet {
+namespace {
+
+using testing::Dense;
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    return __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
+
+// Skips, or fails where oneDNN should run and does not.
+#define SKIP_WITHOUT_ONEDNN()                                                                 \
+    do {                                                                                      \
+        if (!cpu::onednn_bf16_available()) {                                                  \
+            const bool expected = cpu::built_with_onednn() && cpu_has_avx512_bf16() &&        \
+                                  std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr;               \
+            if (expected) FAIL() << "oneDNN should run BF16 matmuls here: " << choice_line(); \
+            GTEST_SKIP() << choice_line();                                                    \
+        }                                                                                     \
+    } while (0)
+
+std::string choice_line() {
+    try {
+        return cpu::bf16_choice().line;
+    } catch (const Error& e) {
+        return e.what();
+    }
+}
+
+// A stored operand: its FP32 values, its BF16 copy laid out like it (when `copy`), and whether its
+// padding holds zeros.
+struct Operand {
+    Dense<float> m;
+    std::vector<uint16_t> bf16;
+    bool zero_padded = false;
+    ConstMatrixView view(bool with_copy) const {
+        ConstMatrixView v = m.cview();
+        v.zero_padded = zero_padded;
+        if (with_copy) v.bf16 = bf16.data();
+        return v;
+    }
+};
+
+enum class Pad { kPacked, kZeros, kGarbage };
+
+Operand make_operand(size_t rows, size_t cols, Pad pad, uint64_t seed, double scale = 1.0) {
+    const size_t extra = pad == Pad::kPacked ? 0 : (8 - cols % 8) % 8 + 8;
+    Operand o;
+    o.m = testing::random_dense<float>(rows, cols, extra, seed, -scale, scale,
+                                       pad == Pad::kGarbage ? 123.0f : 0.0f);
+    o.zero_padded = pad == Pad::kZeros;
+    o.bf16.assign(rows * o.m.ld + 1, 0);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < o.m.ld; ++j)
+            o.bf16[r * o.m.ld + j] = j < cols ? formulas::bf16_bits(o.m.at(r, j)) : 0;
+    return o;
+}
+
+// The bound above for c[r, j]: the sum of the magnitudes of the rounded terms.
+double bound(bool ta, bool tb, float alpha, const Dense<float>& a, const Dense<float>& b,
+             float beta, const Dense<float>& c0, size_t k, size_t r, size_t j) {
+    double mag = 0.0;
+    for (size_t i = 0; i < k; ++i) {
+        const float x = formulas::round_bf16(ta ? a.at(i, r) : a.at(r, i));
+        const float y = formulas::round_bf16(tb ? b.at(j, i) : b.at(i, j));
+        mag += std::fabs(double(x) * double(y));
+    }
+    mag = std::fabs(alpha) * mag + (beta == 0.0f ? 0.0 : std::fabs(double(beta) * c0.at(r, j)));
+    return 2.0 * double(k + 2) * std::ldexp(1.0, -24) * mag + double(k) * std::ldexp(1.0, -126);
+}
+
+struct Shape {
+    size_t m, n, k;
+};
+
+TEST(Bf16Matmul, OnednnMatchesTheEmulationForEveryLayout) {
+    SKIP_WITHOUT_ONEDNN();
+    CpuBackend onednn(2), emulation(2);
+    onednn.set_precision(Precision::kBf16);
+    emulation.set_precision(Precision::kBf16);
+    onednn.set_bf16_kernel(cpu::Bf16Kernel::kOnednn);
+    emulation.set_bf16_kernel(cpu::Bf16Kernel::kEmulation);
+    struct Scalars {
+        float alpha, beta;
+    };
+    // 83 columns pad to 88 (+8): the extents then run over the padding. m: a batch, its last
+    // partial batch, and the few-rows path's bound plus one.
+    int cases = 0;
+    for (const Shape s : {Shape{64, 83, 40}, Shape{37, 83, 40}, Shape{5, 24, 83}, Shape{130, 96, 64}})
+        for (bool ta : {false, true})
+            for (bool tb : {false, true})
+                for (Pad pad : {Pad::kPacked, Pad::kZeros, Pad::kGarbage})
+                    for (bool copies : {false, true})
+                        for (const Scalars sc : {Scalars{1.0f, 0.0f}, Scalars{-0.05f, 1.0f},
+                                                 Scalars{0.5f, 0.25f}}) {
+                            const uint64_t seed = 100 + cases++;
+                            const Operand a = ta ? make_operand(s.k, s.m, pad, seed)
+                                                 : make_operand(s.m, s.k, pad, seed);
+                            const Operand b = tb ? make_operand(s.n, s.k, pad, seed + 1)
+                                                 : make_operand(s.k, s.n, pad, seed + 1);
+                            const Operand c0 = make_operand(s.m, s.n, pad, seed + 2);
+                            Dense<float> c1 = c0.m, c2 = c0.m;
+                            MatrixView v1 = c1.view(), v2 = c2.view();
+                            v1.zero_padded = v2.zero_padded = c0.zero_padded;
+                            onednn.gemm(ta, tb, sc.alpha, a.view(copies), b.view(copies), sc.beta,
+                                        v1);
+                            emulation.gemm(ta, tb, sc.alpha, a.view(copies), b.view(copies),
+                                           sc.beta, v2);
+                            for (size_t r = 0; r < s.m; ++r) {
+                                for (size_t j = 0; j < s.n; ++j) {
+                                    const double tol = bound(ta, tb, sc.alpha, a.m, b.m, sc.beta,
+                                                             c0.m, s.k, r, j);
+                                    ASSERT_LE(std::fabs(double(c1.at(r, j)) - c2.at(r, j)), tol)
+                                        << "m " << s.m << " n " << s.n << " k " << s.k << " ta "
+                                        << ta << " tb " << tb << " pad " << int(pad) << " copies "
+                                        << copies << " alpha " << sc.alpha << " beta " << sc.beta
+                                        << " at " << r << "," << j;
+                                }
+                                // The padding: zeros stay zeros, anything else is not written.
+                                for (size_t j = s.n; j < c1.ld; ++j)
+                                    ASSERT_EQ(c1.at(r, j), c0.m.at(r, j)) << "padding " << r;
+                            }
+                        }
+    EXPECT_GT(onednn.onednn_implementation().size(), 0u);
+    std::printf("oneDNN implementation: %s\n", onednn.onednn_implementation().c_str());
+}
+
+// alpha is read at run time (the fused SGD step's -learning rate changes every step): one
+// primitive serves every alpha, and the results scale with it.
+TEST(Bf16Matmul, AlphaIsReadAtRunTime) {
+    SKIP_WITHOUT_ONEDNN();
+    cpu::OnednnMatmul mm;
+    const size_t m = 32, n = 48, k = 64;
+    std::vector<uint16_t> a(m * k), b(k * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = formulas::bf16_bits(float(int(i % 9) - 4) / 4);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = formulas::bf16_bits(float(int(i % 7) - 3) / 2);
+    std::vector<float> one(m * n), scaled(m * n);
+    mm.run(false, false, m, n, k, 1.0f, a.data(), b.data(), 0.0f, one.data(), 2);
+    for (float alpha : {-0.25f, 2.0f, -0.001f}) {
+        mm.run(false, false, m, n, k, alpha, a.data(), b.data(), 0.0f, scaled.data(), 2);
+        // Small integers over powers of two: every sum is exact, so alpha's product is too
+        // (alpha a power of two) or within its one rounding.
+        for (size_t i = 0; i < one.size(); ++i)
+            ASSERT_NEAR(scaled[i], alpha * one[i], std::fabs(alpha * one[i]) * 1e-7) << alpha;
+    }
+    EXPECT_EQ(mm.primitives(), 1u);
+    // beta is part of the primitive (oneDNN's sum post-op): a second one.
+    mm.run(false, false, m, n, k, 1.0f, a.data(), b.data(), 1.0f, scaled.data(), 2);
+    EXPECT_EQ(mm.primitives(), 2u);
+}
+
+// Denormal products: AMX flushes them to zero where the emulation keeps them; the bound's absolute
+// term covers exactly that.
+TEST(Bf16Matmul, DenormalProductsStayWithinTheAbsoluteTerm) {
+    SKIP_WITHOUT_ONEDNN();
+    CpuBackend onednn(2), emulation(2);
+    for (CpuBackend* be : {&onednn, &emulation}) be->set_precision(Precision::kBf16);
+    onednn.set_bf16_kernel(cpu::Bf16Kernel::kOnednn);
+    emulation.set_bf16_kernel(cpu::Bf16Kernel::kEmulation);
+    const size_t m = 16, n = 16, k = 32;
+    Dense<float> a(m, k, 0, 1e-20f), b(k, n, 0, 1e-20f), c1(m, n), c2(m, n);
+    onednn.gemm(false, false, 1.0f, a.cview(), b.cview(), 0.0f, c1.view());
+    emulation.gemm(false, false, 1.0f, a.cview(), b.cview(), 0.0f, c2.view());
+    const double product = double(formulas::round_bf16(1e-20f)) * formulas::round_bf16(1e-20f);
+    EXPECT_NEAR(c2.at(0, 0), k * product, k * product * 1e-6);  // the emulation keeps them
+    for (size_t i = 0; i < m * n; ++i)
+        ASSERT_LE(std::fabs(double(c1.data[i]) - c2.data[i]), k * std::ldexp(1.0, -126));
+}
+
+// The process's choice follows what the CPU has and names it.
+TEST(Bf16Matmul, TheChoiceNamesTheKernelAndTheCpu) {
+    const cpu::Bf16Choice& choice = cpu::bf16_choice();
+    EXPECT_NE(choice.line.find(cpu::to_string(choice.kernel)), std::string::npos) << choice.line;
+    if (choice.kernel == cpu::Bf16Kernel::kOnednn) {
+        EXPECT_TRUE(cpu::onednn_bf16_available());
+    }
+    if (!cpu::onednn_bf16_available()) {
+        EXPECT_EQ(choice.kernel, cpu::Bf16Kernel::kEmulation);
+    }
+    if (std::getenv("SPARSENET_CPU_BF16_KERNEL") == nullptr && cpu::onednn_bf16_available() &&
+        choice.line.find("avx512_core_amx") != std::string::npos) {
+        EXPECT_EQ(choice.kernel, cpu::Bf16Kernel::kOnednn) << "AMX: " << choice.line;
+    }
+    std::printf("%s\n", choice.line.c_str());
+    CpuBackend be(1);
+    EXPECT_EQ(be.bf16_kernel(), choice.kernel);
+    if (!cpu::onednn_bf16_available()) {
+        EXPECT_THROW(be.set_bf16_kernel(cpu::Bf16Kernel::kOnednn), Error);
+    }
+}
+
+}  // namespace
+}  // namespace sparsenet
