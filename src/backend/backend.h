@@ -110,8 +110,13 @@ class Backend {
     // of gpu_gemm_extents (backend/gemm_extents.h), the CPU the logical ones.
     // Under kBf16 an operand with bf16 set is read from its BF16 copy (its data may then be
     // nullptr); under kFp32 and kTf32 the copy is ignored and data is required.
+    // c_bf16 (nullable): the BF16 copy of the new c (round_bf16's, laid out like c), written by
+    // the op that changed c: the weights' copy after an SGD step inside the weight-gradient GEMM.
+    // One pass after the GEMM on both backends. Writing it in the GEMM's own pass, in L2-sized
+    // panels of c, ran 2x slower on the CPU (oneDNN, dsstne-bench's 1,024 x 27,280 weights: 26-34
+    // ms against 16 ms; each panel's rows are a page apart).
     void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
-              float beta, MatrixView c);
+              float beta, MatrixView c, uint16_t* c_bf16 = nullptr);
 
     // out[r * m.ld + j] := formulas::bf16_bits(m[r, j]) for j < cols, and 0 (BF16 +0) for
     // cols <= j < ld: the BF16 copy of a matrix, laid out like it with its padding zero (so a
@@ -343,6 +348,10 @@ class Backend {
                                       float alpha, const SparseRowGrad& grad) = 0;
     virtual void gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                            ConstMatrixView b, float beta, MatrixView c) = 0;
+    // gemm with c's BF16 copy: gemm_impl, then round_bf16_impl(c, c_bf16) by default.
+    virtual void gemm_with_copy_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                                     ConstMatrixView b, float beta, MatrixView c,
+                                     uint16_t* c_bf16);
     // out_bf16 / z_bf16 / d_bf16 / delta_bf16: the BF16 copies of the ops above (nullable).
     virtual void bias_activation_forward_impl(const formulas::ActivationParams& act,
                                               const float* bias, MatrixView z,

@@ -143,7 +143,7 @@ void Backend::csr_weight_grad(const CsrBatchView& x, SparseNoise noise, ConstMat
 }
 
 void Backend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
-                   float beta, MatrixView c) {
+                   float beta, MatrixView c, uint16_t* c_bf16) {
     const size_t m = c.rows, n = c.cols;
     const size_t k = trans_a ? a.rows : a.cols;
     check((trans_a ? a.cols : a.rows) == m, "gemm", "rows of op(a) != rows of c");
@@ -160,8 +160,19 @@ void Backend::gemm(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, C
         observer(GemmCall{this, trans_a, trans_b, alpha, beta, a, b, c},
                  g_gemm_observer_context.load());
     }
+    check_bf16_copy(c_bf16, c, "gemm");
     const OpTimer timer(Op::kGemm, 2.0 * double(m) * double(n) * double(k));
+    if (c_bf16 == nullptr) {
+        gemm_impl(trans_a, trans_b, alpha, a, b, beta, c);
+    } else {
+        gemm_with_copy_impl(trans_a, trans_b, alpha, a, b, beta, c, c_bf16);
+    }
+}
+
+void Backend::gemm_with_copy_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                                  ConstMatrixView b, float beta, MatrixView c, uint16_t* c_bf16) {
     gemm_impl(trans_a, trans_b, alpha, a, b, beta, c);
+    round_bf16_impl(c, c_bf16);
 }
 
 void Backend::bias_activation_forward(const formulas::ActivationParams& act, const float* bias,

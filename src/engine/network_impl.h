@@ -194,14 +194,16 @@ struct Network::Impl {
     // c := alpha * (owner edge wi's weight gradient of the last backward) + beta * c, from the
     // operands backward left (EdgeBuffers::deferred_rows): the source's activations (split by
     // output columns: every rank's, EdgeBuffers::gathered) and deferred_delta.
-    void deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c);
+    // c_bf16 (nullable): c's BF16 copy, written by the GEMM (Backend::gemm).
+    void deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c,
+                                uint16_t* c_bf16 = nullptr);
     // Writes every weight gradient backward left to update() into its gradient buffer (the
     // materialised path: the other optimizers, L1, WeightNorm, the guard's search, reads; a
     // row-sparse one when its step would visit every row).
     void materialize_gradients();
     void materialize_gradient(int wi);
     // The optimizer step of owner edge wi inside its weight-gradient GEMM when that means the
-    // same step (update_fusable); false: nothing done.
+    // same step (update_fusable), the BF16 copy of the new weights included; false: nothing done.
     bool fused_update(int wi, const formulas::OptimizerStep& step);
     // Whether owner edge wi's step with `step`'s rule is fused into its gradient GEMM: SGD or
     // Momentum, no L1, no WeightNorm on the edge, a deferrable gradient; then training never

@@ -497,12 +497,7 @@ void Network::Impl::update(const OptimizerOptions& optimizer, float decay) {
         engine::EdgeParams& matrix = params.edges[wi];
         MatrixView wv = matrix_rows(matrix.w, int(wi));
         if (g.deferred_rows > 0 && !g.sparse_deferred) {
-            if (fused_update(static_cast<int>(wi), step)) {
-                // The step ran inside the weight-gradient GEMM, whose epilogue writes FP32 only:
-                // the BF16 copy takes one pass of its own per step.
-                refresh_bf16_copy(static_cast<int>(wi));
-                continue;
-            }
+            if (fused_update(static_cast<int>(wi), step)) continue;  // the copy written too
             materialize_gradient(static_cast<int>(wi));
         }
         // Whether the step's own pass writes the BF16 copy (a dense step whose weights nothing
@@ -631,7 +626,8 @@ MatrixView Network::Impl::deferred_delta(int wi, size_t batch) {
                                                            : layer_delta(d, batch);
 }
 
-void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c) {
+void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, MatrixView c,
+                                           uint16_t* c_bf16) {
     const GraphEdge& w = graph.edges[wi];
     const size_t batch = buffers.edges[wi].deferred_rows;
     // Split by output columns: every rank's source activations, gathered by forward.
@@ -645,9 +641,9 @@ void Network::Impl::deferred_gradient_gemm(int wi, float alpha, float beta, Matr
     // The same operands and order as backward's GEMM: z = a . M: dM = a^T . dz; transposed,
     // z = a . M^T: dM = dz^T . a.
     if (w.transposed) {
-        backend->gemm(true, false, alpha, dz, a, beta, c);
+        backend->gemm(true, false, alpha, dz, a, beta, c, c_bf16);
     } else {
-        backend->gemm(true, false, alpha, a, dz, beta, c);
+        backend->gemm(true, false, alpha, a, dz, beta, c, c_bf16);
     }
 }
 
@@ -702,8 +698,10 @@ bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
     const MatrixView wv = matrix_rows(matrix.w, wi);
     const float lr = step.learning_rate;
     if (step.kind == OptimizerKind::kSgd) {
-        // w -= lr (g + l2 w)  as  w := (1 - lr l2) w - lr g: C = W in the GEMM.
-        deferred_gradient_gemm(wi, -lr, 1.0f - lr * step.l2, wv);
+        // w -= lr (g + l2 w)  as  w := (1 - lr l2) w - lr g: C = W in the GEMM, which writes the
+        // BF16 copy of the new weights too (the CPU's oneDNN kernel in the same pass, else one
+        // round_bf16 pass after it: Backend::gemm).
+        deferred_gradient_gemm(wi, -lr, 1.0f - lr * step.l2, wv, matrix.w_bf16.data());
     } else {
         // v := mu v - lr (g + l2 w); w += v: the l2 term first (one pass, only with L2), then
         // C = v in the GEMM, then one add.
@@ -715,6 +713,7 @@ bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
         }
         deferred_gradient_gemm(wi, -lr, beta, v);
         backend->add_matrix(1.0f, v, 1.0f, wv);
+        refresh_bf16_copy(wi);  // add_matrix writes FP32 only: one pass of its own
     }
     buffers.edges[wi].deferred_rows = 0;
     return true;

@@ -172,9 +172,57 @@ TEST(Bf16Matmul, AlphaIsReadAtRunTime) {
             ASSERT_NEAR(scaled[i], alpha * one[i], std::fabs(alpha * one[i]) * 1e-7) << alpha;
     }
     EXPECT_EQ(mm.primitives(), 1u);
-    // beta is part of the primitive (oneDNN's sum post-op): a second one.
+    // Whether beta is 0, 1 or another value is part of the primitive; another value is read at
+    // run time (the fused SGD step's 1 - lr l2 follows the schedule): one primitive for all.
     mm.run(false, false, m, n, k, 1.0f, a.data(), b.data(), 1.0f, scaled.data(), 2);
     EXPECT_EQ(mm.primitives(), 2u);
+    for (float beta : {0.5f, -0.75f, 3.0f}) {
+        std::vector<float> c(m * n, 2.0f);
+        mm.run(false, false, m, n, k, -0.25f, a.data(), b.data(), beta, c.data(), 2);
+        for (size_t i = 0; i < c.size(); ++i)
+            ASSERT_NEAR(c[i], -0.25f * one[i] + beta * 2.0f, 1e-6 * (std::fabs(one[i]) + 8)) << beta;
+    }
+    EXPECT_EQ(mm.primitives(), 3u);
+}
+
+// gemm with c's BF16 copy (the fused SGD step's weights): c as gemm without the copy, the copy the
+// rounding of c bit for bit, for every transpose and beta 0, 1 and another, the padding of c not
+// written (or zeros over zero padding).
+TEST(Bf16Matmul, GemmWritesTheCopyOfC) {
+    SKIP_WITHOUT_ONEDNN();
+    CpuBackend backend(2);
+    backend.set_precision(Precision::kBf16);
+    backend.set_bf16_kernel(cpu::Bf16Kernel::kOnednn);
+    const size_t m = 48, n = 600, k = 40;
+    int cases = 0;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (Pad pad : {Pad::kZeros, Pad::kGarbage})
+                for (float beta : {0.0f, 1.0f, 0.95f}) {
+                    const uint64_t seed = 500 + cases++;
+                    const Operand a = ta ? make_operand(k, m, pad, seed) : make_operand(m, k, pad, seed);
+                    const Operand b =
+                        tb ? make_operand(n, k, pad, seed + 1) : make_operand(k, n, pad, seed + 1);
+                    const Operand c0 = make_operand(m, n, pad, seed + 2);
+                    Dense<float> c1 = c0.m, c2 = c0.m;
+                    MatrixView v1 = c1.view(), v2 = c2.view();
+                    v1.zero_padded = v2.zero_padded = c0.zero_padded;
+                    std::vector<uint16_t> copy(c1.rows * c1.ld, 0x7777);
+                    backend.gemm(ta, tb, -0.05f, a.view(true), b.view(true), beta, v1, copy.data());
+                    backend.gemm(ta, tb, -0.05f, a.view(true), b.view(true), beta, v2);
+                    for (size_t r = 0; r < m; ++r) {
+                        for (size_t j = 0; j < n; ++j) {
+                            ASSERT_EQ(c1.at(r, j), c2.at(r, j))
+                                << ta << tb << " beta " << beta << " at " << r << "," << j;
+                            ASSERT_EQ(copy[r * c1.ld + j], formulas::bf16_bits(c1.at(r, j)));
+                        }
+                        for (size_t j = n; j < c1.ld; ++j) {
+                            ASSERT_EQ(c1.at(r, j), c0.m.at(r, j));
+                            // round_bf16's padding: zeros.
+                            ASSERT_EQ(copy[r * c1.ld + j], 0u);
+                        }
+                    }
+                }
 }
 
 // Denormal products: AMX flushes them to zero where the emulation keeps them; the bound's absolute

@@ -5,10 +5,12 @@
 #include <omp.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "formulas/precision.h"
@@ -77,21 +79,32 @@ bool has_isa(dnnl::cpu_isa effective, dnnl::cpu_isa isa) {
 
 }  // namespace
 
+// How beta enters a primitive: 0 (c overwritten), 1 (a sum post-op), or any other value, read
+// at run time like alpha (the fused SGD step with L2 passes beta = 1 - lr l2, which follows the
+// learning rate's schedule): c := beta (alpha / beta . ab + c), a multiply after the sum.
+enum class BetaKind { kZero, kOne, kRunTime };
+BetaKind beta_kind(float beta) {
+    if (beta == 0.0f) return BetaKind::kZero;
+    if (beta == 1.0f) return BetaKind::kOne;
+    return BetaKind::kRunTime;
+}
+
 struct OnednnMatmul::Impl {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
     dnnl::stream stream{engine};
     struct Entry {
         dnnl::matmul primitive;
-        dnnl::memory::desc a, b, c, scratchpad, alpha;
+        dnnl::memory::desc a, b, c, scratchpad, scalar;
+        BetaKind beta = BetaKind::kZero;
     };
-    // (trans_a, trans_b, m, n, k, beta's bits, threads)
-    using Key = std::tuple<bool, bool, size_t, size_t, size_t, uint32_t, int>;
+    // (trans_a, trans_b, m, n, k, beta kind, threads)
+    using Key = std::tuple<bool, bool, size_t, size_t, size_t, BetaKind, int>;
     std::map<Key, Entry> cache;
     std::vector<uint8_t> scratchpad;  // grown to the largest primitive's need, never shrunk
     std::string last_impl;
 
-    Entry& entry(bool ta, bool tb, size_t m, size_t n, size_t k, float beta, int threads) {
-        const Key key{ta, tb, m, n, k, formulas::float_bits(beta), threads};
+    Entry& entry(bool ta, bool tb, size_t m, size_t n, size_t k, BetaKind beta, int threads) {
+        const Key key{ta, tb, m, n, k, beta, threads};
         auto it = cache.find(key);
         if (it != cache.end()) return it->second;
         using dt = dnnl::memory::data_type;
@@ -100,57 +113,82 @@ struct OnednnMatmul::Impl {
         // Row-major [rows, cols] as strides; a transposed operand is the stored matrix read
         // column-major.
         Entry e;
+        e.beta = beta;
         e.a = dnnl::memory::desc({M, K}, dt::bf16, ta ? dims{1, M} : dims{K, 1});
         e.b = dnnl::memory::desc({K, N}, dt::bf16, tb ? dims{1, K} : dims{N, 1});
         e.c = dnnl::memory::desc({M, N}, dt::f32, dims{N, 1});
-        e.alpha = dnnl::memory::desc({1, 1}, dt::f32, dims{1, 1});
+        e.scalar = dnnl::memory::desc({1, 1}, dt::f32, dims{1, 1});
         dnnl::post_ops ops;
-        ops.append_binary(dnnl::algorithm::binary_mul, e.alpha);  // alpha, read at run time
-        if (beta != 0.0f) ops.append_sum(beta);                   // beta == 0: c overwritten
+        ops.append_binary(dnnl::algorithm::binary_mul, e.scalar);  // alpha (or alpha / beta)
+        if (beta != BetaKind::kZero) ops.append_sum(1.0f);
+        if (beta == BetaKind::kRunTime) ops.append_binary(dnnl::algorithm::binary_mul, e.scalar);
         dnnl::primitive_attr attr;
         attr.set_post_ops(ops);
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        const ScopedOmpThreads scoped(threads);  // the blocking depends on the thread count
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, e.b, e.c), attr, engine);
         last_impl = pd.impl_info_str();
         e.scratchpad = pd.scratchpad_desc();
         e.primitive = dnnl::matmul(pd);
         return cache.emplace(key, std::move(e)).first->second;
     }
+
+    void execute(Entry& e, const uint16_t* a, const uint16_t* b, float* c, float alpha,
+                 float beta) {
+        if (scratchpad.size() < e.scratchpad.get_size()) scratchpad.resize(e.scratchpad.get_size());
+        float first = e.beta == BetaKind::kRunTime ? alpha / beta : alpha;
+        float second = beta;
+        // oneDNN's memory objects take non-const handles; it only reads a, b and the scalars.
+        dnnl::memory am(e.a, engine, const_cast<uint16_t*>(a));
+        dnnl::memory bm(e.b, engine, const_cast<uint16_t*>(b));
+        dnnl::memory cm(e.c, engine, c);
+        dnnl::memory first_m(e.scalar, engine, &first), second_m(e.scalar, engine, &second);
+        dnnl::memory scratch_m(e.scratchpad, engine, scratchpad.data());
+        std::unordered_map<int, dnnl::memory> args{
+            {DNNL_ARG_SRC, am},
+            {DNNL_ARG_WEIGHTS, bm},
+            {DNNL_ARG_DST, cm},
+            {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, first_m},
+            {DNNL_ARG_SCRATCHPAD, scratch_m}};
+        if (e.beta == BetaKind::kRunTime)
+            args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(2) | DNNL_ARG_SRC_1, second_m);
+        e.primitive.execute(stream, args);
+        stream.wait();
+    }
 };
+
+namespace {
+
+Error matmul_error(const dnnl::error& err, size_t m, size_t n, size_t k) {
+    return Error(ErrorCategory::kInternal, std::string("gemm: oneDNN's BF16 matmul failed (") +
+                                               err.what() + ") at m " + std::to_string(m) +
+                                               ", n " + std::to_string(n) + ", k " +
+                                               std::to_string(k));
+}
+
+void check_extents(size_t m, size_t n, size_t k, float beta) {
+    if (m == 0 || n == 0 || k == 0)
+        throw Error(ErrorCategory::kInternal, "gemm: oneDNN's BF16 matmul given an empty extent");
+    // alpha / beta: a beta this small would overflow it (never the engine's: 0, 1, mu, 1 - lr l2).
+    if (beta != 0.0f && std::fabs(beta) < 1e-30f)
+        throw Error(ErrorCategory::kInternal, "gemm: oneDNN's BF16 matmul given |beta| < 1e-30");
+}
+
+}  // namespace
 
 OnednnMatmul::OnednnMatmul() = default;
 OnednnMatmul::~OnednnMatmul() = default;
 
 void OnednnMatmul::run(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                        const uint16_t* a, const uint16_t* b, float beta, float* c, int threads) {
-    if (m == 0 || n == 0 || k == 0)
-        throw Error(ErrorCategory::kInternal, "gemm: oneDNN's BF16 matmul given an empty extent");
+    check_extents(m, n, k, beta);
     if (!impl_) impl_ = std::make_unique<Impl>();
-    const ScopedOmpThreads scoped(threads);
     try {
-        Impl::Entry& e = impl_->entry(trans_a, trans_b, m, n, k, beta, threads);
-        const size_t scratch_bytes = e.scratchpad.get_size();
-        if (impl_->scratchpad.size() < scratch_bytes) impl_->scratchpad.resize(scratch_bytes);
-        const auto& eng = impl_->engine;
-        // oneDNN's memory objects take non-const handles; it only reads a, b and alpha.
-        dnnl::memory am(e.a, eng, const_cast<uint16_t*>(a));
-        dnnl::memory bm(e.b, eng, const_cast<uint16_t*>(b));
-        dnnl::memory cm(e.c, eng, c);
-        dnnl::memory alpha_m(e.alpha, eng, &alpha);
-        dnnl::memory scratch(e.scratchpad, eng, impl_->scratchpad.data());
-        e.primitive.execute(
-            impl_->stream,
-            {{DNNL_ARG_SRC, am},
-             {DNNL_ARG_WEIGHTS, bm},
-             {DNNL_ARG_DST, cm},
-             {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, alpha_m},
-             {DNNL_ARG_SCRATCHPAD, scratch}});
-        impl_->stream.wait();
+        Impl::Entry& e = impl_->entry(trans_a, trans_b, m, n, k, beta_kind(beta), threads);
+        const ScopedOmpThreads scoped(threads);
+        impl_->execute(e, a, b, c, alpha, beta);
     } catch (const dnnl::error& err) {
-        throw Error(ErrorCategory::kInternal,
-                    std::string("gemm: oneDNN's BF16 matmul failed (") + err.what() + ") at m " +
-                        std::to_string(m) + ", n " + std::to_string(n) + ", k " +
-                        std::to_string(k));
+        throw matmul_error(err, m, n, k);
     }
 }
 
@@ -314,6 +352,7 @@ const std::string& OnednnMatmul::last_implementation() const {
 size_t OnednnMatmul::primitives() const {
     return 0;
 }
+
 
 bool built_with_onednn() {
     return false;
