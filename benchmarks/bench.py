@@ -261,6 +261,9 @@ def main():
         "benchmark": a.workload, "date": datetime.date.today().isoformat(),
         "machine": platform.node(), "cpu": cpu_model(), "cpu_isa": cpu_isa(),
         "threads": a.threads, "bf16_kernel": sorted(bf16_kernel),
+        # ONEDNN_MAX_CPU_ISA caps oneDNN's ISA for both engines (PyTorch bundles oneDNN too):
+        # AVX512_CORE_BF16 stands in for a CPU without AMX.
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
         "versions": versions,
         "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
