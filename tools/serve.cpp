@@ -776,6 +776,11 @@ int serve_main(int argc, char** argv) {
         http.host = host;
         http.port = uint16_t(port);
         http.max_connections = connections;
+        // The refusals' sockets come from the descriptors --connections leaves: up to 1,024.
+        http.max_refusals = size_t(std::max<uint64_t>(
+            16, std::min<uint64_t>(1024, files.rlim_cur > connections + 128
+                                             ? files.rlim_cur - connections - 128
+                                             : 0)));
         http.workers = int(workers);
         http.max_body = max_body;
         http.idle_timeout = idle_timeout;

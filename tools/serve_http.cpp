@@ -553,8 +553,10 @@ void HttpServer::Impl::accept() {
         // the client's delayed ACK, 40 ms per request (measured with the previous front end).
         socket.set_option(tcp::no_delay(true), ignored);
         if (sessions.size() >= options.max_connections) {
-            // A flood of refusals costs a write each, but not without bound.
-            if (refusing < options.max_connections) {
+            // A flood of refusals costs a write and a socket for up to a second each, but not
+            // without bound. Bounded by --connections before, which let 4 stalled refusals turn
+            // every further client away unanswered for a second (curl exits 52 and 56).
+            if (refusing < options.max_refusals) {
                 refuse_connection(*this, std::move(socket));
             } else {
                 socket.close(ignored);

@@ -38,6 +38,10 @@ struct HttpOptions {
     std::string host = "127.0.0.1";
     uint16_t port = 8080;           // 0: any free port (HttpServer::port() says which)
     size_t max_connections = 1024;  // open at once; more are answered 503 and closed
+    // 503s in flight at once: each holds its socket for up to a second after the answer, reading
+    // what the client sends so that closing does not reset the connection before the client
+    // reads the 503. A flood beyond this many within that second is closed unanswered.
+    size_t max_refusals = 1024;
     int workers = 8;                // event loops, and threads for connections sharing one
     size_t max_body = 1 << 20;      // bytes
     uint32_t max_header = 8192;     // request line and headers, bytes

@@ -888,6 +888,30 @@ TEST_F(Serve, HttpRefusalsAreImmediateAndNameTheirCause) {
     EXPECT_EQ(server_->wait_exit(), 0) << server_->log();
 }
 
+// Refusals over --connections hold their sockets for up to a second (the 503 is written, then
+// what the client sends is read until it closes): with --connections 4 and eight stalled clients
+// (four open, four refused and never closing), a ninth within that second is still answered 503,
+// not reset (the refusals in flight were capped at --connections before).
+TEST_F(Serve, StalledRefusalsLeaveTheNextClientItsAnswer) {
+    start("--connections 4 --header-timeout 30");
+    http_.reset();
+    std::vector<std::unique_ptr<Raw>> stalled;
+    for (int i = 0; i < 8; ++i) {
+        stalled.push_back(std::make_unique<Raw>(port_));
+        ASSERT_TRUE(stalled.back()->send("POST /recommend HTTP/1.1\r\nHost: test\r\n"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the refusals are in flight
+    Raw ninth(port_);
+    const auto asked = Clock::now();
+    const Raw::Response refused = ninth.read(30);
+    EXPECT_EQ(refused.status, 503) << refused.body;
+    EXPECT_EQ(refused.header("retry-after"), "1");
+    EXPECT_LT(since(asked), 1.0);
+    stalled.clear();
+    server_->signal(SIGTERM);
+    ASSERT_EQ(server_->wait_exit(), 0) << server_->log();
+}
+
 // Clients that send half a request hold a socket, not a worker: with two workers and eight such
 // clients a good request is answered within a second; connections over --connections are
 // answered 503 with Retry-After at once; a request not complete within --header-timeout gets 408.
