@@ -11,6 +11,7 @@
 #include "sparsenet/config.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/optimizer.h"
+#include "sparsenet/step_switches.h"
 
 namespace sparsenet {
 
@@ -54,6 +55,8 @@ struct NetworkOptions {
     // which puts node-local rank r on GPU r mod the node's GPU count. "cuda:N" takes GPU N on
     // every rank. One process (no launcher) takes GPU 0 whatever this says.
     bool share_gpus = false;
+    // The training step's switches (sparsenet/step_switches.h): the environment's by default.
+    StepSwitches switches = StepSwitches::process();
 };
 
 // A named parameter tensor, row-major.
@@ -194,7 +197,8 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
                        uint32_t batch, const OptimizerOptions& optimizer, float decay,
-                       bool data_parallel = false, Precision precision = Precision::kFp32);
+                       bool data_parallel = false, Precision precision = Precision::kFp32,
+                       const StepSwitches& switches = StepSwitches::process());
 
 // The plan as text: one line per part and the total, "for one device" or "per rank of N".
 std::string describe_memory(const MemoryPlan& plan, bool device_is_host);

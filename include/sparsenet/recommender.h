@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sparsenet/config.h"
+#include "sparsenet/step_switches.h"
 
 namespace sparsenet {
 
@@ -108,6 +109,9 @@ struct RecommenderOptions {
     // The GEMMs' arithmetic (sparsenet/config.h Precision; docs/gpu.md, "Precision"); unset: the
     // model file's $.Training.Precision, else the device's default (as Network::load).
     std::optional<Precision> precision;
+    // The loaded network's switches (NetworkOptions::switches: the row padding is the one that
+    // matters to inference).
+    StepSwitches switches = StepSwitches::process();
     // With precision bf16 (set here or in the model file): keep only the BF16 copies of the
     // weights that GEMMs read (Network::keep_only_bf16_weights): half their memory, the same
     // answers (the GEMMs read the copies either way). Error(kUsage) in another precision and

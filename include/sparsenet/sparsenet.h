@@ -19,4 +19,5 @@
 #include "sparsenet/recommender.h"    // Recommender: the thread-safe serving API
 #include "sparsenet/resources.h"      // sizes, storage hints, out-of-memory advice for messages
 #include "sparsenet/split.h"          // train / validation / test splits
+#include "sparsenet/step_switches.h"  // the training step's switches, to measure each change
 #include "sparsenet/trainer.h"        // Trainer: epochs, callbacks, checkpoints

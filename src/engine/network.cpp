@@ -215,14 +215,14 @@ void Network::Impl::largest_block(int wi, double* rows, double* ld) const {
     const GraphEdge& w = graph.edges[wi];
     const engine::Split split = plan.edges[wi].split;
     *rows = split == engine::Split::kByInput ? plan.layers[w.source].cap : w.rows;
-    *ld = engine::padded_ld(split == engine::Split::kByOutput ? plan.layers[w.destination].cap
+    *ld = padded_ld(split == engine::Split::kByOutput ? plan.layers[w.destination].cap
                                                               : w.cols);
 }
 
 double Network::Impl::largest_band_floats(int l) const {
     // ensure_batch_capacity: max(cap, ld) per row; padded_ld(cap) bounds every rank's ld.
     const uint32_t cap = plan.layers[l].cap;
-    return std::max(cap, engine::padded_ld(cap));
+    return std::max(cap, padded_ld(cap));
 }
 
 void Network::Impl::allocate_parameters() {
@@ -253,9 +253,8 @@ Band band_of(uint32_t n, int ranks, int rank) {
     return {lo, hi - lo};
 }
 
-uint32_t padded_ld(uint32_t cols) {
-    const char* v = std::getenv("SPARSENET_PADDED_LD");  // read by every plan (tests set it)
-    if ((v != nullptr && std::string(v) == "0") || cols % kPadFloats == 0) return cols;
+uint32_t padded_ld(uint32_t cols, bool pad) {
+    if (!pad || cols % kPadFloats == 0) return cols;
     return uint32_t((uint64_t(cols) + kPadFloats - 1) / kPadFloats * kPadFloats);
 }
 
@@ -403,8 +402,8 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
         band.offset = b.offset;
         band.n_local = b.count;
         band.cap = uint32_t((uint64_t(n) + ranks - 1) / ranks);
-        band.ld = engine::padded_ld(b.count);
-        band.whole_ld = engine::padded_ld(n);
+        band.ld = padded_ld(b.count);
+        band.whole_ld = padded_ld(n);
         band.delta_over_act = delta_over_activation(int(l));
     }
     for (size_t i = 0; i < graph.edges.size(); ++i) {
@@ -413,7 +412,7 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
         block.local_rows = graph.edges[i].rows;
         block.local_cols = graph.edges[i].cols;
         block.row_offset = block.col_offset = 0;
-        block.ld = engine::padded_ld(block.local_cols);
+        block.ld = padded_ld(block.local_cols);
     }
     if (ranks == 1) return;
     const std::string why = " under model parallelism (" + std::to_string(ranks) + " ranks)";
@@ -444,7 +443,7 @@ void Network::Impl::plan_split(const std::string& where, int num_ranks, int this
             block.local_cols = dst_band.n_local;
             block.col_offset = dst_band.offset;
         }
-        block.ld = engine::padded_ld(block.local_cols);  // save chunks are repacked
+        block.ld = padded_ld(block.local_cols);  // save chunks are repacked
     }
     for (const GraphLayer& layer : graph.layers) {
         if (layer.is_output() && layer.config.activation == Activation::kSoftMax &&
@@ -655,7 +654,7 @@ void Network::Impl::ensure_batch_capacity(size_t batch) {
         // layers, never by a wide output layer. The partial rows of every moving layer (row
         // stride padded_ld(n) <= padded_ld(moving.offset)) share one buffer.
         const engine::Band moving = moving_side();
-        const size_t partial = batch * engine::padded_ld(moving.offset);
+        const size_t partial = batch * padded_ld(moving.offset);
         plan.full_partial = DeviceArray<float>(*backend, partial, "partial rows");
         backend->fill(plan.full_partial.data(), partial, 0.0f);
         plan.comm_blocks = DeviceArray<float>(*backend, size_t(plan.ranks) * batch * moving.count,

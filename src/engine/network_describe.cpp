@@ -77,7 +77,7 @@ std::string describe_model_parallel(const NetworkConfig& config,
         formulas::OptimizerStep rule;
         rule.kind = optimizer;
         const bool fused =
-            Network::Impl::fused_updates_enabled() && net.update_fusable(static_cast<int>(i), rule);
+            net.fused_updates_enabled() && net.update_fusable(static_cast<int>(i), rule);
         const bool grad = part.dense_grad && !fused;
         const double per_value = f * (1.0 + (grad ? 1.0 : 0.0) + (w.fixed ? 0 : slots));
         param_bytes += rows * ld * per_value;
@@ -125,7 +125,7 @@ std::string describe_model_parallel(const NetworkConfig& config,
     }
     const double scratch =
         ranks > 1
-            ? (B * engine::padded_ld(moving.offset) + (P + 1.0) * B * moving.count + 2.0 * B) * f +
+            ? (B * net.padded_ld(moving.offset) + (P + 1.0) * B * moving.count + 2.0 * B) * f +
                   gathered_bytes
             : 0.0;
     out << "memory per rank (largest): parameters, gradients and optimizer state "

@@ -186,8 +186,6 @@ struct Network::Impl {
     // Split networks: whether layer l has a matrix split by input rows into it, whose weight
     // gradient reads l's whole delta (gathered into LayerBuffers::delta_all).
     bool gathers_delta(int l) const;
-    // SPARSENET_FUSED_SPARSE_STEP=0 turns the sparse inputs' fused steps off (to compare).
-    static bool fused_sparse_steps_enabled();
     // The delta owner edge wi's deferred gradient reads: its destination's (layer_delta), or,
     // split by input rows, the destination's whole delta gathered in backward (gathered_delta).
     MatrixView deferred_delta(int wi, size_t batch);
@@ -209,9 +207,11 @@ struct Network::Impl {
     // Momentum, no L1, no WeightNorm on the edge, a deferrable gradient; then training never
     // writes its dense gradient (plan_memory leaves it out: it is allocated only when read).
     bool update_fusable(int wi, const formulas::OptimizerStep& step) const;
-    // SPARSENET_FUSED_UPDATE=0 turns the fused steps off (the materialised path of before, to
-    // compare the two); training, the memory plan and the model-parallel summary all ask here.
-    static bool fused_updates_enabled();
+    // StepSwitches::fused_update off turns the fused steps off (the materialised path of before,
+    // to compare the two); training, the memory plan and the model-parallel summary all ask here.
+    bool fused_updates_enabled() const { return options.switches.fused_update; }
+    // engine::padded_ld with this network's StepSwitches::padded_ld.
+    uint32_t padded_ld(uint32_t cols) const { return engine::padded_ld(cols, options.switches.padded_ld); }
     // Owner edge wi's dense gradient [local_rows, local_cols], allocated on first use (a
     // network whose every dense update is fused never holds one; parameter_gradients(), the
     // guard's search, the other optimizers, data parallelism allocate it).
@@ -227,8 +227,6 @@ struct Network::Impl {
         std::vector<bool> clocked;     // by edge: its rows may be behind
     };
     RowCatchUp catch_up;
-    // Tests: false keeps the every-row exact path, to compare the two.
-    bool row_catch_up = true;
     // Whether owner edge wi's step runs on a row clock (update()).
     bool uses_row_clock(int wi, const OptimizerOptions& optimizer,
                         const formulas::OptimizerStep& step, bool constant_rate) const;
@@ -339,9 +337,8 @@ struct Network::Impl {
     // Whether some use of owner edge wi's matrix is a gemm operand (its source is not an input
     // layer: csr_matmul and csr_weight_grad read FP32 weights in every precision).
     bool gemm_reads_matrix(int wi) const;
-    // SPARSENET_BF16_WEIGHT_COPIES=0: no copies, every BF16 GEMM rounds the FP32 weights itself
-    // (the path of before; the same values: to compare).
-    static bool bf16_copies_enabled();
+    // StepSwitches::bf16_weight_copies off: no copies, every BF16 GEMM rounds the FP32 weights
+    // itself (the path of before; the same values: to compare).
     // Whether owner edge wi keeps a BF16 copy: the backend computes in kBf16, copies are
     // enabled and a gemm reads the matrix.
     bool keeps_bf16_copy(int wi) const;
@@ -353,9 +350,8 @@ struct Network::Impl {
     void refresh_bf16_copy(int wi);
     // ---- BF16 copies of activations and deltas (Precision::kBf16; LayerBuffers::act_bf16,
     // delta_bf16; issue 46) ----
-    // SPARSENET_BF16_ACTIVATION_COPIES=0: none, every BF16 GEMM converts the activations and
-    // deltas it reads (the path of before, the same values: to compare).
-    static bool bf16_activation_copies_enabled();
+    // StepSwitches::bf16_activation_copies off: none, every BF16 GEMM converts the activations
+    // and deltas it reads (the path of before, the same values: to compare).
     // Whether layer l keeps a BF16 copy of its activations / delta under precision p: a GEMM
     // reads them, and the op that writes them last before that GEMM can write the copy in its
     // pass. Activations: a non-input layer with an edge out of it (the next layer's forward

@@ -68,13 +68,14 @@ double MemoryPlan::total_bytes(bool device_is_host) const {
 MemoryPlan plan_memory(const NetworkConfig& config,
                        const std::map<std::string, DatasetShape>& datasets, int ranks,
                        uint32_t batch, const OptimizerOptions& optimizer, float decay,
-                       bool data_parallel, Precision precision) {
-    const bool fuse_updates = Network::Impl::fused_updates_enabled();
+                       bool data_parallel, Precision precision, const StepSwitches& switches) {
+    const bool fuse_updates = switches.fused_update;
     if (ranks < 1) throw Error(ErrorCategory::kUsage, "ranks must be >= 1");
     if (batch == 0) throw Error(ErrorCategory::kUsage, "batch size must be positive");
     std::map<std::string, uint32_t> widths;
     for (const auto& kv : datasets) widths[kv.first] = kv.second.cols;
     Network::Impl net;
+    net.options.switches = switches;
     net.graph.config = config;
     net.backend = make_backend("cpu", 1);  // only for the capability checks of build()
     net.build(widths);
@@ -88,7 +89,7 @@ MemoryPlan plan_memory(const NetworkConfig& config,
     MemoryPlan m;
     m.precision = precision;
     // Network::Impl::keeps_bf16_copy without a backend to ask for the precision.
-    const bool bf16_copies = precision == Precision::kBf16 && Network::Impl::bf16_copies_enabled();
+    const bool bf16_copies = precision == Precision::kBf16 && switches.bf16_weight_copies;
     m.ranks = ranks;
     m.batch = batch;
     // Rows of a batch (the training data's examples cap it).
@@ -172,7 +173,7 @@ MemoryPlan plan_memory(const NetworkConfig& config,
             if (net.gathers_delta(int(l))) gathered += B * net.plan.layers[l].whole_ld * f;
         }
         m.scratch +=
-            (B * engine::padded_ld(moving.offset) + (P + 1.0) * B * moving.count + 2.0 * B) * f +
+            (B * net.padded_ld(moving.offset) + (P + 1.0) * B * moving.count + 2.0 * B) * f +
             gathered;
     }
     // The datasets the layers bind, once per name (inputs and outputs), each rank its band of

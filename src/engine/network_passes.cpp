@@ -581,20 +581,13 @@ bool Network::Impl::sparse_gradient_deferrable(int wi) const {
     return true;
 }
 
-bool Network::Impl::fused_sparse_steps_enabled() {
-    const char* v = std::getenv("SPARSENET_FUSED_SPARSE_STEP");
-    return v == nullptr || std::string(v) != "0";
-}
-
 bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
                                    const formulas::OptimizerStep& step, bool constant_rate) const {
-    // SPARSENET_ROW_CATCH_UP=0: the every-row exact path (to compare the two;
+    // StepSwitches::row_catch_up off: the every-row exact path (to compare the two;
     // docs/config-reference.md).
-    static const bool disabled = [] {
-        const char* v = std::getenv("SPARSENET_ROW_CATCH_UP");
-        return v != nullptr && std::string(v) == "0";
-    }();
-    if (!row_catch_up || disabled || optimizer.sparse_update != SparseUpdate::kExact) return false;
+    if (!options.switches.row_catch_up ||
+        optimizer.sparse_update != SparseUpdate::kExact)
+        return false;
     if (!formulas::catch_up_exact(step, constant_rate)) return false;
     if (params.optimizer_steps >= UINT32_MAX) return false;  // the clock is 32-bit
     // WeightNorm clips whole columns after every step: every row takes part.
@@ -605,9 +598,7 @@ bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
 }
 
 bool Network::Impl::delta_over_activation(int l) const {
-    // Read at every plan (not once per process): tests switch it between networks.
-    const char* v = std::getenv("SPARSENET_DELTA_OVER_ACTIVATION");
-    if (v != nullptr && std::string(v) == "0") return false;
+    if (!options.switches.delta_over_activation) return false;
     const GraphLayer& layer = graph.layers[l];
     return layer.is_output() && layer.out_weights.empty() && layer.out_skips.empty();
 }
@@ -664,11 +655,6 @@ void Network::Impl::materialize_gradient(int wi) {
 
 void Network::Impl::materialize_gradients() {
     for (size_t wi = 0; wi < graph.edges.size(); ++wi) materialize_gradient(int(wi));
-}
-
-bool Network::Impl::fused_updates_enabled() {
-    const char* v = std::getenv("SPARSENET_FUSED_UPDATE");
-    return v == nullptr || std::string(v) != "0";
 }
 
 bool Network::Impl::update_fusable(int wi, const formulas::OptimizerStep& step) const {
@@ -760,28 +746,18 @@ bool Network::Impl::gemm_reads_matrix(int wi) const {
     return false;
 }
 
-bool Network::Impl::bf16_copies_enabled() {
-    const char* v = std::getenv("SPARSENET_BF16_WEIGHT_COPIES");
-    return v == nullptr || std::string(v) != "0";
-}
-
-bool Network::Impl::bf16_activation_copies_enabled() {
-    const char* v = std::getenv("SPARSENET_BF16_ACTIVATION_COPIES");
-    return v == nullptr || std::string(v) != "0";
-}
-
 bool Network::Impl::keeps_act_bf16(int l, Precision p) const {
     const GraphLayer& layer = graph.layers[l];
     // Forward writes a layer's activations with one op (bias_activation_forward or
     // bias_activation_dropout) except a split SoftMax and a deferred output layer (an output
     // layer with an edge out of it is never deferred).
-    return p == Precision::kBf16 && bf16_activation_copies_enabled() && !plan.split() &&
+    return p == Precision::kBf16 && options.switches.bf16_activation_copies && !plan.split() &&
            !layer.is_input() && !layer.out_weights.empty();
 }
 
 bool Network::Impl::keeps_delta_bf16(int l, Precision p) const {
     const GraphLayer& layer = graph.layers[l];
-    if (p != Precision::kBf16 || !bf16_activation_copies_enabled() || plan.split() ||
+    if (p != Precision::kBf16 || !options.switches.bf16_activation_copies || plan.split() ||
         layer.is_input() || !layer.reaches_output || layer.config.delta_norm > 0.0f)
         return false;
     // An output layer's delta gains later layers' input deltas and Skip gradients after
@@ -817,7 +793,7 @@ void Network::Impl::sync_activation_copies() {
 
 bool Network::Impl::keeps_bf16_copy(int wi) const {
     return backend->precision() == Precision::kBf16 && graph.edges[wi].owner == wi &&
-           bf16_copies_enabled() && gemm_reads_matrix(wi);
+           options.switches.bf16_weight_copies && gemm_reads_matrix(wi);
 }
 
 void Network::Impl::sync_bf16_copies() {

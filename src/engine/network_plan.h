@@ -83,9 +83,9 @@ struct EdgeSplit {
 // per row; both backends pad, so the CPU tests run the padded layout the GPU runs. A split
 // network pads its blocks and bands the same way (padded_ld of the local width): what crosses
 // ranks (collectives, save chunks) is repacked.
-// SPARSENET_PADDED_LD=0 keeps ld == cols (to compare; read when a network is planned).
+// pad false (StepSwitches::padded_ld, SPARSENET_PADDED_LD=0) keeps ld == cols, to compare.
 constexpr uint32_t kPadFloats = 16;
-uint32_t padded_ld(uint32_t cols);
+uint32_t padded_ld(uint32_t cols, bool pad);
 
 struct ParallelPlan {
     // The ranks that split every layer (a local communicator with one rank).

@@ -80,18 +80,15 @@ size_t Training::share_of(const BatchRows& batch) const {
 
 void Training::compute_batch_gradients(const Bindings& data, const BatchRows& batch,
                                        uint64_t mask_seed, double* loss_sum) {
-    // SPARSENET_FUSED_UPDATE=0 / SPARSENET_FUSED_EPILOGUE=0: the passes of before (the A/B of
-    // docs/benchmarks.md and the tests that compare both).
-    const auto enabled = [](const char* name) {
-        const char* v = std::getenv(name);
-        return v == nullptr || std::string(v) != "0";
-    };
-    net_.buffers.fuse_output_epilogue = enabled("SPARSENET_FUSED_EPILOGUE");
+    // The switches off: the passes of before (the A/B of docs/benchmarks.md and the tests that
+    // compare both).
+    const StepSwitches& switches = net_.options.switches;
+    net_.buffers.fuse_output_epilogue = switches.fused_epilogue;
     if (!net_.plan.data_parallel) {
         net_.forward(data, batch, true, mask_seed);
         // The dense weight gradients go into update()'s GEMMs.
-        net_.buffers.defer_dense_grads = Network::Impl::fused_updates_enabled();
-        net_.buffers.defer_sparse_grads = Network::Impl::fused_sparse_steps_enabled();
+        net_.buffers.defer_dense_grads = switches.fused_update;
+        net_.buffers.defer_sparse_grads = switches.fused_sparse_step;
         net_.backward(data, batch, true, mask_seed, loss_sum);
         net_.buffers.defer_dense_grads = false;
         net_.buffers.defer_sparse_grads = false;

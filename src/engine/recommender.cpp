@@ -212,6 +212,7 @@ struct Recommender::Impl {
         // which a network split across ranks cannot (its passes are collectives).
         net_options.comm = CommKind::kLocal;
         net_options.precision = opts.precision;
+        net_options.switches = opts.switches;
         return Network::load(path, net_options);
     }
 

@@ -1,7 +1,7 @@
 // BF16 copies of the activations and deltas that GEMMs read, written by the ops that produce
 // them (issue 46; Network::Impl::keeps_act_bf16 / keeps_delta_bf16): under --precision bf16 on
 // the CPU (an exact emulation) training with the copies is bit for bit training without them
-// (SPARSENET_BF16_ACTIVATION_COPIES=0, where every BF16 GEMM rounds its FP32 operands itself):
+// (StepSwitches::bf16_activation_copies off, where every BF16 GEMM rounds its FP32 operands itself):
 // the same losses, weights and predictions. Every GEMM operand that carries a copy holds the
 // rounding of its FP32 values at that moment (no stale copy), and where a later op changes the
 // values (DeltaNorm's clip, later layers adding into an output layer's delta) no copy is kept.
@@ -107,9 +107,10 @@ struct TrainedRun {
 
 TrainedRun train(const std::string& json, const OptimizerOptions& optimizer, bool copies,
                  Precision precision = Precision::kBf16) {
-    const ScopedEnv mode("SPARSENET_BF16_ACTIVATION_COPIES", copies ? nullptr : "0");
+    StepSwitches switches;
+    switches.bf16_activation_copies = copies;
     const Dataset in = testing::planted("in"), out = testing::planted("out");
-    Network net = testing::make_network(json);
+    Network net = testing::make_network(json, switches);
     net.set_precision(precision);
     TrainOptions o;
     o.epochs = 2;
@@ -217,9 +218,10 @@ TEST(Bf16ProducerCopies, TheMemoryPlanCountsTheCopies) {
     EXPECT_EQ(bf16.device_bytes(), fp32.device_bytes() + bf16.bf16_weights + bf16.bf16_activations);
     EXPECT_NE(describe_memory(bf16, false).find("BF16 activation and delta copies"),
               std::string::npos);
-    const ScopedEnv off("SPARSENET_BF16_ACTIVATION_COPIES", "0");
+    StepSwitches off;
+    off.bf16_activation_copies = false;
     EXPECT_EQ(
-        plan_memory(config, shapes, 1, 32, sgd, 0.0f, false, Precision::kBf16).bf16_activations,
+        plan_memory(config, shapes, 1, 32, sgd, 0.0f, false, Precision::kBf16, off).bf16_activations,
         0.0);
 }
 

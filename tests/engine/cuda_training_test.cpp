@@ -37,7 +37,7 @@ struct TrainResult {
 };
 
 TrainResult train_on(const std::string& device, const char* config_json, const Dataset& data,
-                     OptimizerOptions optimizer) {
+                     OptimizerOptions optimizer, bool padded = true) {
     NetworkConfig config = NetworkConfig::from_json(config_json);
     Dataset in = data, out = data;
     in.name = "in";
@@ -46,6 +46,7 @@ TrainResult train_on(const std::string& device, const char* config_json, const D
     no.device = device;
     no.threads = 2;
     no.seed = 11;
+    no.switches.padded_ld = padded;
     Network net = Network::create(config, {{"in", in.cols}, {"out", out.cols}}, no);
     TrainOptions to;
     to.epochs = 4;
@@ -140,7 +141,7 @@ TEST_F(CudaParity, TrainingSoftmaxNesterovLazyMatchesTheCpu) {
 }
 
 // Padded rows (engine::padded_ld) on the device: the same training with every row stride
-// packed (SPARSENET_PADDED_LD=0). cuBLAS picks other kernels for aligned leading dimensions, so
+// packed (StepSwitches::padded_ld off). cuBLAS picks other kernels for aligned leading dimensions, so
 // the sums are not in the same order: the CPU-vs-device tolerances above (on the CPU the two
 // layouts agree bit for bit: tests/engine/padded_ld_test.cpp).
 TEST_F(CudaParity, PaddedRowsTrainAsPackedRows) {
@@ -149,9 +150,7 @@ TEST_F(CudaParity, PaddedRowsTrainAsPackedRows) {
     opt.kind = OptimizerKind::kMomentum;
     opt.learning_rate = 0.05f;
     const TrainResult padded = train_on(parity_device(), kSoftmaxNet, data, opt);
-    setenv("SPARSENET_PADDED_LD", "0", 1);
-    const TrainResult packed = train_on(parity_device(), kSoftmaxNet, data, opt);
-    unsetenv("SPARSENET_PADDED_LD");
+    const TrainResult packed = train_on(parity_device(), kSoftmaxNet, data, opt, false);
     ASSERT_EQ(padded.losses.size(), packed.losses.size());
     for (size_t e = 0; e < padded.losses.size(); ++e)
         EXPECT_TRUE(close_scalar(packed.losses[e], padded.losses[e], 2e-3)) << "epoch " << e + 1;

@@ -1,7 +1,7 @@
 // The output layer's delta written over its activations (Network::Impl::delta_over_activation,
 // issue 44): an output layer that no other layer reads keeps one [batch, units] buffer for both.
 // These tests train the same network with the delta in place and in its own buffer
-// (SPARSENET_DELTA_OVER_ACTIVATION=0) and compare bit for bit on the CPU: losses, parameters,
+// (StepSwitches::delta_over_activation off) and compare bit for bit on the CPU: losses, parameters,
 // scores and gradients, over losses and activations (element-wise, SoftMax with the multinomial
 // and the general Jacobian), optimizers (the fused SGD and Momentum steps read the delta in
 // update()), DeltaNorm, the fused output epilogue and the unfused pass; and the memory plan
@@ -55,10 +55,11 @@ struct TrainedRun {
 
 TrainedRun train(const std::string& json, const OptimizerOptions& optimizer, bool in_place,
                  bool fused_epilogue = true) {
-    const ScopedEnv mode("SPARSENET_DELTA_OVER_ACTIVATION", in_place ? nullptr : "0");
-    const ScopedEnv epilogue("SPARSENET_FUSED_EPILOGUE", fused_epilogue ? nullptr : "0");
+    StepSwitches switches;
+    switches.delta_over_activation = in_place;
+    switches.fused_epilogue = fused_epilogue;
     const Dataset in = planted("in"), out = planted("out");
-    Network net = make_network(json);
+    Network net = make_network(json, switches);
     TrainOptions o;
     o.epochs = 2;
     o.batch = 32;
@@ -171,11 +172,10 @@ TEST(DeltaOverActivation, ThePlanCountsOneBuffer) {
     const std::map<std::string, DatasetShape> shapes = {{"in", shape}, {"out", out}};
     const OptimizerOptions sgd = optimizer(OptimizerKind::kSgd, 0.1f);
     const MemoryPlan in_place = plan_memory(config, shapes, 1, 256, sgd, 0.0f);
-    MemoryPlan apart;
-    {
-        const ScopedEnv mode("SPARSENET_DELTA_OVER_ACTIVATION", "0");
-        apart = plan_memory(config, shapes, 1, 256, sgd, 0.0f);
-    }
+    StepSwitches apart_switches;
+    apart_switches.delta_over_activation = false;
+    const MemoryPlan apart =
+        plan_memory(config, shapes, 1, 256, sgd, 0.0f, false, Precision::kFp32, apart_switches);
     EXPECT_DOUBLE_EQ(apart.activations - in_place.activations, 256.0 * 100016 * 4);
     // Hidden layers keep both: 2 x 256 x (32 + 32) x 4 B, and the output's one buffer.
     EXPECT_DOUBLE_EQ(in_place.activations, 256.0 * (2 * (32 + 32) + 100016) * 4);

@@ -2,7 +2,7 @@
 // dense weight gradient of a matrix with one use to update(), which runs the GEMM with SGD's
 // step (C = W, alpha = -lr, beta = 1 - lr l2) or Momentum's (C = v, then w += v) inside. These
 // tests train the same network with that path and with the materialised gradient
-// (SPARSENET_FUSED_UPDATE=0, the path of before) and compare every parameter.
+// (StepSwitches::fused_update off, the path of before) and compare every parameter.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,9 +49,8 @@ struct TrainedRun {
 };
 
 TrainedRun train(const OptimizerOptions& optimizer, bool fused, const char* hidden2_extra = "",
-                 bool fused_epilogue = true, const char* output_activation = "Sigmoid") {
-    const ScopedEnv env("SPARSENET_FUSED_UPDATE", fused ? nullptr : "0");
-    const ScopedEnv env2("SPARSENET_FUSED_EPILOGUE", fused_epilogue ? nullptr : "0");
+                 bool fused_epilogue = true, const char* output_activation = "Sigmoid",
+                 bool fused_sparse_step = true) {
     const Dataset in = planted("in"), out = planted("out");
     char config[2048];
     std::snprintf(config, sizeof config, kNetwork, hidden2_extra, output_activation);
@@ -59,6 +58,9 @@ TrainedRun train(const OptimizerOptions& optimizer, bool fused, const char* hidd
     no.device = "cpu";
     no.threads = 2;
     no.seed = 11;
+    no.switches.fused_update = fused;
+    no.switches.fused_epilogue = fused_epilogue;
+    no.switches.fused_sparse_step = fused_sparse_step;
     Network net =
         Network::create(NetworkConfig::from_json(config), {{"in", in.cols}, {"out", out.cols}}, no);
     TrainOptions o;
@@ -163,7 +165,7 @@ TEST(FusedOutputEpilogue, TrainingIsIdenticalToSeparatePasses) {
 }
 
 // The sparse input's gradient and step in one op (Backend::sparse_step, deferred to update())
-// against csr_weight_grad in backward then optimizer_step_rows (SPARSENET_FUSED_SPARSE_STEP=0):
+// against csr_weight_grad in backward then optimizer_step_rows (StepSwitches::fused_sparse_step off):
 // the same bits, for the touched-rows steps it fuses (SGD exact, Momentum and Nesterov on row
 // clocks, lazy AdaGrad and Adam) and for those it leaves materialised (exact SGD with L2 and
 // exact Adam walk every row; exact Momentum with L1 has no catch-up). Every parameter.
@@ -187,11 +189,7 @@ TEST(FusedSparseStep, TrainingIsIdenticalToTheTwoOps) {
                      (c.mode == SparseUpdate::kLazy ? " lazy" : " exact") + " l1 " +
                      std::to_string(c.o.l1));
         const TrainedRun fused = train(c.o, true);
-        TrainedRun plain;
-        {
-            const ScopedEnv off("SPARSENET_FUSED_SPARSE_STEP", "0");
-            plain = train(c.o, true);
-        }
+        const TrainedRun plain = train(c.o, true, "", true, "Sigmoid", false);
         EXPECT_EQ(max_difference(fused, plain), 0.0);
     }
 }

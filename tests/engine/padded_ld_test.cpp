@@ -2,7 +2,7 @@
 // state slot, gradient and layer buffer whose width is not a multiple of 16 floats with rows
 // padded to one, so that cuBLAS runs its aligned kernels. What leaves the network stays packed:
 // model files, parameters, gradients, scores. These tests run the same work padded and packed
-// (SPARSENET_PADDED_LD=0) and compare bit for bit: on the CPU the padding moves where rows
+// (StepSwitches::padded_ld off) and compare bit for bit: on the CPU the padding moves where rows
 // start, never the order of a sum.
 #include <gtest/gtest.h>
 
@@ -52,9 +52,10 @@ struct TrainedRun {
 
 TrainedRun train(const std::string& json, const OptimizerOptions& optimizer, bool packed,
                  const std::string& save_to = "") {
-    const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
+    StepSwitches switches;
+    switches.padded_ld = !packed;
     const Dataset in = planted("in"), out = planted("out");
-    Network net = make_network(json);
+    Network net = make_network(json, switches);
     TrainOptions o;
     o.epochs = 2;
     o.batch = 32;
@@ -82,14 +83,13 @@ void expect_identical(const TrainedRun& padded, const TrainedRun& packed) {
 }
 
 TEST(PaddedLd, RoundsWidthsUpToSixteenFloats) {
-    EXPECT_EQ(engine::padded_ld(0), 0u);
-    EXPECT_EQ(engine::padded_ld(1), 16u);
-    EXPECT_EQ(engine::padded_ld(16), 16u);
-    EXPECT_EQ(engine::padded_ld(20), 32u);
-    EXPECT_EQ(engine::padded_ld(27278), 27280u);
-    EXPECT_EQ(engine::padded_ld(10000000), 10000000u);
-    const testing::ScopedEnv packed("SPARSENET_PADDED_LD", "0");
-    EXPECT_EQ(engine::padded_ld(27278), 27278u);
+    EXPECT_EQ(engine::padded_ld(0, true), 0u);
+    EXPECT_EQ(engine::padded_ld(1, true), 16u);
+    EXPECT_EQ(engine::padded_ld(16, true), 16u);
+    EXPECT_EQ(engine::padded_ld(20, true), 32u);
+    EXPECT_EQ(engine::padded_ld(27278, true), 27280u);
+    EXPECT_EQ(engine::padded_ld(10000000, true), 10000000u);
+    EXPECT_EQ(engine::padded_ld(27278, false), 27278u);
 }
 
 // The plan of an unsplit network: every layer buffer and matrix padded, and the buffers sized
@@ -97,8 +97,9 @@ TEST(PaddedLd, RoundsWidthsUpToSixteenFloats) {
 TEST(PaddedLd, PlanPadsLayerBuffersAndMatrices) {
     for (bool packed : {false, true}) {
         SCOPED_TRACE(packed ? "packed" : "padded");
-        const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
-        Network net = make_network(network_json());
+        StepSwitches switches;
+        switches.padded_ld = !packed;
+        Network net = make_network(network_json(), switches);
         const Network::Impl& impl = net.impl();
         const uint32_t want_ld[] = {0, 32, 32, 96};  // Input, Hidden1, Hidden2, Output
         for (size_t l = 1; l < impl.graph.layers.size(); ++l) {
@@ -108,7 +109,7 @@ TEST(PaddedLd, PlanPadsLayerBuffersAndMatrices) {
         for (size_t e = 0; e < impl.graph.edges.size(); ++e) {
             const uint32_t cols = impl.graph.edges[e].cols;
             const engine::EdgeSplit& block = impl.plan.edges[e];
-            EXPECT_EQ(block.ld, packed ? cols : engine::padded_ld(cols)) << "edge " << e;
+            EXPECT_EQ(block.ld, packed ? cols : engine::padded_ld(cols, true)) << "edge " << e;
             EXPECT_EQ(impl.params.edges[e].w.size(), block.elements()) << "edge " << e;
         }
     }
@@ -159,10 +160,10 @@ TEST(PaddedLd, ModelFilesAndInferenceAreTheSameEitherWay) {
     std::vector<Recommendations> answers[2];
     for (bool packed : {false, true}) {
         SCOPED_TRACE(packed ? "loaded packed" : "loaded padded");
-        const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
         NetworkOptions no;
         no.device = "cpu";
         no.threads = 2;
+        no.switches.padded_ld = !packed;
         Network net = Network::load(model, no);
         const std::vector<Parameter> params = net.parameters();
         for (size_t p = 0; p < params.size(); ++p)
@@ -177,6 +178,7 @@ TEST(PaddedLd, ModelFilesAndInferenceAreTheSameEitherWay) {
 
         RecommenderOptions ro;
         ro.fp16_screening = true;
+        ro.switches.padded_ld = !packed;
         const Recommender screened(model, ro);
         std::mt19937 rng(7);
         for (int q = 0; q < 20; ++q) {

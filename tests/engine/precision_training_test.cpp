@@ -195,7 +195,7 @@ TEST(Bf16Training, GradientsAreTheFp32OnesWithinTheRoundingOfTheOperands) {
 // master is updated (in the optimizer's pass, or one pass after a step inside the weight-gradient
 // GEMM, a sparse step or WeightNorm), and every GEMM reads the copy. The master changes once per
 // step, so rounding it once per step gives the values that rounding it at every GEMM gave: the
-// reference is the run without copies (SPARSENET_BF16_WEIGHT_COPIES=0), whose GEMMs round the
+// reference is the run without copies (StepSwitches::bf16_weight_copies off), whose GEMMs round the
 // FP32 masters themselves.
 
 // Input -> H1 -> H2, Output <- {H1, H2}; wn: WeightNorm on H2 (its step is followed by a pass
@@ -231,13 +231,14 @@ struct CopyRun {
 };
 
 CopyRun train_bf16(const NetworkConfig& config, OptimizerKind kind,
-                   Precision p = Precision::kBf16) {
+                   Precision p = Precision::kBf16, bool weight_copies = true) {
     const Dataset x = testing::random_dataset(96, 30, testing::RowShape::kPowerLaw, true, 21, "x");
     const Dataset y = testing::random_dataset(96, 20, testing::RowShape::kUniform, false, 22, "y");
     NetworkOptions no;
     no.device = "cpu";
     no.seed = 4;
     no.precision = p;
+    no.switches.bf16_weight_copies = weight_copies;
     const bool tied = config.name == "t";
     std::map<std::string, uint32_t> widths{{"x", 30}};
     std::map<std::string, const Dataset*> data{{"x", &x}};
@@ -273,11 +274,7 @@ TEST(Bf16WeightCopies, TrainingIsDeterministicAndEqualsRoundingTheWeightsOncePer
         const NetworkConfig config = copy_config(c.wn, c.tied);
         const CopyRun copies = train_bf16(config, c.kind);
         const CopyRun again = train_bf16(config, c.kind);
-        CopyRun reference;
-        {
-            ScopedEnv off("SPARSENET_BF16_WEIGHT_COPIES", "0");
-            reference = train_bf16(config, c.kind);
-        }
+        const CopyRun reference = train_bf16(config, c.kind, Precision::kBf16, false);
         const CopyRun fp32 = train_bf16(config, c.kind, Precision::kFp32);
         EXPECT_EQ(copies.losses, again.losses) << c.what;
         EXPECT_EQ(copies.params, again.params) << c.what;
@@ -365,9 +362,11 @@ TEST(Bf16WeightCopies, TheMemoryPlanCountsTheCopies) {
     // (and the activations' and deltas' copies: bf16_producer_copies_training_test.cpp)
     EXPECT_EQ(bf16.device_bytes(), fp32.device_bytes() + bf16.bf16_weights + bf16.bf16_activations);
     EXPECT_NE(describe_memory(bf16, false).find("BF16 weight copies"), std::string::npos);
-    ScopedEnv off("SPARSENET_BF16_WEIGHT_COPIES", "0");
-    EXPECT_EQ(plan_memory(config, shapes, 1, 16, sgd, 0.0f, false, Precision::kBf16).bf16_weights,
-              0.0);
+    StepSwitches off;
+    off.bf16_weight_copies = false;
+    EXPECT_EQ(
+        plan_memory(config, shapes, 1, 16, sgd, 0.0f, false, Precision::kBf16, off).bf16_weights,
+        0.0);
 }
 
 // ---- predict and serve in bf16 with only the BF16 weights (issue 46 item 3) ----

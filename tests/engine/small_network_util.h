@@ -23,8 +23,10 @@ inline Dataset planted(const std::string& name) {
 }
 
 // The network of `json` over datasets "in" and "out" of 83 items, on the CPU (2 threads, seed 11).
-inline Network make_network(const std::string& json) {
+inline Network make_network(const std::string& json,
+                            const StepSwitches& switches = StepSwitches::process()) {
     NetworkOptions no;
+    no.switches = switches;
     no.device = "cpu";
     no.threads = 2;
     no.seed = 11;

@@ -52,7 +52,7 @@ Network make_network(const Data& d, bool row_clock) {
     o.seed = 31;
     Network net = Network::create(NetworkConfig::from_json(kAutoencoder),
                                   {{"in", d.in.cols}, {"out", d.out.cols}}, o);
-    net.impl().row_catch_up = row_clock;
+    net.impl().options.switches.row_catch_up = row_clock;
     return net;
 }
 
@@ -154,7 +154,7 @@ TEST(SparseCatchUpTraining, TwoSparseInputsEachOnItsClock) {
         o.seed = 5;
         Network net = Network::create(
             config, {{"in", data.in.cols}, {"in2", in2.cols}, {"out", data.out.cols}}, o);
-        net.impl().row_catch_up = clock;
+        net.impl().options.switches.row_catch_up = clock;
         Trainer t(net, all, options(OptimizerKind::kNesterov, 0.01f, 0.0f, 2));
         t.fit();
         int clocked = 0;

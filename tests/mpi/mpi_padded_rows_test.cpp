@@ -3,7 +3,7 @@
 // padded to engine::padded_ld of the local width, as one rank does (docs/architecture.md,
 // "Padded rows"), while collectives, save chunks, checkpoints, parameters and gradients handed out
 // stay packed. Two checks:
-//  - the same training padded and packed (SPARSENET_PADDED_LD=0) gives the same bits on every
+//  - the same training padded and packed (StepSwitches::padded_ld off) gives the same bits on every
 //    rank: losses, parameters, gradients, scores, top-K, checkpoint files (as
 //    tests/engine/padded_ld_test.cpp does for one rank);
 //  - every GEMM a rank issues for dsstne-bench, mult-dae and a wide network, recorded as a GPU
@@ -85,8 +85,9 @@ struct Run {
 // in chunks of a few floats (every chunk crossing rows of every rank's padded block).
 Run train(const std::string& json, const Data& d, OptimizerKind kind, float learning_rate,
           bool packed, const std::string& path) {
-    const testing::ScopedEnv mode("SPARSENET_PADDED_LD", packed ? "0" : nullptr);
-    Network net = Network::create(NetworkConfig::from_json(json), d.widths(), split_options());
+    NetworkOptions no = split_options();
+    no.switches.padded_ld = !packed;
+    Network net = Network::create(NetworkConfig::from_json(json), d.widths(), no);
     EXPECT_EQ(stores_padding(net), !packed) << "rank " << world_rank();
     TrainOptions t;
     t.epochs = 2;
@@ -167,7 +168,7 @@ NetworkConfig config_file(const std::string& name) {
 // One step of `batch` rows with `kind` and predict's top-K on this rank's part of the split
 // network, recorded; the faults found (none expected unless packed).
 testing::RecordedGemms record_step(const NetworkConfig& config, uint32_t items, uint32_t batch,
-                                   OptimizerKind kind) {
+                                   OptimizerKind kind, bool padded = true) {
     GenerateOptions g;
     g.users = batch;
     g.items = items;
@@ -179,6 +180,7 @@ testing::RecordedGemms record_step(const NetworkConfig& config, uint32_t items, 
     out.name = "gl_output";
     NetworkOptions no = split_options();
     no.seed = 5;
+    no.switches.padded_ld = padded;
     Network net = Network::create(config, {{"gl_input", items}, {"gl_output", items}}, no);
     testing::GemmRecorder recorder;
     TrainOptions t;
@@ -217,7 +219,7 @@ TEST(ModelParallelPaddedRows, GemmShapesAtBenchmarkWidthsAreAligned) {
 }
 
 // The wide network's layers (input -> 256 -> output) with an odd item count; packed split rows
-// (SPARSENET_PADDED_LD=0) give the unaligned extents the padding removes, on every rank of a split.
+// (StepSwitches::padded_ld off) give the unaligned extents the padding removes, on every rank of a split.
 TEST(ModelParallelPaddedRows, WideNetworkIsAlignedAndPackedRowsAreNot) {
     const NetworkConfig config = NetworkConfig::from_json(R"({
       "Version": 0.9, "Name": "wide", "Kind": "AutoEncoder",
@@ -228,8 +230,8 @@ TEST(ModelParallelPaddedRows, WideNetworkIsAlignedAndPackedRowsAreNot) {
         {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "gl_output",
          "Activation": "Sigmoid", "Sparse": true}]})");
     check_split_shapes("wide", config, 20003, 256, OptimizerKind::kMomentum);
-    const testing::ScopedEnv packed("SPARSENET_PADDED_LD", "0");
-    const testing::RecordedGemms r = record_step(config, 20003, 256, OptimizerKind::kMomentum);
+    const testing::RecordedGemms r =
+        record_step(config, 20003, 256, OptimizerKind::kMomentum, /*padded=*/false);
     // The output band's columns run along n: 20,003 on one rank, 10,001/10,002 over 2, 6,667/
     // 6,668/6,668 over 3 (ranks 1 and 2 of 3 hold an aligned band even packed).
     const bool unaligned_here = engine::band_of(20003, world_size(), world_rank()).count % 4 != 0;
