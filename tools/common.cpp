@@ -181,8 +181,7 @@ void report_rank_device(const std::string& backend_name) {
                  describe_device(backend_name).c_str());
 }
 
-void report_bf16_kernel(const char* program, const std::string& backend_name,
-                        Precision precision) {
+void report_bf16_kernel(const char* program, const std::string& backend_name, Precision precision) {
     if (backend_name != "cpu" || precision != Precision::kBf16) return;
     std::fprintf(stderr, "%s: %s\n", program, cpu_bf16_kernel_line().c_str());
 }

@@ -1,14 +1,16 @@
 // sparsenet serve: a Recommender behind HTTP (Boost.Beast: tools/serve_http.h; JSON by JsonCpp).
 // docs/serving.md.
 //
-// Threads: one event loop holds the connections (--connections) and reads requests; a pool of
-// --workers threads answers complete requests; computation goes through a gate of --threads slots
-// (cores) in arrival order, a request on one core, or on all the free ones when nobody waits (a
-// screened model's scan splits over them); single queries waiting together are ranked as one group
-// (tools/grouping_gate.h, --group). The model is a std::shared_ptr swapped atomically: each request
-// copies it once, so a reload never changes the model under a request in flight, and the old model
-// is freed by the last request that holds it. Loads (the first, POST /reload, SIGHUP) run on one
-// loader thread. Signals only write a byte to a pipe (self-pipe); a watcher thread does the work.
+// Threads: --workers event loops hold the connections (--connections; tools/serve_http.h) and read
+// requests, answering a connection alone on its loop on the loop's thread and handing those of
+// loops with several to a pool of --workers threads; computation goes through a gate of --threads
+// slots (cores) in arrival order, a request on one core, or on all the free ones when nobody waits
+// (a screened model's scan splits over them); single queries waiting together are ranked as one
+// group (tools/grouping_gate.h, --group). The model is a std::shared_ptr swapped atomically: each
+// request copies it once, so a reload never changes the model under a request in flight, and the
+// old model is freed by the last request that holds it. Loads (the first, POST /reload, SIGHUP)
+// run on one loader thread. Signals only write a byte to a pipe (self-pipe); a watcher thread does
+// the work.
 #include <fcntl.h>
 #include <omp.h>
 #include <signal.h>
@@ -52,12 +54,6 @@ using Clock = std::chrono::steady_clock;
 void log_line(const std::string& line) {
     std::fprintf(stderr, "sparsenet serve: %s\n", line.c_str());
     std::fflush(stderr);
-}
-
-std::string format_seconds(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", s);
-    return buf;
 }
 
 double seconds_since(Clock::time_point start) {
@@ -165,11 +161,11 @@ class ModelHolder {
                                        .count();
                 // Before the model is published: the kernel's probe may take milliseconds, and a
                 // client that sees the new model may read the log.
-                const std::string kernel = model->recommender->device() == "cpu" &&
-                                                   model->recommender->precision() ==
-                                                       Precision::kBf16
-                                               ? "; " + cpu_bf16_kernel_line()
-                                               : std::string();
+                const std::string kernel =
+                    model->recommender->device() == "cpu" &&
+                            model->recommender->precision() == Precision::kBf16
+                        ? "; " + cpu_bf16_kernel_line()
+                        : std::string();
                 const std::shared_ptr<const Model> old = current();
                 model->version = old ? old->version + 1 : 1;
                 std::atomic_store(&model_, std::shared_ptr<const Model>(std::move(model)));
@@ -188,8 +184,7 @@ class ModelHolder {
                                     std::to_string(now->recommender->ann_memory_bytes()) +
                                     " bytes with its re-ranking vectors)"
                               : std::string()) +
-                         (options_.bf16_input_weights ? ", BF16 input weights" : "") +
-                         kernel +
+                         (options_.bf16_input_weights ? ", BF16 input weights" : "") + kernel +
                          (now->recommender->released_bytes()
                               ? "; " + std::to_string(now->recommender->released_bytes()) +
                                     " bytes of weights released"
@@ -389,7 +384,6 @@ std::string endpoint_label(const std::string& path) {
 
 struct ServeOptions {
     serve::RequestLimits limits;
-    size_t max_body = 1 << 20;
     int slots = 1;         // cores computed on (--threads): one per request, or all of them
     size_t max_group = 1;  // single queries ranked together at most (--group)
 };
@@ -662,11 +656,11 @@ int serve_main(int argc, char** argv) {
                  "ranked exactly; must have been built from the model (else the load fails "
                  "naming it); replaces fp16 screening");
         args.add({"--ann-probe"}, &ann_probe, "N",
-                 "the ANN index's accuracy knob: efSearch (hnsw), the candidate list of a "
-                 "search; default: the file's");
+                 "the ANN index's accuracy knob: the cells scanned (ivf) or efSearch, the "
+                 "candidate list of a search (hnsw); default: the file's");
         args.add({"--ann-fetch"}, &ann_fetch, "N",
                  "candidates taken from the ANN index per query before filtering (default "
-                 "max(k, efSearch))");
+                 "max(k, --ann-probe))");
         if (!args.parse(argc, argv)) return 0;
         const std::optional<Precision> precision_choice = precision_option(precision);
         if (bf16_weights_only && screening == "on") {
@@ -768,7 +762,6 @@ int serve_main(int argc, char** argv) {
         ServeOptions serve_options;
         serve_options.limits.max_k = max_k;
         serve_options.limits.max_batch = max_batch;
-        serve_options.max_body = max_body;
         serve_options.slots = slots;
         serve_options.max_group = group;
 
@@ -777,10 +770,10 @@ int serve_main(int argc, char** argv) {
         http.port = uint16_t(port);
         http.max_connections = connections;
         // The refusals' sockets come from the descriptors --connections leaves: up to 1,024.
-        http.max_refusals = size_t(std::max<uint64_t>(
-            16, std::min<uint64_t>(1024, files.rlim_cur > connections + 128
-                                             ? files.rlim_cur - connections - 128
-                                             : 0)));
+        http.max_refusals = size_t(
+            std::max<uint64_t>(16, std::min<uint64_t>(1024, files.rlim_cur > connections + 128
+                                                                ? files.rlim_cur - connections - 128
+                                                                : 0)));
         http.workers = int(workers);
         http.max_body = max_body;
         http.idle_timeout = idle_timeout;
@@ -816,10 +809,10 @@ int serve_main(int argc, char** argv) {
                     holder.request();
                     continue;
                 }
-                log_line(byte == 'F'
-                             ? "stopping"
-                             : "signal: finishing the requests already read (at most " +
-                                   format_seconds(header_timeout) + " s for those still arriving)");
+                log_line(byte == 'F' ? "stopping"
+                                     : "signal: finishing the requests already read (at most " +
+                                           serve::format_seconds(header_timeout) +
+                                           " s for those still arriving)");
                 server.drain();
             }
         });

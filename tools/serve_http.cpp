@@ -56,12 +56,6 @@ Clock::duration seconds(double s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-std::string format_seconds(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", s);
-    return buf;
-}
-
 // A fixed pool of threads running tasks in arrival order, for the requests of connections that
 // share their loop. The queue needs no bound: a connection has at most one request in a worker at
 // a time, so it holds at most --max-connections tasks.
@@ -569,6 +563,12 @@ void HttpServer::Impl::accept() {
         }
         accept();
     });
+}
+
+std::string format_seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return buf;
 }
 
 void HttpServer::Impl::drain_now() {

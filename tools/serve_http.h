@@ -42,12 +42,12 @@ struct HttpOptions {
     // what the client sends so that closing does not reset the connection before the client
     // reads the 503. A flood beyond this many within that second is closed unanswered.
     size_t max_refusals = 1024;
-    int workers = 8;                // event loops, and threads for connections sharing one
-    size_t max_body = 1 << 20;      // bytes
-    uint32_t max_header = 8192;     // request line and headers, bytes
-    double idle_timeout = 60.0;     // s: a kept-alive connection waiting for its next request
-    double header_timeout = 10.0;   // s: from a request's first byte to the end of its headers
-    double body_timeout = 30.0;     // s: the body, after the headers (and writing an answer)
+    int workers = 8;               // event loops, and threads for connections sharing one
+    size_t max_body = 1 << 20;     // bytes
+    uint32_t max_header = 8192;    // request line and headers, bytes
+    double idle_timeout = 60.0;    // s: a kept-alive connection waiting for its next request
+    double header_timeout = 10.0;  // s: from a request's first byte to the end of its headers
+    double body_timeout = 30.0;    // s: the body, after the headers (and writing an answer)
 };
 
 class HttpServer {
@@ -82,5 +82,8 @@ class HttpServer {
   private:
     std::unique_ptr<Impl> impl_;
 };
+
+// Seconds as the help and the messages write them ("%g": 30, 0.5).
+std::string format_seconds(double s);
 
 }  // namespace sparsenet::cli::serve

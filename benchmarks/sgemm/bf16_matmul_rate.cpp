@@ -38,7 +38,8 @@ struct Matrix {
     std::vector<float> f;
     std::vector<uint16_t> b;
     size_t rows, cols, ld;
-    Matrix(size_t r, size_t c, size_t l, std::mt19937& rng) : f(r * l), b(r * l), rows(r), cols(c), ld(l) {
+    Matrix(size_t r, size_t c, size_t l, std::mt19937& rng)
+        : f(r * l), b(r * l), rows(r), cols(c), ld(l) {
         std::uniform_real_distribution<float> u(-0.05f, 0.05f);
         for (size_t i = 0; i < r; ++i)
             for (size_t j = 0; j < c; ++j) {
@@ -90,9 +91,10 @@ int main(int argc, char** argv) {
         {"input_delta", false, true, &dz, &w, &dh, 2.0 * batch * in * out},
         {"weight_gradient", true, false, &h, &dz, &dw, 2.0 * in * out * batch},
     };
-    std::printf("{\"batch\": %d, \"in\": %d, \"out\": %d, \"threads\": %d, \"repeats\": %d, "
-                "\"kernel\": \"%s\"",
-                batch, in, out, threads, repeats, sparsenet::cpu::to_string(backend.bf16_kernel()));
+    std::printf(
+        "{\"batch\": %d, \"in\": %d, \"out\": %d, \"threads\": %d, \"repeats\": %d, "
+        "\"kernel\": \"%s\"",
+        batch, in, out, threads, repeats, sparsenet::cpu::to_string(backend.bf16_kernel()));
     double flop_all = 0.0, seconds_all = 0.0;
     for (const Shape& s : shapes) {
         std::vector<double> seconds;

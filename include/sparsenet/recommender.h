@@ -136,10 +136,11 @@ struct RecommenderOptions {
     // (unless another layer shares it). With 16-bit vectors a candidate's score is the output
     // layer's formula over its rounded weights.
     std::string ann_index;
-    // The index's accuracy knob (hnsw: efSearch, the candidate list of a search); 0: the file's.
+    // The index's accuracy knob (ivf: the cells scanned; hnsw: efSearch, the candidate list of a
+    // search; flat: none, every item is scored); 0: the file's.
     uint32_t ann_probe = 0;
     // Candidates fetched per query before filtering (plus the query's excluded items); 0:
-    // max(k, efSearch), the whole candidate list of the search. A query whose filters leave
+    // max(k, the probe). A query whose filters leave
     // fewer than k of them fetches 4x more, and when the index has no more, is ranked exactly
     // over every item.
     uint32_t ann_fetch = 0;

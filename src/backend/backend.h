@@ -350,8 +350,7 @@ class Backend {
                            ConstMatrixView b, float beta, MatrixView c) = 0;
     // gemm with c's BF16 copy: gemm_impl, then round_bf16_impl(c, c_bf16) by default.
     virtual void gemm_with_copy_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
-                                     ConstMatrixView b, float beta, MatrixView c,
-                                     uint16_t* c_bf16);
+                                     ConstMatrixView b, float beta, MatrixView c, uint16_t* c_bf16);
     // out_bf16 / z_bf16 / d_bf16 / delta_bf16: the BF16 copies of the ops above (nullable).
     virtual void bias_activation_forward_impl(const formulas::ActivationParams& act,
                                               const float* bias, MatrixView z,

@@ -305,7 +305,7 @@ float AnnIndex::item_bias(uint32_t) const {
 namespace {
 
 // Values per stored vector: [w, b, augmentation], FP32 ones padded to a multiple of 16 (which
-// hnswlib's AVX-512/AVX kernels take whole), 16-bit ones not (l2_16 takes any count).
+// hnswlib's AVX-512/AVX kernels take whole), 16-bit ones not (l2_fp16 and l2_bf16 take any count).
 uint32_t dims_for(uint32_t width, AnnVectors vectors) {
     return vectors == AnnVectors::kFp32 ? (width + 2 + 15) / 16 * 16 : width + 2;
 }

@@ -85,9 +85,9 @@ class AnnIndex {
     // The accuracy knob (ivf: cells scanned; hnsw: efSearch; flat: none). Not thread-safe: set it
     // before concurrent searches. 0 keeps the file's.
     void set_probe(uint32_t probe);
-    // The index in memory, its copy of the item vectors included: hnswlib's graph (vectors,
-    // links, labels) and its per-item tables (levels, link pointers, visited marks), and ours
-    // (item -> graph id).
+    // The index in memory, its copy of the item vectors included, by kind: ivf's cells (centroids
+    // and item lists) and vectors, flat's vectors, or hnswlib's graph (vectors, links, labels)
+    // with its per-item tables (levels, link pointers, visited marks) and ours (item -> graph id).
     size_t memory_bytes() const;
 
     // Item j's weights as the index stores them, widened to FP32: w_j (width floats) into dst,

@@ -1,7 +1,8 @@
 // The ANN index's item vectors in 16 bits (ann_index.h; docs/serving.md, "ANN index"): the
 // encodings (IEEE fp16 or BF16, formulas/precision.h, round to nearest even) and the squared L2
 // distance between two encoded vectors, widened to FP32 on the fly and summed in FP32. The
-// hnswlib space of ann_index.cpp calls l2_16 for every distance of a build or a search; exposed
+// hnswlib space of ann_index.cpp calls l2_fp16 or l2_bf16 for every distance of a build or a
+// search; exposed
 // here (without hnswlib) for its tests.
 #pragma once
 

@@ -215,8 +215,7 @@ void Network::Impl::largest_block(int wi, double* rows, double* ld) const {
     const GraphEdge& w = graph.edges[wi];
     const engine::Split split = plan.edges[wi].split;
     *rows = split == engine::Split::kByInput ? plan.layers[w.source].cap : w.rows;
-    *ld = padded_ld(split == engine::Split::kByOutput ? plan.layers[w.destination].cap
-                                                              : w.cols);
+    *ld = padded_ld(split == engine::Split::kByOutput ? plan.layers[w.destination].cap : w.cols);
 }
 
 double Network::Impl::largest_band_floats(int l) const {

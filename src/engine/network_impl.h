@@ -211,7 +211,9 @@ struct Network::Impl {
     // to compare the two); training, the memory plan and the model-parallel summary all ask here.
     bool fused_updates_enabled() const { return options.switches.fused_update; }
     // engine::padded_ld with this network's StepSwitches::padded_ld.
-    uint32_t padded_ld(uint32_t cols) const { return engine::padded_ld(cols, options.switches.padded_ld); }
+    uint32_t padded_ld(uint32_t cols) const {
+        return engine::padded_ld(cols, options.switches.padded_ld);
+    }
     // Owner edge wi's dense gradient [local_rows, local_cols], allocated on first use (a
     // network whose every dense update is fused never holds one; parameter_gradients(), the
     // guard's search, the other optimizers, data parallelism allocate it).

@@ -585,8 +585,7 @@ bool Network::Impl::uses_row_clock(int wi, const OptimizerOptions& optimizer,
                                    const formulas::OptimizerStep& step, bool constant_rate) const {
     // StepSwitches::row_catch_up off: the every-row exact path (to compare the two;
     // docs/config-reference.md).
-    if (!options.switches.row_catch_up ||
-        optimizer.sparse_update != SparseUpdate::kExact)
+    if (!options.switches.row_catch_up || optimizer.sparse_update != SparseUpdate::kExact)
         return false;
     if (!formulas::catch_up_exact(step, constant_rate)) return false;
     if (params.optimizer_steps >= UINT32_MAX) return false;  // the clock is 32-bit

@@ -114,13 +114,14 @@ TEST(Bf16Matmul, OnednnMatchesTheEmulationForEveryLayout) {
     // 83 columns pad to 88 (+8): the extents then run over the padding. m: a batch, its last
     // partial batch, and the few-rows path's bound plus one.
     int cases = 0;
-    for (const Shape s : {Shape{64, 83, 40}, Shape{37, 83, 40}, Shape{5, 24, 83}, Shape{130, 96, 64}})
+    for (const Shape s :
+         {Shape{64, 83, 40}, Shape{37, 83, 40}, Shape{5, 24, 83}, Shape{130, 96, 64}})
         for (bool ta : {false, true})
             for (bool tb : {false, true})
                 for (Pad pad : {Pad::kPacked, Pad::kZeros, Pad::kGarbage})
                     for (bool copies : {false, true})
-                        for (const Scalars sc : {Scalars{1.0f, 0.0f}, Scalars{-0.05f, 1.0f},
-                                                 Scalars{0.5f, 0.25f}}) {
+                        for (const Scalars sc :
+                             {Scalars{1.0f, 0.0f}, Scalars{-0.05f, 1.0f}, Scalars{0.5f, 0.25f}}) {
                             const uint64_t seed = 100 + cases++;
                             const Operand a = ta ? make_operand(s.k, s.m, pad, seed)
                                                  : make_operand(s.m, s.k, pad, seed);
@@ -136,8 +137,8 @@ TEST(Bf16Matmul, OnednnMatchesTheEmulationForEveryLayout) {
                                            sc.beta, v2);
                             for (size_t r = 0; r < s.m; ++r) {
                                 for (size_t j = 0; j < s.n; ++j) {
-                                    const double tol = bound(ta, tb, sc.alpha, a.m, b.m, sc.beta,
-                                                             c0.m, s.k, r, j);
+                                    const double tol =
+                                        bound(ta, tb, sc.alpha, a.m, b.m, sc.beta, c0.m, s.k, r, j);
                                     ASSERT_LE(std::fabs(double(c1.at(r, j)) - c2.at(r, j)), tol)
                                         << "m " << s.m << " n " << s.n << " k " << s.k << " ta "
                                         << ta << " tb " << tb << " pad " << int(pad) << " copies "
@@ -180,7 +181,8 @@ TEST(Bf16Matmul, AlphaIsReadAtRunTime) {
         std::vector<float> c(m * n, 2.0f);
         mm.run(false, false, m, n, k, -0.25f, a.data(), b.data(), beta, c.data(), 2);
         for (size_t i = 0; i < c.size(); ++i)
-            ASSERT_NEAR(c[i], -0.25f * one[i] + beta * 2.0f, 1e-6 * (std::fabs(one[i]) + 8)) << beta;
+            ASSERT_NEAR(c[i], -0.25f * one[i] + beta * 2.0f, 1e-6 * (std::fabs(one[i]) + 8))
+                << beta;
     }
     EXPECT_EQ(mm.primitives(), 3u);
 }
@@ -200,7 +202,8 @@ TEST(Bf16Matmul, GemmWritesTheCopyOfC) {
             for (Pad pad : {Pad::kZeros, Pad::kGarbage})
                 for (float beta : {0.0f, 1.0f, 0.95f}) {
                     const uint64_t seed = 500 + cases++;
-                    const Operand a = ta ? make_operand(k, m, pad, seed) : make_operand(m, k, pad, seed);
+                    const Operand a =
+                        ta ? make_operand(k, m, pad, seed) : make_operand(m, k, pad, seed);
                     const Operand b =
                         tb ? make_operand(n, k, pad, seed + 1) : make_operand(k, n, pad, seed + 1);
                     const Operand c0 = make_operand(m, n, pad, seed + 2);

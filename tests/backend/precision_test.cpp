@@ -375,18 +375,18 @@ TEST(Bf16Copy, TheCopyLoopIsTheDefinitionOnEveryKindOfValue) {
     std::mt19937_64 rng(17);
     const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00001u, 0x7f800001u, 0xffbfffffu,
                                 0x00000001u, 0x807fffffu, 0x3f808000u, 0x3f818000u, 0x7f7fffffu,
-                                0x7f7f8000u, 0x00008000u, 0x00018000u, 0u, 0x80000000u};
+                                0x7f7f8000u, 0x00008000u, 0x00018000u, 0u,          0x80000000u};
     size_t i = 0;
     for (size_t r = 0; r < m.rows; ++r)
         for (size_t j = 0; j < m.cols; ++j, ++i)
-            m.at(r, j) = from_bits(i % 3 == 0 ? special[(i / 3) % std::size(special)]
-                                              : uint32_t(rng()));
+            m.at(r, j) =
+                from_bits(i % 3 == 0 ? special[(i / 3) % std::size(special)] : uint32_t(rng()));
     std::vector<uint16_t> out(m.rows * m.ld, 0xbeef);
     backend.round_bf16(m.cview(), out.data());
     for (size_t r = 0; r < m.rows; ++r)
         for (size_t j = 0; j < m.ld; ++j) {
             const float v = m.at(r, j);
-            const uint16_t want = j >= m.cols ? 0
+            const uint16_t want = j >= m.cols     ? 0
                                   : std::isnan(v) ? uint16_t((to_bits(v) >> 16) | 0x40u)
                                                   : reference_bf16(v);
             ASSERT_EQ(out[r * m.ld + j], want) << r << "," << j << " bits " << to_bits(v);

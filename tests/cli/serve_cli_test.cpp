@@ -901,12 +901,21 @@ TEST_F(Serve, StalledRefusalsLeaveTheNextClientItsAnswer) {
         ASSERT_TRUE(stalled.back()->send("POST /recommend HTTP/1.1\r\nHost: test\r\n"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the refusals are in flight
-    Raw ninth(port_);
-    const auto asked = Clock::now();
-    const Raw::Response refused = ninth.read(30);
+    // start()'s health check may still hold a place for a moment (SlowClientsHoldNoWorker): a
+    // client given that place is answered 200 and kept open, and the next one asks again.
+    Raw::Response refused;
+    double waited = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        stalled.push_back(std::make_unique<Raw>(port_));
+        ASSERT_TRUE(stalled.back()->send("GET /health HTTP/1.1\r\nHost: test\r\n\r\n"));
+        const auto asked = Clock::now();
+        refused = stalled.back()->read(30);
+        waited = since(asked);
+        if (refused.status != 200) break;
+    }
     EXPECT_EQ(refused.status, 503) << refused.body;
     EXPECT_EQ(refused.header("retry-after"), "1");
-    EXPECT_LT(since(asked), 1.0);
+    EXPECT_LT(waited, 1.0);
     stalled.clear();
     server_->signal(SIGTERM);
     ASSERT_EQ(server_->wait_exit(), 0) << server_->log();

@@ -277,7 +277,6 @@ TEST_F(TrainOptionsCli, PrecisionFlag) {
         << out;
 }
 
-
 // The kernel of the CPU's BF16 GEMMs (src/backend/cpu/bf16_matmul.h): train and predict name it on
 // stderr (even with -q); ONEDNN_MAX_CPU_ISA=AVX2 (a CPU without BF16 instructions) runs the
 // emulation, bit for bit what SPARSENET_CPU_BF16_KERNEL=emulation trains; a bad value of the
@@ -286,10 +285,10 @@ TEST_F(TrainOptionsCli, Bf16KernelIsNamedAndTheFallbackIsTheEmulation) {
     const std::string cli = SPARSENET_CLI_PATH;
     const std::string data = dir_.file("gen.nc");
     std::string out;
-    ASSERT_EQ(testing::run_command(cli + " generate -o " + data +
-                                       " --users 96 --items 40 --nnz 900 --seed 1 -q",
-                                   &out),
-              0)
+    ASSERT_EQ(
+        testing::run_command(
+            cli + " generate -o " + data + " --users 96 --items 40 --nnz 900 --seed 1 -q", &out),
+        0)
         << out;
     testing::write_file(config_, R"({ "Name": "ae", "ErrorFunction": "CrossEntropy",
       "Layers": [
@@ -331,11 +330,11 @@ TEST_F(TrainOptionsCli, Bf16KernelIsNamedAndTheFallbackIsTheEmulation) {
     }
     train("", "fp32", dir_.file("fp32.nc"));
     EXPECT_EQ(out.find("bf16 GEMMs"), std::string::npos) << out;
-    ASSERT_EQ(testing::run_command(cli + " predict -n " + dir_.file("chosen.nc") + " --input " +
-                                       data + " -k 3 --device cpu --precision bf16 -s " +
-                                       dir_.file("recs.txt"),
-                                   &out),
-              0)
+    ASSERT_EQ(
+        testing::run_command(cli + " predict -n " + dir_.file("chosen.nc") + " --input " + data +
+                                 " -k 3 --device cpu --precision bf16 -s " + dir_.file("recs.txt"),
+                             &out),
+        0)
         << out;
     EXPECT_NE(out.find("predict: bf16 GEMMs -> "), std::string::npos) << out;
     EXPECT_EQ(testing::run_command("SPARSENET_CPU_BF16_KERNEL=fast " + cli + " train -c " +

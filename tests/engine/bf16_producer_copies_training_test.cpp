@@ -1,9 +1,9 @@
 // BF16 copies of the activations and deltas that GEMMs read, written by the ops that produce
 // them (issue 46; Network::Impl::keeps_act_bf16 / keeps_delta_bf16): under --precision bf16 on
 // the CPU (an exact emulation) training with the copies is bit for bit training without them
-// (StepSwitches::bf16_activation_copies off, where every BF16 GEMM rounds its FP32 operands itself):
-// the same losses, weights and predictions. Every GEMM operand that carries a copy holds the
-// rounding of its FP32 values at that moment (no stale copy), and where a later op changes the
+// (StepSwitches::bf16_activation_copies off, where every BF16 GEMM rounds its FP32 operands
+// itself): the same losses, weights and predictions. Every GEMM operand that carries a copy holds
+// the rounding of its FP32 values at that moment (no stale copy), and where a later op changes the
 // values (DeltaNorm's clip, later layers adding into an output layer's delta) no copy is kept.
 // The memory plan counts the copies. (An output layer read by a later layer, whose delta would
 // gain that layer's gradient after output_delta, keeps no copy either; the config refuses an
@@ -220,9 +220,9 @@ TEST(Bf16ProducerCopies, TheMemoryPlanCountsTheCopies) {
               std::string::npos);
     StepSwitches off;
     off.bf16_activation_copies = false;
-    EXPECT_EQ(
-        plan_memory(config, shapes, 1, 32, sgd, 0.0f, false, Precision::kBf16, off).bf16_activations,
-        0.0);
+    EXPECT_EQ(plan_memory(config, shapes, 1, 32, sgd, 0.0f, false, Precision::kBf16, off)
+                  .bf16_activations,
+              0.0);
 }
 
 }  // namespace

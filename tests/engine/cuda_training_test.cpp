@@ -141,8 +141,8 @@ TEST_F(CudaParity, TrainingSoftmaxNesterovLazyMatchesTheCpu) {
 }
 
 // Padded rows (engine::padded_ld) on the device: the same training with every row stride
-// packed (StepSwitches::padded_ld off). cuBLAS picks other kernels for aligned leading dimensions, so
-// the sums are not in the same order: the CPU-vs-device tolerances above (on the CPU the two
+// packed (StepSwitches::padded_ld off). cuBLAS picks other kernels for aligned leading dimensions,
+// so the sums are not in the same order: the CPU-vs-device tolerances above (on the CPU the two
 // layouts agree bit for bit: tests/engine/padded_ld_test.cpp).
 TEST_F(CudaParity, PaddedRowsTrainAsPackedRows) {
     const Dataset data = parity_data();

@@ -165,8 +165,8 @@ TEST(FusedOutputEpilogue, TrainingIsIdenticalToSeparatePasses) {
 }
 
 // The sparse input's gradient and step in one op (Backend::sparse_step, deferred to update())
-// against csr_weight_grad in backward then optimizer_step_rows (StepSwitches::fused_sparse_step off):
-// the same bits, for the touched-rows steps it fuses (SGD exact, Momentum and Nesterov on row
+// against csr_weight_grad in backward then optimizer_step_rows (StepSwitches::fused_sparse_step
+// off): the same bits, for the touched-rows steps it fuses (SGD exact, Momentum and Nesterov on row
 // clocks, lazy AdaGrad and Adam) and for those it leaves materialised (exact SGD with L2 and
 // exact Adam walk every row; exact Momentum with L1 has no catch-up). Every parameter.
 TEST(FusedSparseStep, TrainingIsIdenticalToTheTwoOps) {

@@ -230,8 +230,8 @@ struct CopyRun {
     std::vector<std::vector<float>> params;
 };
 
-CopyRun train_bf16(const NetworkConfig& config, OptimizerKind kind,
-                   Precision p = Precision::kBf16, bool weight_copies = true) {
+CopyRun train_bf16(const NetworkConfig& config, OptimizerKind kind, Precision p = Precision::kBf16,
+                   bool weight_copies = true) {
     const Dataset x = testing::random_dataset(96, 30, testing::RowShape::kPowerLaw, true, 21, "x");
     const Dataset y = testing::random_dataset(96, 20, testing::RowShape::kUniform, false, 22, "y");
     NetworkOptions no;
@@ -451,7 +451,6 @@ TEST(Bf16WeightsOnly, PredictsAndServesTheSameAndRefusesWhatNeedsTheFp32Weights)
     expect_usage_error([&] { Recommender in_fp32_too(path, ro); }, "recommender in fp32");
 }
 
-
 // ---- the kernel of the BF16 GEMMs (src/backend/cpu/bf16_matmul.h) ----
 // Twenty training steps with oneDNN's BF16 matmul track the emulated steps (the oracle): the same
 // BF16 operands and FP32 sums in another order, so the weights drift apart by rounding only. For
@@ -491,7 +490,8 @@ KernelRun train_20_steps(OptimizerKind kind, cpu::Bf16Kernel kernel) {
 
 TEST(Bf16Kernels, OnednnStepsTrackTheEmulatedStepsOverTwentySteps) {
     if (!cpu::onednn_bf16_available()) GTEST_SKIP() << cpu::bf16_choice().line;
-    for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam}) {
+    for (OptimizerKind kind :
+         {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam}) {
         SCOPED_TRACE(to_string(kind));
         const KernelRun emulated = train_20_steps(kind, cpu::Bf16Kernel::kEmulation);
         const KernelRun onednn = train_20_steps(kind, cpu::Bf16Kernel::kOnednn);
@@ -505,17 +505,17 @@ TEST(Bf16Kernels, OnednnStepsTrackTheEmulatedStepsOverTwentySteps) {
             double scale = 0.0;
             for (float v : emulated.params[p]) scale = std::max(scale, double(std::fabs(v)));
             for (size_t i = 0; i < onednn.params[p].size(); ++i)
-                worst = std::max(worst,
-                                 std::fabs(double(onednn.params[p][i]) - emulated.params[p][i]) /
-                                     scale);
+                worst = std::max(
+                    worst, std::fabs(double(onednn.params[p][i]) - emulated.params[p][i]) / scale);
         }
         // A few FP32 ulps of reordering per step, amplified through 20 steps: far below BF16's
         // own rounding (2^-9 = 2e-3 of a value).
         EXPECT_LT(worst, 1e-4);
-        std::printf("%s: loss %.9g (emulation %.9g), largest weight difference %.2e of the "
-                    "matrix's largest, oneDNN %s\n",
-                    to_string(kind), onednn.losses[0], emulated.losses[0], worst,
-                    onednn.implementation.c_str());
+        std::printf(
+            "%s: loss %.9g (emulation %.9g), largest weight difference %.2e of the "
+            "matrix's largest, oneDNN %s\n",
+            to_string(kind), onednn.losses[0], emulated.losses[0], worst,
+            onednn.implementation.c_str());
     }
 }
 

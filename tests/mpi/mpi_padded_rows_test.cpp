@@ -219,7 +219,8 @@ TEST(ModelParallelPaddedRows, GemmShapesAtBenchmarkWidthsAreAligned) {
 }
 
 // The wide network's layers (input -> 256 -> output) with an odd item count; packed split rows
-// (StepSwitches::padded_ld off) give the unaligned extents the padding removes, on every rank of a split.
+// (StepSwitches::padded_ld off) give the unaligned extents the padding removes, on every rank of a
+// split.
 TEST(ModelParallelPaddedRows, WideNetworkIsAlignedAndPackedRowsAreNot) {
     const NetworkConfig config = NetworkConfig::from_json(R"({
       "Version": 0.9, "Name": "wide", "Kind": "AutoEncoder",

@@ -161,9 +161,8 @@ namespace {
 
 Error matmul_error(const dnnl::error& err, size_t m, size_t n, size_t k) {
     return Error(ErrorCategory::kInternal, std::string("gemm: oneDNN's BF16 matmul failed (") +
-                                               err.what() + ") at m " + std::to_string(m) +
-                                               ", n " + std::to_string(n) + ", k " +
-                                               std::to_string(k));
+                                               err.what() + ") at m " + std::to_string(m) + ", n " +
+                                               std::to_string(n) + ", k " + std::to_string(k));
 }
 
 void check_extents(size_t m, size_t n, size_t k, float beta) {
@@ -205,11 +204,11 @@ namespace {
 
 struct Probe {
     bool available = false;
-    std::string isa;       // oneDNN's effective ISA
-    std::string impl;      // the implementation of a 512 x 1024 x 1024 matmul
-    double onednn_s = 0;   // its time, and the FP32 sgemm's, where measured
+    std::string isa;      // oneDNN's effective ISA
+    std::string impl;     // the implementation of a 512 x 1024 x 1024 matmul
+    double onednn_s = 0;  // its time, and the FP32 sgemm's, where measured
     double sgemm_s = 0;
-    std::string error;     // why no primitive could be created
+    std::string error;  // why no primitive could be created
 };
 
 constexpr size_t kProbe = 1024, kProbeRows = 512;
@@ -222,8 +221,8 @@ double best_of_three(F&& f) {
     for (int i = 0; i < 3; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         f();
-        best = std::min(best,
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     return best;
 }
@@ -278,30 +277,35 @@ Bf16Choice decide() {
     const char* env = std::getenv("SPARSENET_CPU_BF16_KERNEL");
     const std::string forced = env != nullptr ? env : "";
     if (!forced.empty() && forced != "auto" && forced != "onednn" && forced != "emulation")
-        throw Error(ErrorCategory::kUsage, "SPARSENET_CPU_BF16_KERNEL: expected auto, onednn or "
-                                           "emulation, got '" + forced + "'");
+        throw Error(ErrorCategory::kUsage,
+                    "SPARSENET_CPU_BF16_KERNEL: expected auto, onednn or "
+                    "emulation, got '" +
+                        forced + "'");
     const bool amx = has_isa(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_amx);
     // Time both only where the choice depends on it (AVX512-BF16 without AMX).
     const Probe p = forced == "emulation" ? Probe{} : probe(!amx && forced.empty());
     const std::string isa = isa_name(dnnl::get_effective_cpu_isa());
     if (forced == "emulation") {
-        choice.line = "bf16 GEMMs -> emulation (SPARSENET_CPU_BF16_KERNEL=emulation; CPU ISA " +
-                      isa + ")";
+        choice.line =
+            "bf16 GEMMs -> emulation (SPARSENET_CPU_BF16_KERNEL=emulation; CPU ISA " + isa + ")";
         return choice;
     }
     if (!p.available) {
         if (forced == "onednn")
             throw Error(ErrorCategory::kUsage,
                         "SPARSENET_CPU_BF16_KERNEL=onednn, but oneDNN cannot run BF16 matmuls "
-                        "here: " + p.error);
-        choice.line = "bf16 GEMMs -> emulation (FP32 sgemm on BF16-rounded operands: " + p.error +
-                      ")";
+                        "here: " +
+                            p.error);
+        choice.line =
+            "bf16 GEMMs -> emulation (FP32 sgemm on BF16-rounded operands: " + p.error + ")";
         return choice;
     }
     choice.kernel = Bf16Kernel::kOnednn;
     if (forced == "onednn") {
-        choice.line = "bf16 GEMMs -> onednn " + p.impl + " (SPARSENET_CPU_BF16_KERNEL=onednn; CPU "
-                      "ISA " + isa + ")";
+        choice.line = "bf16 GEMMs -> onednn " + p.impl +
+                      " (SPARSENET_CPU_BF16_KERNEL=onednn; CPU "
+                      "ISA " +
+                      isa + ")";
     } else if (amx) {
         choice.line = "bf16 GEMMs -> onednn " + p.impl + " (CPU ISA " + isa + ": AMX)";
     } else {
@@ -309,8 +313,10 @@ Bf16Choice decide() {
         choice.kernel = faster ? Bf16Kernel::kOnednn : Bf16Kernel::kEmulation;
         choice.line = std::string("bf16 GEMMs -> ") + (faster ? "onednn " + p.impl : "emulation") +
                       " (CPU ISA " + isa + ", no AMX: at 512 x 1024 x 1024 oneDNN's " + p.impl +
-                      " ran " + gflops(p.onednn_s) + " GFLOP/s, the FP32 sgemm on widened "
-                      "operands " + gflops(p.sgemm_s) + ")";
+                      " ran " + gflops(p.onednn_s) +
+                      " GFLOP/s, the FP32 sgemm on widened "
+                      "operands " +
+                      gflops(p.sgemm_s) + ")";
     }
     return choice;
 }
@@ -337,8 +343,8 @@ struct OnednnMatmul::Impl {};
 OnednnMatmul::OnednnMatmul() = default;
 OnednnMatmul::~OnednnMatmul() = default;
 
-void OnednnMatmul::run(bool, bool, size_t, size_t, size_t, float, const uint16_t*,
-                       const uint16_t*, float, float*, int) {
+void OnednnMatmul::run(bool, bool, size_t, size_t, size_t, float, const uint16_t*, const uint16_t*,
+                       float, float*, int) {
     throw Error(ErrorCategory::kNotImplemented,
                 "gemm: this build has no oneDNN (configure with -DSPARSENET_ONEDNN=ON after "
                 "scripts/install-deps)");
@@ -352,7 +358,6 @@ const std::string& OnednnMatmul::last_implementation() const {
 size_t OnednnMatmul::primitives() const {
     return 0;
 }
-
 
 bool built_with_onednn() {
     return false;

@@ -54,9 +54,9 @@ bool built_with_onednn();  // SPARSENET_ONEDNN found oneDNN
 // dense (a: [m, k] or, transposed, [k, m]; b: [k, n] or [n, k]; c: [m, n]). One primitive per
 // (transposes, m, n, k, whether beta is 0, 1 or another value, threads), created at first use
 // (oneDNN JIT-compiles it) and reused; alpha and beta are read at run time (another beta than 0
-// and 1 as c := beta (alpha / beta . ab + c); |beta| < 1e-30 is refused). threads bounds oneDNN's OpenMP threads for the call, as it bounds
-// OpenBLAS's. Not thread-safe: one object per backend, which runs one op at a time. In a build
-// without oneDNN every call is Error(kNotImplemented).
+// and 1 as c := beta (alpha / beta . ab + c); |beta| < 1e-30 is refused). threads bounds oneDNN's
+// OpenMP threads for the call, as it bounds OpenBLAS's. Not thread-safe: one object per backend,
+// which runs one op at a time. In a build without oneDNN every call is Error(kNotImplemented).
 class OnednnMatmul {
   public:
     OnednnMatmul();

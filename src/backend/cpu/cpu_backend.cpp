@@ -156,9 +156,8 @@ cpu::Bf16Kernel CpuBackend::bf16_kernel() const {
 
 void CpuBackend::set_bf16_kernel(cpu::Bf16Kernel kernel) {
     if (kernel == cpu::Bf16Kernel::kOnednn && !cpu::onednn_bf16_available())
-        throw Error(ErrorCategory::kUsage,
-                    "CPU backend: oneDNN's BF16 matmul cannot run here (" +
-                        cpu::bf16_choice().line + ")");
+        throw Error(ErrorCategory::kUsage, "CPU backend: oneDNN's BF16 matmul cannot run here (" +
+                                               cpu::bf16_choice().line + ")");
     bf16_kernel_ = kernel;
 }
 

@@ -102,8 +102,8 @@ class CpuBackend final : public Backend {
                     const TopKActivation* activation) override;
 
     // gemm under Precision::kBf16 on oneDNN's matmul (m > cpu::kGemmFewRows, k > 0).
-    void gemm_onednn(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
-                     ConstMatrixView b, float beta, MatrixView c);
+    void gemm_onednn(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
+                     float beta, MatrixView c);
 
     // Runs an op that grows host scratch (std::vector): std::bad_alloc from it becomes the
     // out-of-memory Error naming the op.

@@ -157,8 +157,8 @@ inline void write_bf16(const float* __restrict src, uint16_t* __restrict dst, si
         const U32x16 upper = u >> 16;
         const U32x16 rounded = (u + 0x7fffu + (upper & 1u)) >> 16;
         const U32x16 nan = (U32x16)((u & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
-        const U16x16 h = __builtin_convertvector((nan & (upper | 0x40u)) | (~nan & rounded),
-                                                 U16x16);
+        const U16x16 h =
+            __builtin_convertvector((nan & (upper | 0x40u)) | (~nan & rounded), U16x16);
         std::memcpy(dst + j, &h, sizeof h);
     }
 #endif
@@ -232,7 +232,6 @@ inline const uint16_t* dense_bf16(CMatT<float> m, const uint16_t* copy, size_t w
     }
     return out.data();
 }
-
 
 // ---- activations ----
 
