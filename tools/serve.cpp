@@ -44,6 +44,7 @@
 #include "serve_request.h"
 #include "sparsenet/device_choice.h"
 #include "sparsenet/error.h"
+#include "sparsenet/model_info.h"
 #include "sparsenet/recommender.h"
 
 namespace sparsenet::cli {
@@ -125,10 +126,13 @@ class ModelHolder {
             o.threads_per_call = on ? cores : 1;
         };
         screened(screening_ != "off");
+        // A SoftMax output layer screened answers logits, not probabilities: only when asked
+        // (--fp16-screening on); auto keeps its probabilities.
+        if (screening_ == "auto" && ranks_softmax()) screened(false);
         try {
             return std::make_shared<const Recommender>(path_, o);
         } catch (const Error& e) {
-            // Screening needs one dense source and an element-wise activation (not SoftMax):
+            // Screening needs one dense source and an element-wise activation or SoftMax:
             // other models are served with the full product.
             const bool unsupported =
                 e.category() == ErrorCategory::kUsage &&
@@ -137,6 +141,17 @@ class ModelHolder {
             screened(false);
             return std::make_shared<const Recommender>(path_, o);
         }
+    }
+
+    // Whether the layer served is a SoftMax one (the model file's config, no weights read).
+    bool ranks_softmax() const {
+        const NetworkConfig config = read_model_info(path_).config;
+        for (const LayerConfig& l : config.layers) {
+            const bool served = options_.output_layer.empty() ? l.kind == LayerKind::kOutput
+                                                              : l.name == options_.output_layer;
+            if (served) return l.activation == Activation::kSoftMax;
+        }
+        return false;
     }
 
     void loop() {

@@ -439,6 +439,8 @@ Json::Value to_json(const Recommendations& recs) {
     }
     Json::Value& unknown = out["unknown"] = Json::Value(Json::arrayValue);
     for (const std::string& u : recs.unknown) unknown.append(u);
+    // A SoftMax layer answered from the ANN index or the fp16 screen: the scores are logits.
+    if (recs.logits) out["scores"] = "logits";
     return out;
 }
 

@@ -70,6 +70,11 @@ struct Recommendations {
     std::vector<Recommendation> items;  // best first (ties: lower id first)
     // Items skipped because of ignore_unknown, as given: names, or ids written in decimal.
     std::vector<std::string> unknown;
+    // The scores are logits, not probabilities: a SoftMax output layer answered by an ANN index
+    // or fp16 screening, which rank its items by logit z_j = h . w_j + b_j (the order of the
+    // probabilities) without computing the normaliser over every item (docs/serving.md, "SoftMax
+    // output layers"). false: the layer's activations (its probabilities for SoftMax).
+    bool logits = false;
 };
 
 struct Query {

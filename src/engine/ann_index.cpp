@@ -83,7 +83,8 @@ DenseOutputEdge checked_edge(const Network& network, int output, const std::stri
         throw Error(ErrorCategory::kUsage,
                     what + ": " + edge.unsupported +
                         " (an ANN index needs an output layer with one dense source and an "
-                        "element-wise monotone activation, whose scores rank as inner products)");
+                        "element-wise monotone activation or SoftMax, whose scores rank as inner "
+                        "products)");
     }
     if (network.device() != "cpu") {
         throw Error(ErrorCategory::kUsage, what +
@@ -227,6 +228,7 @@ uint64_t output_fingerprint(const DenseOutputEdge& e) {
     uint64_t h = mix(0x5350415253454E45ull, (uint64_t(e.n) << 32) | e.k);
     h = mix(h, e.transposed ? 1 : 0);
     h = mix(h, uint64_t(e.activation.kind));
+    if (e.logits) h = mix(h, 0x736f66746d6178ull);  // "softmax": ranked by logits
     const size_t rows = e.transposed ? e.n : e.k, cols = e.transposed ? e.k : e.n;
     for (size_t r = 0; r < rows; ++r) h = hash_floats(h, e.stored + r * e.ld, cols);
     return hash_floats(h, e.bias, e.n);

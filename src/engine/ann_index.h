@@ -116,6 +116,7 @@ class AnnRanker {
     AnnRanker(const Network& network, int output, const AnnIndex* index = nullptr);
     int source() const { return edge_.source; }
     size_t width() const { return edge_.k; }
+    bool logits() const { return edge_.logits; }  // a SoftMax layer: scores are its logits
     size_t memory_bytes() const { return (rows_.size() + bias_.size()) * sizeof(float); }
 
     using Scratch = CandidateScratch;  // output_screen.h

@@ -83,9 +83,6 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
         e.unsupported = name + " has Skip sources";
     } else if (!layer.out_weights.empty() || !layer.out_skips.empty()) {
         e.unsupported = "other layers read the activations of " + name;
-    } else if (layer.activation.kind == Activation::kSoftMax) {
-        e.unsupported =
-            name + " has a SoftMax activation, whose every score depends on every item's";
     } else if (net.plan.split()) {
         e.unsupported = "the network is split across ranks";
     }
@@ -99,6 +96,11 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
     e.transposed = edge.transposed;
     e.bias = net.params.layers[size_t(output)].bias.data();
     e.activation = layer.activation;
+    if (layer.activation.kind == Activation::kSoftMax) {
+        e.logits = true;
+        e.activation = formulas::ActivationParams{};
+        e.activation.kind = Activation::kLinear;
+    }
     e.weight_name = net.weight_name(edge);
     return e;
 }

@@ -49,8 +49,13 @@ void forward_into(const Network& network, Backend& be, const std::vector<float*>
 // An output layer fed by one dense edge, as the Recommender's fp16 screening reads it.
 struct DenseOutputEdge {
     // Why the layer has no such edge ("" when it has): not exactly one source edge, a sparse
-    // (Input) source, Skip sources, other layers reading it, SoftMax, or a split network.
+    // (Input) source, Skip sources, other layers reading it, or a split network.
     std::string unsupported;
+    // A SoftMax layer: its items are ranked by their logits z_j = h . w_j + b_j (`activation` is
+    // then Linear), which order them as the probabilities do within a query (SoftMax is monotone
+    // in each logit); the probability needs the normaliser over every item, which a screen or an
+    // index does not compute, so what they return is the logit.
+    bool logits = false;
     int source = -1;  // the layer whose activations the edge multiplies
     uint32_t k = 0;   // source units
     uint32_t n = 0;   // output units

@@ -212,6 +212,7 @@ OutputScreen::OutputScreen(const Network& network, int output, int threads)
     n_ = edge.n;
     transposed_ = edge.transposed;
     activation_ = edge.activation;
+    logits_ = edge.logits;
     // The matrix this edge multiplies by: element (q, j) of [k, n], stored [k, n], or [n, k]
     // when the edge uses its owner's matrix transposed. The CPU backend's memory is host memory.
     const float* stored = edge.stored;

@@ -93,6 +93,7 @@ class OutputScreen {
 
     int source() const { return source_; }  // the layer whose activations are the query's row
     size_t width() const { return k_; }     // its units
+    bool logits() const { return logits_; }  // a SoftMax layer: ranked by, and scoring, logits
     size_t memory_bytes() const;            // the copies
 
     // Top-k of one query whose source activations are h [k floats], never returning the sorted
@@ -120,6 +121,7 @@ class OutputScreen {
     int threads_ = 1;
     bool transposed_ = false;  // the full path multiplies by stored [n, k] rows (gemm trans_b)
     formulas::ActivationParams activation_;
+    bool logits_ = false;
     std::vector<uint16_t> half_;  // [k, n] in panels (fp16_panel_offset)
     std::vector<float> rows_;     // [n, k] unless the network's own matrix is (transposed, packed)
     const float* item_rows_ = nullptr;  // [n, k]: rows_, or the network's own matrix

@@ -455,10 +455,14 @@ struct Recommender::Impl {
         const BatchRows rows{nullptr, 0, count};
         std::vector<float> scores(count * k);
         std::vector<uint32_t> top(count * k);
+        // By row: scored by logits (a SoftMax layer ranked by the index or the screen).
+        std::vector<char> logits(count, 0);
         if (ann) {
             rank_ann(c, queries, first, count, bindings, k, scores, top);
+            logits.assign(count, ranker->logits());
         } else if (screen) {
-            rank_screened(c, queries, first, count, bindings, excluded, k, scores, top, threads);
+            rank_screened(c, queries, first, count, bindings, excluded, k, scores, top, logits,
+                          threads);
         } else {
             engine::forward_into(network, *c.backend, c.act_ptrs, bindings, rows);
             full_top_k(c, excluded, rows, k, scores.data(), top.data());
@@ -467,6 +471,7 @@ struct Recommender::Impl {
             const Resolved& q = queries[first + r];
             Recommendations& result = out[first + r];
             result.unknown = q.unknown;
+            result.logits = logits[r] != 0;
             for (size_t i = 0; i < q.k; ++i) {
                 const uint32_t id = top[r * k + i];
                 if (id == UINT32_MAX) break;  // fewer items left than k
@@ -490,11 +495,12 @@ struct Recommender::Impl {
     // copy. Each query's source activations come from its own one-row forward pass, the same
     // bits as recommend() of that query alone, and the screen ranks each query exactly as the
     // full product would: a batch answers exactly what single queries do. A query with too many
-    // candidates for the screen (rare) takes the full path alone.
+    // candidates for the screen (rare) takes the full path alone. logits[row]: the screen ranked
+    // the row of a SoftMax layer (by logits; the full path gives probabilities).
     void rank_screened(Context& c, const std::vector<Resolved>& queries, size_t first, size_t count,
                        const engine::Bindings& bindings, const engine::DeviceDataset& excluded,
                        uint32_t k, std::vector<float>& scores, std::vector<uint32_t>& top,
-                       int threads) const {
+                       std::vector<char>& logits, int threads) const {
         const size_t width = screen->width();
         for (size_t g = 0; g < count; g += kScreenGroup) {
             const size_t group = std::min(kScreenGroup, count - g);
@@ -514,7 +520,10 @@ struct Recommender::Impl {
                                             k, c.screen, scores.data() + row * k,
                                             top.data() + row * k)
                         .ranked;
-                if (ranked) continue;
+                if (ranked) {
+                    logits[row] = screen->logits();
+                    continue;
+                }
                 const BatchRows one{nullptr, row, 1};
                 engine::forward_into(network, *c.backend, c.act_ptrs, bindings, one);
                 full_top_k(c, excluded, one, k, scores.data() + row * k, top.data() + row * k);

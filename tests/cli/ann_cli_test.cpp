@@ -13,6 +13,7 @@
 #include <fcntl.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -266,6 +267,67 @@ TEST_F(AnnCli, ServeAnnWithBf16Weights) {
     ASSERT_TRUE(q);
     ASSERT_EQ(q->status, 200) << q->body;
     EXPECT_EQ(parse_json(q->body)["items"].size(), 3u) << q->body;
+}
+
+// A SoftMax output layer (Mult-DAE's): ann-index builds its index, and serve --ann answers the
+// exact path's items (a flat FP32 index) with their logits, saying so ("scores": "logits"); the
+// default --fp16-screening auto keeps the probabilities (no "scores" field), and on screens by
+// logits.
+TEST_F(AnnCli, SoftmaxModelsAreServedByLogits) {
+    std::string out;
+    const std::string config = work_.file("softmax.json");
+    testing::write_file(config, R"({"Version": 0.9, "Name": "mult", "ErrorFunction": "CrossEntropy",
+      "Layers": [
+        {"Name": "Input", "Kind": "Input", "N": "auto", "DataSet": "gl_input", "Sparse": true},
+        {"Name": "Hidden", "Kind": "Hidden", "N": 16, "Activation": "Tanh"},
+        {"Name": "Output", "Kind": "Output", "N": "auto", "DataSet": "gl_output",
+         "Activation": "SoftMax"}]})");
+    const std::string model = work_.file("softmax.nc");
+    ASSERT_EQ(cli("train -c " + config + " -i " + file("data.nc") + " -n " + model +
+                      " -b 16 -e 2 --device cpu -q",
+                  &out),
+              0)
+        << out;
+    const std::string index = work_.file("softmax.ann");
+    ASSERT_EQ(cli("ann-index -n " + model + " -o " + index + " --kind flat --vectors fp32", &out),
+              0)
+        << out;
+    const Recommender exact(model);
+    const std::vector<ItemRef> items{1, 2, 5};
+    RecommendOptions o;
+    o.k = 5;
+    const Recommendations want = exact.recommend(items, o);
+    ASSERT_EQ(want.items.size(), 5u);
+    const std::string query = R"({"items": [1, 2, 5], "k": 5})";
+    for (const char* flags : {"--ann", "--fp16-screening on", "auto"}) {
+        SCOPED_TRACE(flags);
+        const std::string mode = flags;
+        const std::string args = mode == "--ann" ? " --ann " + index
+                                 : mode == "auto" ? std::string()
+                                                  : " " + mode;
+        Server server("-n " + model + args, work_.file(std::string("serve-") + flags[2] + ".log"));
+        const auto http = healthy_client(server);
+        if (HasFatalFailure()) return;
+        auto res = http->Post("/recommend", query, "application/json");
+        ASSERT_TRUE(res) << server.log();
+        ASSERT_EQ(res->status, 200) << res->body;
+        const Json::Value got = parse_json(res->body);
+        ASSERT_EQ(got["items"].size(), want.items.size()) << res->body;
+        for (Json::ArrayIndex i = 0; i < got["items"].size(); ++i)
+            EXPECT_EQ(got["items"][i]["id"].asUInt(), want.items[i].id) << res->body;
+        if (mode == "auto") {
+            EXPECT_FALSE(got.isMember("scores")) << res->body;
+            EXPECT_EQ(float(got["items"][0]["score"].asDouble()), want.items[0].score);
+        } else {
+            EXPECT_EQ(got["scores"].asString(), "logits") << res->body;
+            // Logits' differences are the probabilities' log-ratios.
+            const double ratio = double(want.items[1].score) / want.items[0].score;
+            EXPECT_NEAR(std::exp(got["items"][1]["score"].asDouble() -
+                                 got["items"][0]["score"].asDouble()),
+                        ratio, 1e-5 * ratio)
+                << res->body;
+        }
+    }
 }
 
 // A reload of a retrained model is refused while its ANN index is the old model's: the old model

@@ -233,7 +233,8 @@ TEST_F(AnnIndexTest, BuildRefusesBadOptionsAndLayersThatAreNoInnerProducts) {
             EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
         }
     };
-    refused(soft, {}, ErrorCategory::kUsage, "SoftMax");
+    // SoftMax ranks by its logits (recommender_softmax_test.cpp): accepted since issue 65.
+    EXPECT_NO_THROW(build_ann_index(soft, dir.file("soft.ann"), AnnIndexOptions{}));
     AnnIndexOptions kind;
     kind.kind = "lsh";
     refused(ok, kind, ErrorCategory::kUsage, "--kind 'lsh'");
