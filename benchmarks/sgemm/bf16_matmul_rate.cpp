@@ -25,13 +25,11 @@
 #include "backend/cpu/cpu_backend.h"
 #include "formulas/precision.h"
 
+#include "layer_args.h"
+
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using sparsenet::bench::median;
 
 // A [rows, cols] matrix with row stride ld, zeros in the padding, and its BF16 copy.
 struct Matrix {
@@ -60,17 +58,10 @@ struct Matrix {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 4) {
-        std::fprintf(stderr, "usage: %s BATCH IN OUT [threads=2] [repeats=5]\n", argv[0]);
-        return 2;
-    }
-    const int batch = std::atoi(argv[1]), in = std::atoi(argv[2]), out = std::atoi(argv[3]);
-    const int threads = argc > 4 ? std::atoi(argv[4]) : 2;
-    const int repeats = argc > 5 ? std::atoi(argv[5]) : 5;
-    if (batch < 1 || in < 1 || out < 1 || threads < 1 || repeats < 1) {
-        std::fprintf(stderr, "%s: BATCH, IN, OUT, threads and repeats must be >= 1\n", argv[0]);
-        return 2;
-    }
+    sparsenet::bench::LayerArgs args;
+    if (!sparsenet::bench::parse_layer_args(argc, argv, /*takes_pad=*/false, &args)) return 2;
+    const int batch = args.batch, in = args.in, out = args.out, threads = args.threads;
+    const int repeats = args.repeats;
     // The engine's row padding (engine::padded_ld: a multiple of kPadFloats = 16 floats).
     const auto pad = [](size_t n) { return (n + 15) / 16 * 16; };
     omp_set_num_threads(threads);

@@ -25,13 +25,11 @@
 #include <random>
 #include <vector>
 
+#include "layer_args.h"
+
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using sparsenet::bench::median;
 
 struct Shape {
     const char* name;
@@ -46,19 +44,10 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 4) {
-        std::fprintf(stderr, "usage: %s BATCH IN OUT [threads=2] [repeats=5]\n", argv[0]);
-        return 2;
-    }
-    const int batch = std::atoi(argv[1]), in = std::atoi(argv[2]), out = std::atoi(argv[3]);
-    const int threads = argc > 4 ? std::atoi(argv[4]) : 2;
-    const int repeats = argc > 5 ? std::atoi(argv[5]) : 5;
-    const int pad = argc > 6 ? std::atoi(argv[6]) : 0;
-    if (batch < 1 || in < 1 || out < 1 || threads < 1 || repeats < 1 || pad < 0) {
-        std::fprintf(stderr, "%s: BATCH, IN, OUT, threads and repeats must be >= 1, pad >= 0\n",
-                     argv[0]);
-        return 2;
-    }
+    sparsenet::bench::LayerArgs args;
+    if (!sparsenet::bench::parse_layer_args(argc, argv, /*takes_pad=*/true, &args)) return 2;
+    const int batch = args.batch, in = args.in, out = args.out, threads = args.threads;
+    const int repeats = args.repeats, pad = args.pad;
     const int ldo = out + pad;
     omp_set_num_threads(threads);
     std::mt19937 rng(1);

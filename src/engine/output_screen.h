@@ -91,10 +91,10 @@ class OutputScreen {
     // (whose storage already is [n, k]), fp32 [n, k]. Error(kUsage) for weights fp16 cannot hold.
     OutputScreen(const Network& net, int output, int threads);
 
-    int source() const { return source_; }  // the layer whose activations are the query's row
-    size_t width() const { return k_; }     // its units
+    int source() const { return source_; }   // the layer whose activations are the query's row
+    size_t width() const { return k_; }      // its units
     bool logits() const { return logits_; }  // a SoftMax layer: ranked by, and scoring, logits
-    size_t memory_bytes() const;            // the copies
+    size_t memory_bytes() const;             // the copies
 
     // Top-k of one query whose source activations are h [k floats], never returning the sorted
     // unique columns `excluded`: out_scores / out_ids [k], best first, as Backend::top_k.

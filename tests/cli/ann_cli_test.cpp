@@ -302,7 +302,7 @@ TEST_F(AnnCli, SoftmaxModelsAreServedByLogits) {
     for (const char* flags : {"--ann", "--fp16-screening on", "auto"}) {
         SCOPED_TRACE(flags);
         const std::string mode = flags;
-        const std::string args = mode == "--ann" ? " --ann " + index
+        const std::string args = mode == "--ann"  ? " --ann " + index
                                  : mode == "auto" ? std::string()
                                                   : " " + mode;
         Server server("-n " + model + args, work_.file(std::string("serve-") + flags[2] + ".log"));
@@ -322,9 +322,9 @@ TEST_F(AnnCli, SoftmaxModelsAreServedByLogits) {
             EXPECT_EQ(got["scores"].asString(), "logits") << res->body;
             // Logits' differences are the probabilities' log-ratios.
             const double ratio = double(want.items[1].score) / want.items[0].score;
-            EXPECT_NEAR(std::exp(got["items"][1]["score"].asDouble() -
-                                 got["items"][0]["score"].asDouble()),
-                        ratio, 1e-5 * ratio)
+            EXPECT_NEAR(
+                std::exp(got["items"][1]["score"].asDouble() - got["items"][0]["score"].asDouble()),
+                ratio, 1e-5 * ratio)
                 << res->body;
         }
     }
