@@ -42,13 +42,16 @@ def _check_options(precision: Optional[str], bf16_weights_only: bool, fp16_scree
 
 class Recommendations(NamedTuple):
     """One query's answer: ``ids`` (uint32) and ``scores`` (float32) best first (ties: lower id
-    first), ``names`` from the features index (empty strings without one), and ``unknown``:
-    the items skipped because of ``ignore_unknown``."""
+    first), ``names`` from the features index (empty strings without one), ``unknown``: the
+    items skipped because of ``ignore_unknown``, and ``logits``: the scores are a SoftMax
+    layer's logits, not its probabilities (ranked by an ANN index or fp16 screening, which do
+    not compute the normaliser; docs/serving.md, "SoftMax output layers")."""
 
     ids: np.ndarray
     scores: np.ndarray
     names: List[str]
     unknown: List[str]
+    logits: bool = False
 
 
 class Recommender:

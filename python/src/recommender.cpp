@@ -52,7 +52,7 @@ RecommendOptions options_of(uint32_t k, bool exclude_inputs, nb::handle allow, n
     return o;
 }
 
-// (ids uint32 array, scores float32 array, names, unknown)
+// (ids uint32 array, scores float32 array, names, unknown, logits)
 nb::tuple result_of(Recommendations&& r) {
     std::vector<uint32_t> ids;
     std::vector<float> scores;
@@ -64,7 +64,7 @@ nb::tuple result_of(Recommendations&& r) {
     }
     const size_t n = ids.size();
     return nb::make_tuple(owned_array(std::move(ids), {n}), owned_array(std::move(scores), {n}),
-                          std::move(names), std::move(r.unknown));
+                          std::move(names), std::move(r.unknown), r.logits);
 }
 
 }  // namespace

@@ -3,6 +3,9 @@ vectors answers exactly what the Recommender answers without one; an index of an
 refused; 16-bit vectors (the default) and bf16_input_weights load and answer; cells (kind ivf,
 the default) scanned all answer as the flat index of the same vectors."""
 
+import json
+
+import numpy as np
 import pytest
 
 import sparsenet
@@ -72,3 +75,23 @@ def test_cells_scanned_all_answer_as_a_flat_index(train, tmp_path):
         assert list(got.ids) == list(want.ids) and list(got.scores) == list(want.scores)
     with pytest.raises(sparsenet.UsageError, match="--probe 17: expected at most the 16 cells"):
         sparsenet.build_ann_index(tmp_path / "m.nc", tmp_path / "x.ann", cells=16, probe=17)
+
+
+def test_softmax_layers_answer_logits_from_an_index(train, tmp_path):
+    config = json.loads(json.dumps(AUTOENCODER))
+    config["Layers"][2]["Activation"] = "SoftMax"
+    config["ErrorFunction"] = "CrossEntropy"
+    del config["ScaledMarginalCrossEntropy"]
+    net = sparsenet.Network.from_json(config, device="cpu")
+    net.fit(train, epochs=1, progress=False)
+    net.save(tmp_path / "s.nc")
+    sparsenet.build_ann_index(tmp_path / "s.nc", tmp_path / "s.ann", kind="flat", vectors="fp32")
+    exact = sparsenet.Recommender(tmp_path / "s.nc", device="cpu")
+    ann = sparsenet.Recommender(tmp_path / "s.nc", device="cpu", ann_index=tmp_path / "s.ann")
+    want = exact.recommend([1, 5, 9], k=10)
+    got = ann.recommend([1, 5, 9], k=10)
+    assert not want.logits and got.logits
+    assert list(got.ids) == list(want.ids)
+    # exp of the logits' differences: the probabilities' ratios
+    ratios = np.exp(got.scores.astype(np.float64) - float(got.scores[0]))
+    assert np.allclose(ratios, want.scores / want.scores[0], rtol=1e-5)
