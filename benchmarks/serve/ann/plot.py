@@ -27,6 +27,11 @@ def main():
             for c in curve:
                 ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=7,
                             xytext=(3, -9), textcoords="offset points", color=color)
+        for j, (label, peer) in enumerate(shape.get("peers", {}).items()):
+            xs = [c["p50_ms"] for c in peer["curve"]]
+            ys = [c["recall_at_100"] for c in peer["curve"]]
+            ax.plot(xs, ys, ["x:", "+:"][j % 2], color=color, alpha=0.7,
+                    label=f"{shape['label']}: {label} {peer['version']} (search only)")
         ax.axvline(shape["exact_in_process"]["p50_ms"], color=color, linestyle="--",
                    label=f"{shape['label']}: exact (fp16 screen) p50")
     ax.axhline(0.95, color="grey", linewidth=0.8)

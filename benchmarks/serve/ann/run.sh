@@ -12,7 +12,9 @@
 # INDEXES="ivf:fp16,hnsw:fp16" (default): one index per KIND:VECTORS from each model, the first
 # served over HTTP ("ann"), with BF16 input weights too ("ann-after") when BF16_INPUT=1 (the
 # default). PROBES / HNSW_PROBES override the curves' knobs (ivf cells scanned, hnsw efSearch);
-# NAME the result's workload (serve-ann). WORK=<folder>: keep (and with REUSE=1 reuse) the large
+# NAME the result's workload (serve-ann). PEERS=1 adds faiss's IndexIVFFlat (inner product) and
+# hnswlib over the same vectors (PyPI's faiss-cpu 1.15.1 and hnswlib 0.8.0, installed into $PY's
+# environment when missing); SERVE=0 skips the HTTP runs. WORK=<folder>: keep (and with REUSE=1 reuse) the large
 # shape's files there; REUSE_TIMES=<result file> gives the reused files' generation, training
 # and build times.
 set -euo pipefail
@@ -30,9 +32,14 @@ WORK=${WORK:-}
 REUSE=${REUSE:-0}
 index_args=(--indexes "$INDEXES" --probes "$PROBES" --hnsw-probes "$HNSW_PROBES")
 [ "$BF16_INPUT" = 1 ] && index_args+=(--bf16-input)
+[ "${PEERS:-0}" = 1 ] && index_args+=(--peers)
+[ "${SERVE:-1}" = 0 ] && index_args+=(--skip-serve)
 PY=${PY:-$build/pyenv/bin/python}
 [ -x "$PY" ] || PY=python3
 export PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}"
+if [ "${PEERS:-0}" = 1 ] && ! "$PY" -c "import faiss, hnswlib" 2>/dev/null; then
+  "$PY" -m pip install --quiet faiss-cpu==1.15.1 hnswlib==0.8.0
+fi
 export MACHINE
 date=$(date -u +%Y-%m-%d)
 parts=()
