@@ -171,6 +171,20 @@ def summarize(runs):
     return out
 
 
+def cpu_and_isa():
+    """The CPU's model name and its BF16 instructions (/proc/cpuinfo: amx_bf16, avx512_bf16):
+    bf16 runs differ between CPUs with and without AMX."""
+    name, flags = platform.processor(), []
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("flags"):
+            have = line.split(":", 1)[1].split()
+            flags = [f for f in ("amx_bf16", "avx512_bf16", "avx512f") if f in have]
+            break
+    return name, flags
+
+
 def head_commit():
     r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                        text=True)
@@ -285,7 +299,7 @@ def main():
     log = os.path.join(work, "log.txt")
     result = {"benchmark": f"quality-{a.dataset}", "protocol": "A",
               "date": datetime.date.today().isoformat(), "machine": platform.node(),
-              "threads": a.threads,
+              "cpu": cpu_and_isa()[0], "cpu_isa": cpu_and_isa()[1], "threads": a.threads,
               "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
               "commit": head_commit(),
               "published": PUBLISHED[a.dataset]}
