@@ -1,7 +1,6 @@
 // The CPU's BF16 GEMM kernels: the process's choice and oneDNN's matmul (bf16_matmul.h).
 #include "backend/cpu/bf16_matmul.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/bf16_emulation.h"
 #include "formulas/precision.h"
 #include "sparsenet/error.h"
 
@@ -255,14 +255,13 @@ Probe probe(bool time_both) {
         mm.run(false, false, kProbeRows, kProbe, kProbe, 1.0f, a.data(), b.data(), 0.0f, c.data(),
                threads);
     });
-    // The emulation's cost: widen both operands, then sgemm.
-    std::vector<float> af(a.size()), bf(b.size());
+    // The emulation's cost: the operands widened block by block, then sgemm (bf16_emulation.h).
+    std::vector<float> sa, sb;
+    const CMatT<float> am(nullptr, kProbeRows, kProbe, kProbe), bm(nullptr, kProbe, kProbe, kProbe);
     p.sgemm_s = best_of_three([&] {
-        for (size_t i = 0; i < a.size(); ++i) af[i] = formulas::bf16_to_float(a[i]);
-        for (size_t i = 0; i < b.size(); ++i) bf[i] = formulas::bf16_to_float(b[i]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kProbeRows), int(kProbe),
-                    int(kProbe), 1.0f, af.data(), int(kProbe), bf.data(), int(kProbe), 0.0f,
-                    c.data(), int(kProbe));
+        gemm_bf16_emulated(false, false, 1.0f, {am, a.data()}, {bm, b.data()}, 0.0f,
+                           MatT<float>{c.data(), kProbeRows, kProbe, kProbe}, nullptr, sa, sb,
+                           threads);
     });
     return p;
 }

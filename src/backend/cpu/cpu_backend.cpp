@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "backend/cpu/bf16_emulation.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet {
@@ -161,33 +162,34 @@ void CpuBackend::set_bf16_kernel(cpu::Bf16Kernel kernel) {
     bf16_kernel_ = kernel;
 }
 
+bool CpuBackend::gemm_on_onednn(size_t m, size_t n, size_t k) const {
+    // Up to kGemmFewRows rows (single queries) stay on the memory-bound few-rows path.
+    return m > cpu::kGemmFewRows && n > 0 && k > 0 && bf16_kernel() == cpu::Bf16Kernel::kOnednn;
+}
+
 void CpuBackend::gemm_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
                            ConstMatrixView b, float beta, MatrixView c) {
+    gemm_with_copy_impl(trans_a, trans_b, alpha, a, b, beta, c, nullptr);
+}
+
+void CpuBackend::gemm_with_copy_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                                     ConstMatrixView b, float beta, MatrixView c,
+                                     uint16_t* c_bf16) {
     with_scratch(Op::kGemm, [&] {
-        if (precision_ == Precision::kBf16) {
-            const size_t k = trans_a ? a.rows : a.cols;
-            // Up to kGemmFewRows rows (single queries) stay on the memory-bound few-rows path.
-            if (c.rows > cpu::kGemmFewRows && c.cols > 0 && k > 0 &&
-                bf16_kernel() == cpu::Bf16Kernel::kOnednn) {
-                gemm_onednn(trans_a, trans_b, alpha, a, b, beta, c);
-                return;
-            }
-            // BF16 operands, FP32 products and sums, exactly (backend.h): one rounding pass
-            // over each operand into scratch, then the FP32 gemm (docs/gpu.md, "Precision").
-            // An operand with a BF16 copy (ConstMatrixView::bf16) is widened from it instead:
-            // the same floats (the copy holds the rounding of the same FP32 values), so the CPU
-            // computes what the GPU's GEMM on the copy computes, and what it computed before the
-            // copies existed.
-            auto operand = [&](const ConstMatrixView& v, std::vector<float>& scratch) {
-                return v.bf16 != nullptr
-                           ? cpu::widen_bf16_copy(v.bf16, v.rows, v.cols, v.ld, scratch, threads_)
-                           : cpu::round_bf16_copy(cmat(v), scratch, threads_);
-            };
-            cpu::gemm(trans_a, trans_b, alpha, operand(a, bf16_a_), operand(b, bf16_b_), beta,
-                      mat(c), threads_);
+        if (precision_ != Precision::kBf16) {
+            cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
+        } else if (gemm_on_onednn(c.rows, c.cols, trans_a ? a.rows : a.cols)) {
+            gemm_onednn(trans_a, trans_b, alpha, a, b, beta, c);
+        } else {
+            // BF16 operands, FP32 products and sums, exactly (backend.h; bf16_emulation.h). An
+            // operand with a BF16 copy (ConstMatrixView::bf16) is widened from it, one without
+            // is rounded: the same floats (the copy holds the rounding of the same FP32 values),
+            // so the CPU computes what the GPU's GEMM on the copy computes.
+            cpu::gemm_bf16_emulated(trans_a, trans_b, alpha, {cmat(a), a.bf16}, {cmat(b), b.bf16},
+                                    beta, mat(c), c_bf16, bf16_a_, bf16_b_, threads_);
             return;
         }
-        cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
+        if (c_bf16 != nullptr) cpu::round_bf16_into(cmat(c), c_bf16, threads_);
     });
 }
 

@@ -101,6 +101,12 @@ class CpuBackend final : public Backend {
                     float* out_scores, uint32_t* out_indices,
                     const TopKActivation* activation) override;
 
+    // Under the emulated BF16 GEMM, c's copy is written block by block (bf16_emulation.h).
+    void gemm_with_copy_impl(bool trans_a, bool trans_b, float alpha, ConstMatrixView a,
+                             ConstMatrixView b, float beta, MatrixView c,
+                             uint16_t* c_bf16) override;
+    // Whether gemm under Precision::kBf16 runs on oneDNN's matmul.
+    bool gemm_on_onednn(size_t m, size_t n, size_t k) const;
     // gemm under Precision::kBf16 on oneDNN's matmul (m > cpu::kGemmFewRows, k > 0).
     void gemm_onednn(bool trans_a, bool trans_b, float alpha, ConstMatrixView a, ConstMatrixView b,
                      float beta, MatrixView c);
@@ -119,7 +125,7 @@ class CpuBackend final : public Backend {
     std::vector<double> column_kl_;
     std::vector<cpu::ScoreIndex<float>> top_k_scratch_;
     std::vector<float> top_k_rows_;  // top_k with an activation: each thread's activated row
-    // gemm's operands rounded to BF16, or widened from their BF16 copies (Precision::kBf16)
+    // the emulated BF16 gemm's panels: operands rounded to BF16, or widened from their copies
     std::vector<float> bf16_a_, bf16_b_;
     // kOnednn: the matmul primitives, operands packed dense, and C's dense scratch where its
     // padding cannot be run over

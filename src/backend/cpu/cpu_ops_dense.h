@@ -169,21 +169,6 @@ inline void write_bf16(const double* __restrict src, uint16_t* __restrict dst, s
     for (size_t j = 0; j < n; ++j) dst[j] = formulas::bf16_bits(float(src[j]));
 }
 
-// m rounded to BF16 element by element (formulas::round_bf16), stored as floats in `out`
-// (contiguous, ld = cols): the operand copies of gemm under Precision::kBf16.
-inline CMatT<float> round_bf16_copy(CMatT<float> m, std::vector<float>& out, int threads) {
-    out.resize(m.rows * m.cols);
-    const bool par = threads > 1 && m.rows * m.cols >= (size_t(1) << 16);
-#pragma omp parallel for num_threads(threads) schedule(static) if (par)
-    for (size_t r = 0; r < m.rows; ++r) {
-        const float* src = m.row(r);
-        float* dst = out.data() + r * m.cols;
-#pragma omp simd
-        for (size_t j = 0; j < m.cols; ++j) dst[j] = formulas::round_bf16(src[j]);
-    }
-    return CMatT<float>(out.data(), m.rows, m.cols, m.cols);
-}
-
 // The BF16 copy of m (Backend::round_bf16): out has m's layout, [cols, ld) set to zero.
 inline void round_bf16_into(CMatT<float> m, uint16_t* out, int threads) {
     const bool par = threads > 1 && m.rows * m.ld >= (size_t(1) << 16);
@@ -194,22 +179,6 @@ inline void round_bf16_into(CMatT<float> m, uint16_t* out, int threads) {
         write_bf16(src, dst, m.cols);
         for (size_t j = m.cols; j < m.ld; ++j) dst[j] = 0;
     }
-}
-
-// A BF16 copy (laid out with ld) widened to floats in `out` (contiguous, ld = cols): exact, so
-// gemm on it computes what gemm on round_bf16_copy of the FP32 matrix computes, bit for bit.
-inline CMatT<float> widen_bf16_copy(const uint16_t* m, size_t rows, size_t cols, size_t ld,
-                                    std::vector<float>& out, int threads) {
-    out.resize(rows * cols);
-    const bool par = threads > 1 && rows * cols >= (size_t(1) << 16);
-#pragma omp parallel for num_threads(threads) schedule(static) if (par)
-    for (size_t r = 0; r < rows; ++r) {
-        const uint16_t* src = m + r * ld;
-        float* dst = out.data() + r * cols;
-#pragma omp simd
-        for (size_t j = 0; j < cols; ++j) dst[j] = formulas::bf16_to_float(src[j]);
-    }
-    return CMatT<float>(out.data(), rows, cols, cols);
 }
 
 // The BF16 operand of oneDNN's matmul (bf16_matmul.h), [m.rows, width] dense (width >= m.cols):
