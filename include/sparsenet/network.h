@@ -27,6 +27,25 @@ const char* to_string(ParallelMode v);  // "auto", "model", "data"
 CommKind parse_comm_kind(const std::string& text);
 ParallelMode parse_parallel_mode(const std::string& text);
 
+// What Network::load keeps of a model (docs/library.md, "Memory"), for a process that serves it.
+// The file is read in blocks of rows, each block going straight into what is kept, so a matrix
+// kept only in BF16, or not at all, is never allocated in FP32: loading peaks near what the
+// network holds afterwards. Network::create ignores it.
+struct LoadOptions {
+    // Matrices that only sparse Input layers read are kept as their BF16 copies alone
+    // (keep_bf16_input_weights, at load). CPU only.
+    bool bf16_input_weights = false;
+    // The output layer `output_layer` ("" = the first Output layer) does not keep the matrix of
+    // its one dense source edge, when that edge alone uses it: a server that ranks the layer from
+    // an ANN index's own vectors never runs it. What was read is fingerprinted on the way
+    // (engine/output_fingerprint.h), so the index can still be checked against the model.
+    bool release_output = false;
+    std::string output_layer;
+    // Floats per block of rows read from the file (0: 2^24, 64 MB): the load's transient memory
+    // beyond what it keeps.
+    size_t chunk_floats = 0;
+};
+
 struct NetworkOptions {
     std::string device = "auto";  // "auto" | "cpu" | "cuda[:N]"
     int threads = 0;              // CPU threads; 0 = all cores
@@ -57,6 +76,7 @@ struct NetworkOptions {
     bool share_gpus = false;
     // The training step's switches (sparsenet/step_switches.h): the environment's by default.
     StepSwitches switches = StepSwitches::process();
+    LoadOptions load;  // Network::load only
 };
 
 // A named parameter tensor, row-major.
@@ -108,7 +128,8 @@ class Network {
     // half the memory of those matrices, scores changed by that rounding (docs/serving.md,
     // "Memory"). Afterwards as keep_only_bf16_weights: training, save, get_parameter of a freed
     // matrix and set_precision throw Error(kUsage). Error(kUsage) on another backend. Returns
-    // the bytes freed (the FP32 weights less their BF16 copies).
+    // the bytes saved (the FP32 weights less their BF16 copies), those of matrices a load with
+    // LoadOptions::bf16_input_weights never held in FP32 included.
     size_t keep_bf16_input_weights();
     // Model parallelism: this process's rank among the ranks that split the network, and their
     // number (0 and 1 for a network of one process).

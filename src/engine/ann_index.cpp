@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "engine/ann_ivf.h"
+#include "engine/output_fingerprint.h"
 #include "engine/output_screen.h"
 #include "sparsenet/error.h"
 #include "sparsenet/network.h"
@@ -55,27 +56,6 @@ constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e',  'n', 'e',
 // written as version 2, which every reader since 16-bit vectors takes.
 constexpr uint32_t kVersion = 3;
 constexpr uint32_t kVersionWithoutCells = 2;
-
-uint64_t mix(uint64_t h, uint64_t w) {
-    h ^= w * 0x9E3779B97F4A7C15ull;
-    h = (h << 31) | (h >> 33);
-    return h * 0xBF58476D1CE4E5B9ull;
-}
-
-uint64_t hash_floats(uint64_t h, const float* p, size_t count) {
-    size_t i = 0;
-    for (; i + 2 <= count; i += 2) {
-        uint64_t w;
-        std::memcpy(&w, p + i, sizeof w);
-        h = mix(h, w);
-    }
-    if (i < count) {
-        uint32_t w;
-        std::memcpy(&w, p + i, sizeof w);
-        h = mix(h, w);
-    }
-    return h;
-}
 
 DenseOutputEdge checked_edge(const Network& network, int output, const std::string& what) {
     DenseOutputEdge edge = dense_output_edge(network, output);
@@ -224,14 +204,36 @@ std::string hex(uint64_t v) {
 
 }  // namespace
 
+bool AnnIndex::holds_vectors(const std::string& path) {
+#if !defined(SPARSENET_WITH_ANN)
+    (void)path;
+    return false;
+#else
+    // The header up to the kind (the constructor checks the whole file and names its faults).
+    Reader r{std::ifstream(path, std::ios::binary), path};
+    char magic[sizeof kMagic] = {};
+    r.in.read(magic, sizeof magic);
+    if (!r.in || std::memcmp(magic, kMagic, sizeof magic) != 0) return false;
+    try {
+        const uint32_t version = r.u32("version");
+        return version >= 1 && version <= kVersion && r.str("kind") != "flat";
+    } catch (const Error&) {
+        return false;
+    }
+#endif
+}
+
 uint64_t output_fingerprint(const DenseOutputEdge& e) {
-    uint64_t h = mix(0x5350415253454E45ull, (uint64_t(e.n) << 32) | e.k);
-    h = mix(h, e.transposed ? 1 : 0);
-    h = mix(h, uint64_t(e.activation.kind));
-    if (e.logits) h = mix(h, 0x736f66746d6178ull);  // "softmax": ranked by logits
-    const size_t rows = e.transposed ? e.n : e.k, cols = e.transposed ? e.k : e.n;
-    for (size_t r = 0; r < rows; ++r) h = hash_floats(h, e.stored + r * e.ld, cols);
-    return hash_floats(h, e.bias, e.n);
+    if (e.stored == nullptr) {  // never kept by a streamed load: the fingerprint it computed
+        if (e.released_fingerprint == 0) {
+            throw Error(ErrorCategory::kUsage, e.weight_name + ": the output matrix was released");
+        }
+        return e.released_fingerprint;
+    }
+    OutputFingerprint f(e.n, e.k, e.transposed,
+                        e.logits ? Activation::kSoftMax : e.activation.kind);
+    f.add_rows(e.stored, e.transposed ? e.n : e.k, e.transposed ? e.k : e.n, e.ld);
+    return f.finish(e.bias, e.n);
 }
 
 // ---- the index ----

@@ -60,6 +60,10 @@ class AnnIndex {
     // Whether this build can build and load ANN indexes (hnswlib was found at configure time).
     static bool available();
     static const char* kinds();  // "ivf, hnsw, flat"
+    // Whether the index file at `path` holds its item vectors (ivf, hnsw), so that a server need
+    // not keep the model's output matrix to load it; a flat index is rebuilt from that matrix
+    // (false too for a file that is not an index: the constructor says what is wrong with it).
+    static bool holds_vectors(const std::string& path);
 
     // Builds the ANN index of layer `output` of `network` (loaded from `model_path`) into
     // `out_path`. Error(kUsage) for a layer whose items are not inner products (SoftMax, several

@@ -10,6 +10,8 @@
 #include "comm/node_rank.h"
 #include "engine/host_rng.h"
 #include "engine/network_impl.h"
+#include "engine/output_fingerprint.h"
+#include "formulas/precision.h"
 #include "io/model_file.h"
 #include "sparsenet/error.h"
 
@@ -232,9 +234,14 @@ void Network::Impl::allocate_parameters() {
     for (size_t i = 0; i < graph.edges.size(); ++i) {
         if (graph.edges[i].owner != static_cast<int>(i)) continue;  // uses its owner's matrix
         const engine::EdgeSplit& block = plan.edges[i];
-        params.edges[i].w = DeviceArray<float>(*backend, block.elements(), "weights");
-        if (block.ld != block.local_cols)
-            backend->fill(params.edges[i].w.data(), block.elements(), 0.0f);
+        engine::EdgeParams& matrix = params.edges[i];
+        if (matrix.kept == engine::Kept::kNothing) continue;
+        if (matrix.kept == engine::Kept::kBf16Only) {  // every row written whole by the load
+            matrix.w_bf16 = DeviceArray<uint16_t>(*backend, block.elements(), "BF16 input weights");
+            continue;
+        }
+        matrix.w = DeviceArray<float>(*backend, block.elements(), "weights");
+        if (block.ld != block.local_cols) backend->fill(matrix.w.data(), block.elements(), 0.0f);
     }
     for (size_t l = 0; l < graph.layers.size(); ++l) {
         if (graph.layers[l].is_input()) continue;
@@ -965,7 +972,7 @@ namespace {
 template <class Impl>
 std::unique_ptr<Impl> allocated_network(const NetworkConfig& config,
                                         const std::map<std::string, uint32_t>& dataset_widths,
-                                        const NetworkOptions& options) {
+                                        const NetworkOptions& options, bool loading) {
     auto impl = std::make_unique<Impl>();
     impl->graph.config = config;
     impl->options = options;
@@ -979,6 +986,10 @@ std::unique_ptr<Impl> allocated_network(const NetworkConfig& config,
     }  // else the backend's default: SPARSENET_CUDA_TF32 or tf32 on CUDA, fp32 on the CPU
     impl->plan.comm = make_communicator(to_string(options.comm), *impl->backend);
     impl->build(dataset_widths);  // resolves "auto" sizes in impl->config
+    if (loading) {
+        if (options.load.chunk_floats > 0) impl->file_chunk_floats = options.load.chunk_floats;
+        impl->choose_kept(options.load);
+    }
     impl->allocate_parameters();
     return impl;
 }
@@ -988,7 +999,7 @@ Network Network::create(const NetworkConfig& config,
                         const std::map<std::string, uint32_t>& dataset_widths,
                         const NetworkOptions& options) {
     return host_memory_guard("creating a network", [&] {
-        auto impl = allocated_network<Impl>(config, dataset_widths, options);
+        auto impl = allocated_network<Impl>(config, dataset_widths, options, false);
         impl->initialize_weights(options.seed);
         return Network(std::move(impl));
     });
@@ -1008,27 +1019,78 @@ Network Network::load(const std::string& path, const NetworkOptions& options) {
         for (const LayerConfig& layer : file.layout().config.layers) {
             if (layer.kind != LayerKind::kHidden) widths[layer.dataset] = layer.n;
         }
-        auto impl = allocated_network<Impl>(file.layout().config, widths, options);
+        auto impl = allocated_network<Impl>(file.layout().config, widths, options, true);
         impl->initialize_biases();  // restore reads every owned matrix and the file's biases
         impl->restore(file, /*with_state=*/false);
         return Network(std::move(impl));
     });
 }
 
-void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::ModelSlot slot,
-                                      DeviceArray<float>& block) const {
+void Network::Impl::read_weight_chunks(const io::ModelReader& file, int wi, io::ModelSlot slot,
+                                       const RowSink& on_rows) const {
     const engine::EdgeSplit& mine = plan.edges[wi];  // this rank's block of the matrix
     if (mine.local_cols == 0) return;
     const size_t chunk = std::max<size_t>(1, file_chunk_floats / mine.local_cols);
     std::vector<float> host(std::min<size_t>(chunk, mine.local_rows) * mine.local_cols);
-    // upload_rows adds a padded copy of the chunk where ld > cols.
+    // upload_rows (and the BF16 rows) add a padded copy of the chunk where ld > cols.
     const size_t padded = mine.ld == mine.local_cols ? 0 : host.size() / mine.local_cols * mine.ld;
     file_chunk_peak = std::max(file_chunk_peak, host.size() + padded);
     for (size_t first = 0; first < mine.local_rows; first += chunk) {
         const size_t count = std::min<size_t>(chunk, mine.local_rows - first);
         file.read_block(size_t(wi), slot, mine.row_offset + first, count, mine.col_offset,
                         mine.local_cols, host.data());
-        upload_rows(block, mine.ld, first, count, mine.local_cols, host.data());
+        on_rows(first, count, host.data());
+    }
+}
+
+void Network::Impl::read_weight_block(const io::ModelReader& file, int wi, io::ModelSlot slot,
+                                      DeviceArray<float>& block) const {
+    const engine::EdgeSplit& mine = plan.edges[wi];
+    read_weight_chunks(file, wi, slot, [&](uint64_t first, uint64_t count, const float* values) {
+        upload_rows(block, mine.ld, first, count, mine.local_cols, values);
+    });
+}
+
+bool Network::Impl::sparse_only_matrix(int wi) const {
+    for (const GraphEdge& w : graph.edges) {
+        if (w.owner == wi && !graph.layers[w.source].is_input()) return false;
+    }
+    return plan.edges[wi].split == engine::Split::kNone;
+}
+
+void Network::Impl::choose_kept(const LoadOptions& load) {
+    params.edges.resize(graph.edges.size());
+    if (load.bf16_input_weights) {
+        if (backend->name() != "cpu") {
+            throw Error(ErrorCategory::kUsage,
+                        "keeping the input layer's weights in BF16 needs the CPU backend; the "
+                        "network runs on '" +
+                            backend->name() + "'");
+        }
+        for (size_t wi = 0; wi < graph.edges.size(); ++wi) {
+            if (graph.edges[wi].owner == int(wi) && sparse_only_matrix(int(wi)))
+                params.edges[wi].kept = engine::Kept::kBf16Only;
+        }
+    }
+    if (load.release_output && !plan.split()) {
+        // The layer a Recommender ranks (its find_output): by name, else the first Output layer.
+        for (size_t l = 0; l < graph.layers.size(); ++l) {
+            const GraphLayer& layer = graph.layers[l];
+            if (load.output_layer.empty() ? !layer.is_output()
+                                          : layer.config.name != load.output_layer)
+                continue;
+            // What release_output_matrix frees: one source edge owning a matrix nothing else uses.
+            if (layer.is_input() || layer.in_weights.size() != 1) break;
+            const int wi = layer.in_weights[0];
+            const GraphEdge& edge = graph.edges[size_t(wi)];
+            if (edge.owner != wi || edge.users != 1) break;
+            params.edges[size_t(wi)].kept = engine::Kept::kNothing;
+            params.released_output = int(l);
+            break;
+        }
+    }
+    for (const engine::EdgeParams& m : params.edges) {
+        if (m.kept != engine::Kept::kFp32) params.bf16_only = true;  // an inference network
     }
 }
 
@@ -1051,6 +1113,14 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
                                             " optimizer state slots in the file; expected " +
                                             std::to_string(slots));
     };
+    // The output matrix a streamed load does not keep (LoadOptions::release_output): its
+    // fingerprint from the rows as they are read, the bias last.
+    std::optional<engine::OutputFingerprint> released;
+    if (params.released_output >= 0) {
+        const GraphLayer& layer = graph.layers[size_t(params.released_output)];
+        const GraphEdge& edge = graph.edges[size_t(layer.in_weights[0])];
+        released.emplace(edge.cols, edge.rows, edge.transposed, layer.activation.kind);
+    }
     // The config restores the ties; the file's bShared entries must agree with it, and only
     // the matrices that own their values carry them.
     for (size_t i = 0; i < model.weights.size(); ++i) {
@@ -1073,8 +1143,31 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
         if (shared) continue;
         const bool fixed = graph.edges[i].fixed;  // a fixed matrix has no optimizer state
         if (!fixed) check_slots(mw.state_slots, name);
+        engine::EdgeParams& matrix = params.edges[i];
+        const engine::EdgeSplit& mine = plan.edges[i];
+        if (matrix.kept == engine::Kept::kBf16Only) {  // each chunk rounded into the copy
+            std::vector<uint16_t> rows;
+            read_weight_chunks(file, int(i), io::ModelSlot(0),
+                               [&](uint64_t first, uint64_t count, const float* values) {
+                                   rows.assign(count * mine.ld, 0);  // zeros in the padding
+                                   for (size_t r = 0; r < count; ++r)
+                                       for (size_t j = 0; j < mine.local_cols; ++j)
+                                           rows[r * mine.ld + j] =
+                                               formulas::bf16_bits(values[r * mine.local_cols + j]);
+                                   backend->upload(matrix.w_bf16.data() + first * mine.ld,
+                                                   rows.data(), rows.size() * sizeof(uint16_t));
+                               });
+            continue;
+        }
+        if (matrix.kept == engine::Kept::kNothing) {  // fingerprinted on the way, then dropped
+            read_weight_chunks(
+                file, int(i), io::ModelSlot(0), [&](uint64_t, uint64_t count, const float* values) {
+                    released->add_rows(values, count, mine.local_cols, mine.local_cols);
+                });
+            continue;
+        }
         for (int s = 0; s <= (fixed ? 0 : slots); ++s) {
-            read_weight_block(file, int(i), io::ModelSlot(s), weight_slot(params.edges[i], s));
+            read_weight_block(file, int(i), io::ModelSlot(s), weight_slot(matrix, s));
         }
     }
     for (size_t j = 0; j < model.biases.size(); ++j) {
@@ -1089,6 +1182,8 @@ void Network::Impl::restore(const io::ModelReader& file, bool with_state) {
             file.read_bias(j, io::ModelSlot(s), band.offset, band.n_local, host.data());
             bias_slot(bias, s).upload(host.data(), host.size());
         }
+        if (l == params.released_output)
+            params.released_fingerprint = released->finish(host.data(), host.size());
     }
     sync_bf16_copies();  // the file holds the FP32 masters: their copies are rounded here
 }
@@ -1267,13 +1362,13 @@ size_t Network::keep_bf16_input_weights() {
     size_t freed = 0;
     for (size_t wi = 0; wi < net.graph.edges.size(); ++wi) {
         engine::EdgeParams& matrix = net.params.edges[wi];
-        if (net.graph.edges[wi].owner != int(wi) || matrix.w.size() == 0) continue;
-        bool sparse_only = true;  // every use is a csr_matmul of an input layer
-        for (const GraphEdge& w : net.graph.edges) {
-            if (w.owner == int(wi) && !net.graph.layers[w.source].is_input()) sparse_only = false;
-        }
-        if (!sparse_only || net.plan.edges[wi].split != engine::Split::kNone) continue;
+        if (net.graph.edges[wi].owner != int(wi) || !net.sparse_only_matrix(int(wi))) continue;
         const size_t n = net.plan.edges[wi].elements();
+        if (matrix.kept == engine::Kept::kBf16Only) {  // loaded so (LoadOptions): never FP32
+            freed += n * (sizeof(float) - sizeof(uint16_t));
+            continue;
+        }
+        if (matrix.w.size() == 0) continue;
         if (matrix.w_bf16.size() != n)
             matrix.w_bf16 = DeviceArray<uint16_t>(*net.backend, n, "BF16 input weights");
         net.backend->round_bf16(net.matrix_rows(matrix.w, int(wi)), matrix.w_bf16.data());

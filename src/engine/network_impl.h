@@ -96,6 +96,15 @@ struct Network::Impl {
     // This rank's block of owner edge wi's slot from the file into `block`.
     void read_weight_block(const io::ModelReader& file, int wi, io::ModelSlot slot,
                            DeviceArray<float>& block) const;
+    // The same rows, [count, local_cols] packed from `first` on, handed to on_rows chunk by chunk.
+    void read_weight_chunks(const io::ModelReader& file, int wi, io::ModelSlot slot,
+                            const RowSink& on_rows) const;
+    // Network::load's choice, before allocate_parameters: what each owner matrix keeps
+    // (EdgeParams::kept) under `load`, and the released output layer.
+    void choose_kept(const LoadOptions& load);
+    // Whether every use of owner edge wi's matrix is a csr_matmul of an input layer, and the
+    // matrix whole on this rank: what keep_bf16_input_weights keeps in BF16 alone.
+    bool sparse_only_matrix(int wi) const;
     // This rank's block of a whole matrix / bias (host).
     std::vector<float> weight_block(int wi, const std::vector<float>& whole) const;
     std::vector<float> bias_block(int l, const std::vector<float>& whole) const;

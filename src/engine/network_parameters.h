@@ -22,9 +22,14 @@ struct LayerParams {
     DeviceArray<float> bias_state1, bias_state2;  // optimizer state slots, [n_local] each
 };
 
+// What a network holds of a matrix: its FP32 values (and, in kBf16, their BF16 copy), or only
+// what a streamed load (Network::load, LoadOptions) kept: the BF16 copy, or nothing.
+enum class Kept { kFp32, kBf16Only, kNothing };
+
 // Edge e's matrix (Parameters::edges[e]; empty unless the edge owns its matrix: an edge that
 // uses another's (SharedWeights) multiplies by its owner's).
 struct EdgeParams {
+    Kept kept = Kept::kFp32;            // set before allocate_parameters, never changed afterwards
     DeviceArray<float> w;               // [local_rows, local_cols] row-major, this rank's block
     DeviceArray<float> state1, state2;  // optimizer state slots, the shape of w
     // Precision::kBf16: w rounded to BF16 (formulas::bf16_bits), laid out like w (the same ld,
@@ -58,6 +63,10 @@ struct Parameters {
     // Network::keep_only_bf16_weights ran: the FP32 w of every matrix only GEMMs read is freed
     // (empty), its w_bf16 kept; an inference network (Network::Impl::require_fp32_weights).
     bool bf16_only = false;
+    // Network::load with LoadOptions::release_output: the output layer whose source matrix was
+    // never kept (-1: none), and the fingerprint of what was read of it (output_fingerprint.h).
+    int released_output = -1;
+    uint64_t released_fingerprint = 0;
 };
 
 }  // namespace sparsenet::engine

@@ -798,6 +798,7 @@ bool Network::Impl::keeps_bf16_copy(int wi) const {
 void Network::Impl::sync_bf16_copies() {
     for (size_t wi = 0; wi < params.edges.size(); ++wi) {
         engine::EdgeParams& matrix = params.edges[wi];
+        if (matrix.kept != engine::Kept::kFp32) continue;  // a streamed load's: as it was read
         if (!keeps_bf16_copy(int(wi))) {
             matrix.w_bf16 = DeviceArray<uint16_t>();
             continue;

@@ -92,6 +92,10 @@ DenseOutputEdge dense_output_edge(const Network& network, int output) {
     e.k = edge.rows;
     e.n = edge.cols;
     e.stored = net.params.edges[edge.owner].w.data();
+    if (net.params.released_output == output) {
+        e.stored = nullptr;
+        e.released_fingerprint = net.params.released_fingerprint;
+    }
     e.ld = net.plan.edges[edge.owner].ld;
     e.transposed = edge.transposed;
     e.bias = net.params.layers[size_t(output)].bias.data();
@@ -115,8 +119,11 @@ size_t release_output_matrix(Network& network, int output) {
     EdgeParams& params = net.params.edges[size_t(edge.owner)];
     // The layer's bias too: the ranking reads its own copy, and the network never runs the layer.
     LayerParams& bias = net.params.layers[size_t(output)];
+    // A matrix a streamed load never kept (LoadOptions::release_output) counts as released.
+    const size_t never_kept =
+        params.kept == Kept::kNothing ? net.plan.edges[size_t(edge.owner)].elements() : 0;
     const size_t bytes =
-        params.w.size() * sizeof(float) + params.w_bf16.size() * sizeof(uint16_t) +
+        (params.w.size() + never_kept) * sizeof(float) + params.w_bf16.size() * sizeof(uint16_t) +
         (bias.bias.size() + bias.bias_state1.size() + bias.bias_state2.size()) * sizeof(float);
     params.w = DeviceArray<float>();
     params.w_bf16 = DeviceArray<uint16_t>();

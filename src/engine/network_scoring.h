@@ -64,6 +64,9 @@ struct DenseOutputEdge {
     // [n, k], row stride ld). Backend memory of the network, valid while it lives.
     const float* stored = nullptr;
     uint32_t ld = 0;
+    // stored == nullptr: the matrix was never kept (LoadOptions::release_output), and this is the
+    // fingerprint of what the load read (output_fingerprint's value for the matrix in memory).
+    uint64_t released_fingerprint = 0;
     bool transposed = false;
     const float* bias = nullptr;  // [n], backend memory
     formulas::ActivationParams activation;

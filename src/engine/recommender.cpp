@@ -213,6 +213,15 @@ struct Recommender::Impl {
         net_options.comm = CommKind::kLocal;
         net_options.precision = opts.precision;
         net_options.switches = opts.switches;
+        // What the Recommender keeps is read straight into its form: the BF16 input layer, and
+        // with an ANN index no output matrix (the index holds the item vectors).
+        net_options.load.bf16_input_weights = opts.bf16_input_weights;
+        net_options.load.release_output =
+            !opts.ann_index.empty() && engine::AnnIndex::holds_vectors(opts.ann_index);
+        net_options.load.output_layer = opts.output_layer;
+        // Blocks of 4 MB: the load's transient beside what it keeps (64 MB blocks were a third
+        // of a 120,000 x 48 model's served memory).
+        net_options.load.chunk_floats = size_t(1) << 20;
         return Network::load(path, net_options);
     }
 
