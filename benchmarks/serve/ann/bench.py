@@ -216,7 +216,9 @@ def serve_runs(cli, model, extra, bodies, args, label):
             if r.stdout == "200":
                 break
             time.sleep(0.5)
-        rss = int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{proc.pid}/status").read())[1]) * 1024
+        status = open(f"/proc/{proc.pid}/status").read()
+        rss = int(re.search(r"VmRSS:\s+(\d+)", status)[1]) * 1024
+        peak = int(re.search(r"VmHWM:\s+(\d+)", status)[1]) * 1024  # the load's peak
         for connections in args.connections:
             env = dict(os.environ, SERVE_BODIES=bodies, SERVE_PATH="/recommend",
                        SERVE_MAX_REQUESTS=str(args.max_requests))
@@ -232,6 +234,7 @@ def serve_runs(cli, model, extra, bodies, args, label):
             w["queries_per_s"] = w["requests"] / (w["duration_us"] / 1e6)
             w["server"] = label
             w["server_rss_bytes"] = rss
+            w["server_load_peak_bytes"] = peak
             log(f"serve {label} c{connections}: {w['queries_per_s']:.1f} q/s, p50 "
                 f"{w['latency_p50_us'] / 1000:.2f} ms, p99 {w['latency_p99_us'] / 1000:.2f} ms")
             runs.append(w)
@@ -262,6 +265,9 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: none)")
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--optimizer", default="adam",
+                    help="training's optimizer (adam: with lazy sparse updates; sgd fits 10M items)")
+    ap.add_argument("--learning-rate", type=float, default=0.002)
     ap.add_argument("--indexes", default="ivf:fp16",
                     help="comma-separated KIND:VECTORS (ivf, hnsw, flat; fp32, fp16, bf16), one "
                     "index each from the same model; the first is served over HTTP")
@@ -357,8 +363,10 @@ def main():
         with open(cfg, "w") as f:
             json.dump(config(args.hidden), f)
         cmd = [cli, "train", "-c", cfg, "-i", train_nc, "-n", model, "-b", args.batch, "-e",
-               args.epochs, "--optimizer", "adam", "--learning-rate", 0.002,
-               "--sparse-updates", "lazy", "--device", "cpu", "--threads", args.threads, "-q"]
+               args.epochs, "--optimizer", args.optimizer, "--learning-rate", args.learning_rate,
+               "--device", "cpu", "--threads", args.threads, "-q"]
+        if args.optimizer == "adam":
+            cmd += ["--sparse-updates", "lazy"]
         if args.steps:
             cmd += ["--steps", args.steps]
         _, result["train_s"] = run(cmd)

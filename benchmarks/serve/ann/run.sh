@@ -8,7 +8,8 @@
 #
 #   benchmarks/serve/ann/run.sh [BUILD_DIR]     (needs wrk, curl, the build's Python module and
 #                                                /usr/bin/python3 with matplotlib for the plot)
-# SHAPES="ml20m 1m" (default) picks the shapes; ITEMS_1M overrides the large one's item count.
+# SHAPES="ml20m 1m" (default) picks the shapes (10m: 10,000,000 items x 64, SGD); ITEMS_1M
+# overrides the 1m shape's item count.
 # INDEXES="ivf:fp16,hnsw:fp16" (default): one index per KIND:VECTORS from each model, the first
 # served over HTTP ("ann"), with BF16 input weights too ("ann-after") when BF16_INPUT=1 (the
 # default). PROBES / HNSW_PROBES override the curves' knobs (ivf cells scanned, hnsw efSearch);
@@ -54,6 +55,15 @@ for shape in $SHAPES; do
       "$PY" benchmarks/serve/ann/bench.py --label "$((ITEMS_1M / 1000))k" --items "$ITEMS_1M" \
         --users 20000 --heldout 1000 --per-user 50 --hidden 256 --epochs 1 --batch 256 \
         --exact-queries 200 --duration 8 "${index_args[@]}" \
+        ${WORK:+--work "$WORK"} $([ "$REUSE" = 1 ] && echo --reuse) \
+        ${REUSE_TIMES:+--reuse-times "$REUSE_TIMES"} \
+        --cli "$build/sparsenet" --out "$out" ;;
+    10m)
+      # 10,000,000 items x 64, trained with SGD at batch 64 (Adam's state does not fit 24 GB
+      # beside the index build: train --dry-run), 1,000 held-out users.
+      "$PY" benchmarks/serve/ann/bench.py --label 10m --items 10000000 \
+        --users 20000 --heldout 1000 --per-user 50 --hidden 64 --epochs 1 --batch 64 \
+        --optimizer sgd --learning-rate 0.05 --exact-queries 200 --duration 8 "${index_args[@]}" \
         ${WORK:+--work "$WORK"} $([ "$REUSE" = 1 ] && echo --reuse) \
         ${REUSE_TIMES:+--reuse-times "$REUSE_TIMES"} \
         --cli "$build/sparsenet" --out "$out" ;;
