@@ -388,11 +388,33 @@ void install_signal_handlers() {
 
 // ---- the service ----
 
+// The endpoints, written once: routes, metrics labels, the 404's text and --help read them.
+struct Endpoint {
+    const char* path;
+    const char* method;
+};
+constexpr Endpoint kEndpoints[] = {{"/recommend", "POST"},
+                                   {"/recommend/batch", "POST"},
+                                   {"/reload", "POST"},
+                                   {"/health", "GET"},
+                                   {"/metrics", "GET"}};
+
+// "POST /recommend, POST /recommend/batch, ... <last_separator>GET /metrics".
+std::string endpoint_list(const char* last_separator) {
+    std::string s;
+    const size_t n = std::size(kEndpoints);
+    for (size_t i = 0; i < n; ++i) {
+        if (i > 0) s += i + 1 == n ? last_separator : ", ";
+        s += std::string(kEndpoints[i].method) + " " + kEndpoints[i].path;
+    }
+    return s;
+}
+
 // Known endpoints keep their name in the metrics; anything else counts as "other" (a label per
 // path a scanner tries would grow without bound).
 std::string endpoint_label(const std::string& path) {
-    for (const char* known : {"/recommend", "/recommend/batch", "/health", "/metrics", "/reload"}) {
-        if (path == known) return known;
+    for (const Endpoint& e : kEndpoints) {
+        if (path == e.path) return e.path;
     }
     return "other";
 }
@@ -426,25 +448,14 @@ class Service {
     // One request, on a worker thread.
     serve::HttpResponse handle(const serve::HttpRequest& req) {
         serve::HttpResponse res;
-        struct Route {
-            const char* path;
-            const char* method;
-        };
-        static const Route kRoutes[] = {{"/recommend", "POST"},
-                                        {"/recommend/batch", "POST"},
-                                        {"/reload", "POST"},
-                                        {"/health", "GET"},
-                                        {"/metrics", "GET"}};
-        const Route* route = nullptr;
-        for (const Route& r : kRoutes) {
-            if (req.path == r.path) route = &r;
+        const Endpoint* route = nullptr;
+        for (const Endpoint& e : kEndpoints) {
+            if (req.path == e.path) route = &e;
         }
         if (route == nullptr) {
             res.status = 404;
-            res.body = serve::error_json(
-                "no endpoint " + serve::quoted(req.path) +
-                "; expected POST /recommend, POST /recommend/batch, POST /reload, GET /health or "
-                "GET /metrics");
+            res.body = serve::error_json("no endpoint " + serve::quoted(req.path) + "; expected " +
+                                         endpoint_list(" or "));
             return res;
         }
         // HEAD is not served: its answer would need the GET's headers without the body.
@@ -611,10 +622,9 @@ int serve_main(int argc, char** argv) {
         int threads = 0;
         double idle_timeout = 60, header_timeout = 10, body_timeout = 30;
         ArgParser args("serve",
-                       "Answers recommendation queries over HTTP: POST /recommend, POST "
-                       "/recommend/batch, POST /reload, GET /health, GET /metrics "
-                       "(docs/serving.md). SIGHUP reloads the model file; SIGTERM answers the "
-                       "requests already read, closes the connections and exits 0.");
+                       "Answers recommendation queries over HTTP: " + endpoint_list(", ") +
+                           " (docs/serving.md). SIGHUP reloads the model file; SIGTERM answers "
+                           "the requests already read, closes the connections and exits 0.");
         args.add({"-n", "--model"}, &model_path, "FILE.nc", "model file written by train", true);
         args.add({"--features-index"}, &features_index, "FILE",
                  "item names ('label<TAB>index'); default: the names the model carries, else "
