@@ -52,7 +52,14 @@ def run(cmd, **kw):
     return r.stdout + r.stderr, time.time() - start
 
 
-def config(hidden):
+def config(hidden, softmax=False):
+    if softmax:  # Mult-DAE's output (configs/mult-dae.json): SoftMax over every item
+        c = config(hidden)
+        c["Layers"][2]["Activation"] = "SoftMax"
+        c["Layers"][2]["WeightInit"] = {"Scheme": "Xavier", "Scale": 1.0}
+        c["ErrorFunction"] = "CrossEntropy"
+        del c["ScaledMarginalCrossEntropy"]
+        return c
     return {
         "Version": 0.9, "Name": "ann-bench", "Kind": "AutoEncoder", "ShuffleIndices": True,
         "ScaledMarginalCrossEntropy": {"oneTarget": 0.9, "zeroTarget": 0.1, "oneScale": 1.0,
@@ -268,6 +275,8 @@ def main():
     ap.add_argument("--optimizer", default="adam",
                     help="training's optimizer (adam: with lazy sparse updates; sgd fits 10M items)")
     ap.add_argument("--learning-rate", type=float, default=0.002)
+    ap.add_argument("--softmax", action="store_true",
+                    help="a SoftMax output layer (Mult-DAE's), ranked by its logits")
     ap.add_argument("--indexes", default="ivf:fp16",
                     help="comma-separated KIND:VECTORS (ivf, hnsw, flat; fp32, fp16, bf16), one "
                     "index each from the same model; the first is served over HTTP")
@@ -361,7 +370,7 @@ def main():
         sparsenet.write_datasets(train_nc, [sparsenet.Dataset.from_scipy(train, "gl_input"),
                                             sparsenet.Dataset.from_scipy(train, "gl_output")])
         with open(cfg, "w") as f:
-            json.dump(config(args.hidden), f)
+            json.dump(config(args.hidden, args.softmax), f)
         cmd = [cli, "train", "-c", cfg, "-i", train_nc, "-n", model, "-b", args.batch, "-e",
                args.epochs, "--optimizer", args.optimizer, "--learning-rate", args.learning_rate,
                "--device", "cpu", "--threads", args.threads, "-q"]

@@ -8,7 +8,8 @@
 #
 #   benchmarks/serve/ann/run.sh [BUILD_DIR]     (needs wrk, curl, the build's Python module and
 #                                                /usr/bin/python3 with matplotlib for the plot)
-# SHAPES="ml20m 1m" (default) picks the shapes (10m: 10,000,000 items x 64, SGD); ITEMS_1M
+# SHAPES="ml20m 1m" (default) picks the shapes (10m: 10,000,000 items x 64, SGD; 1m-softmax:
+# the 1m shape with a SoftMax output); ITEMS_1M
 # overrides the 1m shape's item count.
 # INDEXES="ivf:fp16,hnsw:fp16" (default): one index per KIND:VECTORS from each model, the first
 # served over HTTP ("ann"), with BF16 input weights too ("ann-after") when BF16_INPUT=1 (the
@@ -64,6 +65,14 @@ for shape in $SHAPES; do
       "$PY" benchmarks/serve/ann/bench.py --label 10m --items 10000000 \
         --users 20000 --heldout 1000 --per-user 50 --hidden 64 --epochs 1 --batch 64 \
         --optimizer sgd --learning-rate 0.05 --exact-queries 200 --duration 8 "${index_args[@]}" \
+        ${WORK:+--work "$WORK"} $([ "$REUSE" = 1 ] && echo --reuse) \
+        ${REUSE_TIMES:+--reuse-times "$REUSE_TIMES"} \
+        --cli "$build/sparsenet" --out "$out" ;;
+    1m-softmax)
+      # The 1m shape with Mult-DAE's SoftMax output, trained with CrossEntropy.
+      "$PY" benchmarks/serve/ann/bench.py --label 1m-softmax --items 1000000 --softmax \
+        --users 20000 --heldout 1000 --per-user 50 --hidden 256 --epochs 1 --batch 256 \
+        --exact-queries 200 --duration 8 "${index_args[@]}" \
         ${WORK:+--work "$WORK"} $([ "$REUSE" = 1 ] && echo --reuse) \
         ${REUSE_TIMES:+--reuse-times "$REUSE_TIMES"} \
         --cli "$build/sparsenet" --out "$out" ;;
