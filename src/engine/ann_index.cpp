@@ -216,7 +216,7 @@ bool AnnIndex::holds_vectors(const std::string& path) {
     if (!r.in || std::memcmp(magic, kMagic, sizeof magic) != 0) return false;
     try {
         const uint32_t version = r.u32("version");
-        return version >= 1 && version <= kVersion && r.str("kind") != "flat";
+        return version >= 1 && version <= kVersion && r.str("kind") != to_string(AnnKind::kFlat);
     } catch (const Error&) {
         return false;
     }
@@ -239,7 +239,8 @@ uint64_t output_fingerprint(const DenseOutputEdge& e) {
 // ---- the index ----
 
 struct AnnIndex::Impl {
-    std::string path, kind, layer;
+    std::string path, layer;
+    AnnKind kind = AnnKind::kIvf;
     uint64_t items = 0;
     uint32_t width = 0, dims = 0, links = 0, probe = 0;
     uint64_t fingerprint = 0;
@@ -281,6 +282,26 @@ void ann_unavailable(const std::string& what) {
 
 const char* AnnIndex::kinds() {
     return "ivf, hnsw, flat";
+}
+
+const char* to_string(AnnKind kind) {
+    switch (kind) {
+        case AnnKind::kIvf:
+            return "ivf";
+        case AnnKind::kHnsw:
+            return "hnsw";
+        case AnnKind::kFlat:
+            return "flat";
+    }
+    return "?";
+}
+
+AnnKind parse_ann_kind(const std::string& name, const std::string& what) {
+    for (AnnKind k : {AnnKind::kIvf, AnnKind::kHnsw, AnnKind::kFlat}) {
+        if (name == to_string(k)) return k;
+    }
+    throw Error(ErrorCategory::kUsage,
+                what + " '" + name + "': expected one of " + std::string(AnnIndex::kinds()));
 }
 
 #if !defined(SPARSENET_WITH_ANN)
@@ -432,15 +453,16 @@ struct TempFile {
 AnnBuildReport AnnIndex::build(const Network& network, int output, const std::string& model_path,
                                const AnnBuildOptions& o, const std::string& out_path) {
     const DenseOutputEdge edge = checked_edge(network, output, model_path);
+    const AnnKind kind = parse_ann_kind(o.kind, "--kind");
     AnnBuildReport report;
-    report.kind = o.kind;
+    report.kind = to_string(kind);
     report.items = edge.n;
     report.width = edge.k;
     const AnnVectors vectors = parse_ann_vectors(o.vectors);
     report.vectors = to_string(vectors);
     const uint32_t dims = dims_for(edge.k, vectors);
     uint32_t probe = o.probe;
-    if (o.kind == "hnsw") {
+    if (kind == AnnKind::kHnsw) {
         if (o.hnsw_m < 2 || o.hnsw_m > 256) {
             throw Error(ErrorCategory::kUsage, "--hnsw-m " + std::to_string(o.hnsw_m) +
                                                    ": expected 2 to 256 links per node");
@@ -450,7 +472,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         }
         report.links = o.hnsw_m;
         if (!probe) probe = 128;
-    } else if (o.kind == "ivf") {
+    } else if (kind == AnnKind::kIvf) {
         if (o.cells > edge.n && edge.n > 0) {
             throw Error(ErrorCategory::kUsage, "--cells " + std::to_string(o.cells) +
                                                    ": expected at most the " +
@@ -463,9 +485,6 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
                         "--probe " + std::to_string(probe) + ": expected at most the " +
                             std::to_string(report.cells) + " cells (--cells)");
         }
-    } else if (o.kind != "flat") {
-        throw Error(ErrorCategory::kUsage,
-                    "--kind '" + o.kind + "': expected one of " + std::string(kinds()));
     }
     report.probe = probe;
     report.fingerprint = output_fingerprint(edge);
@@ -476,7 +495,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     float radius = 0.0f;
     std::string blob;  // hnsw: the graph's file
     IvfCells cells;    // ivf
-    if (o.kind == "hnsw") {
+    if (kind == AnnKind::kHnsw) {
         const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
         const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
         const auto space = make_space(vectors, edge.k, dims);
@@ -504,7 +523,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         graph.saveIndex(tmp.path);
         std::ifstream in(tmp.path, std::ios::binary);
         blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    } else if (o.kind == "ivf") {
+    } else if (kind == AnnKind::kIvf) {
         const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
         const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
         cells = IvfCells::build(
@@ -520,15 +539,16 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     }
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    report.index_bytes = o.kind == "flat" ? uint64_t(edge.n) * vector_bytes(vectors, edge.k, dims)
-                         : o.kind == "ivf" ? cells.memory_bytes()
-                                           : blob.size();
+    report.index_bytes = kind == AnnKind::kFlat
+                             ? uint64_t(edge.n) * vector_bytes(vectors, edge.k, dims)
+                         : kind == AnnKind::kIvf ? cells.memory_bytes()
+                                                 : blob.size();
 
     std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(ErrorCategory::kIo, out_path + ": cannot open for writing (-o)");
     out.write(kMagic, sizeof kMagic);
-    put_u32(out, o.kind == "ivf" ? kVersion : kVersionWithoutCells);
-    put_str(out, o.kind);
+    put_u32(out, kind == AnnKind::kIvf ? kVersion : kVersionWithoutCells);
+    put_str(out, to_string(kind));
     put_str(out, layer_views(network).at(size_t(output)).name);
     put_str(out, model_path);
     put_u64(out, edge.n);
@@ -539,7 +559,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     put_u32(out, report.links);
     put_u32(out, probe);
     put_str(out, to_string(vectors));
-    if (o.kind == "ivf") {
+    if (kind == AnnKind::kIvf) {
         put_u64(out, cells_bytes(cells));
         write_cells(out, cells);
     } else {
@@ -576,7 +596,7 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                                             "1 to " + std::to_string(kVersion) +
                                             " (rebuild it with this sparsenet's ann-index)");
     }
-    m.kind = r.str("kind");
+    const std::string kind = r.str("kind");
     m.layer = r.str("layer name");
     const std::string built_from = r.str("model path");
     m.items = r.u64("item count");
@@ -611,12 +631,14 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         " units, fingerprint " + hex(fingerprint) +
                         "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
     }
-    if (m.dims != dims_for(m.width, m.vectors) ||
-        (m.kind != "hnsw" && m.kind != "flat" && (m.kind != "ivf" || version < 3))) {
-        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + m.kind + "', " +
+    const bool known = kind == to_string(AnnKind::kHnsw) || kind == to_string(AnnKind::kFlat) ||
+                       (kind == to_string(AnnKind::kIvf) && version >= 3);
+    if (m.dims != dims_for(m.width, m.vectors) || !known) {
+        throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + kind + "', " +
                                             std::to_string(m.dims) + " dimensions for " +
                                             std::to_string(m.width) + " units)");
     }
+    m.kind = parse_ann_kind(kind, "kind");
     const uint64_t header = uint64_t(r.in.tellg());
     r.in.seekg(0, std::ios::end);
     const uint64_t total = uint64_t(r.in.tellg());
@@ -628,7 +650,7 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         "); rebuild it with `sparsenet ann-index`");
     }
     m.space = make_space(m.vectors, m.width, m.dims);
-    if (m.kind == "flat") {
+    if (m.kind == AnnKind::kFlat) {
         float radius = 0.0f;
         const std::vector<char> x = item_vectors(edge, m.vectors, m.dims, &radius, path);
         const size_t item_bytes = vector_bytes(m.vectors, m.width, m.dims);
@@ -637,7 +659,7 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                 decode_stored(x.data() + j * item_bytes, m.vectors, m.width, dst);
             });
         m.index_bytes = m.ivf.memory_bytes();
-    } else if (m.kind == "ivf") {
+    } else if (m.kind == AnnKind::kIvf) {
         r.in.seekg(std::streamoff(header));
         m.ivf = read_cells(r, m.items, m.width + 2, vector_bytes(m.vectors, m.width, m.dims));
         if (cells_bytes(m.ivf) != bytes) {
@@ -792,7 +814,7 @@ void AnnIndex::search(const float* h, size_t fetch, std::vector<int64_t>& ids,
 #endif  // SPARSENET_WITH_ANN
 
 AnnIndex::~AnnIndex() = default;
-const std::string& AnnIndex::kind() const {
+AnnKind AnnIndex::kind() const {
     return impl_->kind;
 }
 AnnVectors AnnIndex::vectors() const {

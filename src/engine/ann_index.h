@@ -52,6 +52,13 @@ using AnnBuildReport = AnnIndexReport;
 // Error(kUsage): `what` (a file) needs ANN index support this build lacks.
 [[noreturn]] void ann_unavailable(const std::string& what);
 
+// The kinds of index (AnnIndexOptions::kind names them): k-means cells, hnswlib's graph, or
+// every item scanned (exhaustive).
+enum class AnnKind { kIvf, kHnsw, kFlat };
+const char* to_string(AnnKind kind);  // "ivf", "hnsw", "flat"
+// The kind named `name`; Error(kUsage) "<what> '<name>': expected one of ivf, hnsw, flat".
+AnnKind parse_ann_kind(const std::string& name, const std::string& what);
+
 // Identifies an output layer's weights and biases: a 64-bit hash of their bits, with the shape.
 uint64_t output_fingerprint(const DenseOutputEdge& edge);
 
@@ -80,9 +87,9 @@ class AnnIndex {
     AnnIndex(const AnnIndex&) = delete;
     AnnIndex& operator=(const AnnIndex&) = delete;
 
-    const std::string& kind() const;
-    AnnVectors vectors() const;                           // how the file stores the item vectors
-    bool exhaustive() const { return kind() == "flat"; }  // the candidates are the exact order
+    AnnKind kind() const;
+    AnnVectors vectors() const;  // how the file stores the item vectors
+    bool exhaustive() const { return kind() == AnnKind::kFlat; }  // candidates: the exact order
     const std::string& path() const;
     uint64_t items() const;
     uint32_t probe() const;

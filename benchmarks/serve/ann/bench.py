@@ -420,6 +420,11 @@ def main():
     result["exact_in_process"] = {"queries": len(timed), "p50_ms": percentile(exact_lat, 50) * 1e3,
                                   "p99_ms": percentile(exact_lat, 99) * 1e3,
                                   "queries_per_s": len(exact_lat) / sum(exact_lat)}
+    # How much the exact answers depend on the query: a model whose top-100 is the same popular
+    # items for everyone makes any index's recall easy.
+    first = [set(ids) for ids in exact_ids[:40]]
+    pairs = [len(a & b) / max(1, len(a)) for i, a in enumerate(first) for b in first[i + 1:]]
+    result["exact_in_process"]["mean_overlap_of_users_top_k"] = float(np.mean(pairs)) if pairs else None
     log(f"exact in process: {result['exact_in_process']}")
     del exact
     curves = [(label, kind, False) for (kind, _), label in zip(configs, labels)]
