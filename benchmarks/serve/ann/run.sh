@@ -7,7 +7,8 @@
 # and docs/img/<NAME>-recall-latency.png.
 #
 #   benchmarks/serve/ann/run.sh [BUILD_DIR]     (needs wrk, curl, the build's Python module and
-#                                                /usr/bin/python3 with matplotlib for the plot)
+#                                                matplotlib for the plot: benchmarks/.venv's, or
+#                                                PLOT_PY's)
 # SHAPES="ml20m 1m" (default) picks the shapes (10m: 10,000,000 items x 64, SGD; 1m-softmax:
 # the 1m shape with a SoftMax output); ITEMS_1M
 # overrides the 1m shape's item count.
@@ -87,5 +88,8 @@ out = {"workload": sys.argv[2], "shapes": [json.load(open(p)) for p in sys.argv[
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 PYEOF
 rm -f "${parts[@]}"
-/usr/bin/python3 benchmarks/serve/ann/plot.py "$result" "docs/img/$NAME-recall-latency.png"
+# The plot needs matplotlib: the benchmarks' venv has it (benchmarks/setup-venv.sh).
+plot_py=${PLOT_PY:-benchmarks/.venv/bin/python}
+[ -x "$plot_py" ] || plot_py=/usr/bin/python3
+"$plot_py" benchmarks/serve/ann/plot.py "$result" "docs/img/$NAME-recall-latency.png"
 echo "wrote $result"
