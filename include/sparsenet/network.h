@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,15 @@ struct LoadOptions {
     // (engine/output_fingerprint.h), so the index can still be checked against the model.
     bool release_output = false;
     std::string output_layer;
+    // With release_output: also handed each block of rows of that matrix as it is read, values
+    // [rows, cols] of rows [first_row, first_row + rows) of the stored [total_rows (source
+    // units), cols (items)] matrix (an ANN index builder takes its item vectors so).
+    std::function<void(uint64_t first_row, uint64_t rows, uint64_t total_rows, uint32_t cols,
+                       const float* values)>
+        output_rows;
+    // Matrices only sparse Input layers read are not read at all: for a network that never runs
+    // a forward pass (an index builder). Excludes bf16_input_weights.
+    bool drop_input_weights = false;
     // Floats per block of rows read from the file (0: 2^24, 64 MB): the load's transient memory
     // beyond what it keeps.
     size_t chunk_floats = 0;

@@ -86,68 +86,93 @@ size_t vector_bytes(AnnVectors vectors, uint32_t width, uint32_t dims) {
                                         : halves_for(width) * sizeof(uint16_t) + 2 * sizeof(float);
 }
 
-// The item vectors of the index, `dims` values each: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...], as
-// FP32 floats or with w_j in a 16-bit encoding (rounded first: R and the augmentation come from
-// the rounded values), item after item: the bytes hnswlib copies in, vector_bytes each.
-std::vector<char> item_vectors(const DenseOutputEdge& e, AnnVectors vectors, uint32_t dims,
-                               float* radius, const std::string& what) {
-    const size_t n = e.n, k = e.k;
-    const bool half = vectors != AnnVectors::kFp32;
-    const size_t item_bytes = vector_bytes(vectors, e.k, dims);
-    const size_t halves = halves_for(e.k);
-    std::vector<char> bytes(n * item_bytes, 0);
-    constexpr size_t kBlock = 64;  // items read together: whole cache lines of [k, n] rows
-    std::vector<float> x(kBlock * dims);
-    std::vector<double> norms(n);
-    double r2 = 0.0;
-    for (int pass = 0; pass < 2; ++pass) {  // 0: norms; 1: the vectors with their augmentation
-        for (size_t j0 = 0; j0 < n; j0 += kBlock) {
-            const size_t b = std::min(kBlock, n - j0);
-            for (size_t q = 0; q < k; ++q) {
-                for (size_t i = 0; i < b; ++i) {
-                    const size_t j = j0 + i;
-                    x[i * dims + q] =
-                        e.transposed ? e.stored[j * e.ld + q] : e.stored[q * e.ld + j];
-                }
-            }
-            for (size_t i = 0; i < b; ++i) {
-                const size_t j = j0 + i;
-                float* xi = x.data() + i * dims;
-                xi[k] = e.bias[j];
-                if (half) {
-                    for (size_t q = 0; q < k; ++q) {
-                        const float r = decode16(vectors, encode16(vectors, xi[q]));
-                        if (!std::isfinite(r) && std::isfinite(xi[q])) {
-                            throw Error(ErrorCategory::kUsage,
-                                        what + ": item " + std::to_string(j) + " has the value " +
-                                            std::to_string(xi[q]) + ", beyond " +
-                                            to_string(vectors) +
-                                            "'s range (use --vectors bf16 or fp32)");
-                        }
-                        xi[q] = r;
-                    }
-                }
-                if (pass == 0) {
-                    double sum = 0.0;
-                    for (size_t q = 0; q <= k; ++q) sum += double(xi[q]) * xi[q];
-                    norms[j] = sum;
-                    r2 = std::max(r2, sum);
-                    continue;
-                }
-                xi[k + 1] = float(std::sqrt(std::max(0.0, r2 - norms[j])));
-                char* out = bytes.data() + j * item_bytes;
-                if (!half) {
-                    std::memcpy(out, xi, item_bytes);
-                } else {
-                    auto* h = reinterpret_cast<uint16_t*>(out);
-                    for (size_t q = 0; q < k; ++q) h[q] = encode16(vectors, xi[q]);
-                    std::memcpy(out + halves * sizeof(uint16_t), xi + k, 2 * sizeof(float));
-                }
-            }
+// Item j's stored vector decoded: its width weights as floats (defined below).
+void decode_stored(const char* v, AnnVectors vectors, uint32_t width, float* dst);
+
+}  // namespace
+
+ItemVectors::ItemVectors(uint32_t n, uint32_t k, AnnVectors vectors, uint32_t dims,
+                         std::string what)
+    : n_(n),
+      k_(k),
+      vectors_(vectors),
+      dims_(dims),
+      what_(std::move(what)),
+      item_bytes_(vector_bytes(vectors, k, dims)),
+      halves_(halves_for(k)),
+      bytes_(size_t(n) * item_bytes_, 0) {}
+
+void ItemVectors::add_rows(uint64_t first, uint64_t rows, const float* values, size_t ld) {
+    constexpr size_t kItems = 64;  // items written together, rows read in cache lines
+    for (size_t j0 = 0; j0 < n_; j0 += kItems) {
+        const size_t b = std::min(kItems, size_t(n_) - j0);
+        for (size_t r = 0; r < rows; ++r) {
+            const float* row = values + r * ld + j0;
+            for (size_t i = 0; i < b; ++i) set(j0 + i, size_t(first + r), row[i]);
         }
     }
+    rows_seen_ += rows;
+}
+
+void ItemVectors::add_item(size_t j, const float* w) {
+    for (size_t q = 0; q < k_; ++q) set(j, q, w[q]);
+}
+
+std::vector<char> ItemVectors::finish(const float* bias, float* radius) {
+    const bool half = vectors_ != AnnVectors::kFp32;
+    std::vector<float> x(dims_);
+    std::vector<double> norms(n_);
+    double r2 = 0.0;
+    for (size_t j = 0; j < n_; ++j) {
+        const char* v = bytes_.data() + j * item_bytes_;
+        if (half) {
+            decode_stored(v, vectors_, uint32_t(k_), x.data());  // the rounded weights
+        } else {
+            std::memcpy(x.data(), v, k_ * sizeof(float));
+        }
+        x[k_] = bias[j];
+        double sum = 0.0;
+        for (size_t q = 0; q <= k_; ++q) sum += double(x[q]) * x[q];
+        norms[j] = sum;
+        r2 = std::max(r2, sum);
+    }
+    for (size_t j = 0; j < n_; ++j) {
+        const float tail[2] = {bias[j], float(std::sqrt(std::max(0.0, r2 - norms[j])))};
+        char* v = bytes_.data() + j * item_bytes_;
+        std::memcpy(v + (half ? halves_ * sizeof(uint16_t) : k_ * sizeof(float)), tail,
+                    sizeof tail);
+    }
     *radius = float(std::sqrt(r2));
-    return bytes;
+    return std::move(bytes_);
+}
+
+void ItemVectors::set(size_t j, size_t q, float w) {
+    char* v = bytes_.data() + j * item_bytes_;
+    if (vectors_ == AnnVectors::kFp32) {
+        std::memcpy(v + q * sizeof(float), &w, sizeof w);
+        return;
+    }
+    const uint16_t h = encode16(vectors_, w);
+    if (!std::isfinite(decode16(vectors_, h)) && std::isfinite(w)) {
+        throw Error(ErrorCategory::kUsage, what_ + ": item " + std::to_string(j) +
+                                               " has the value " + std::to_string(w) + ", beyond " +
+                                               to_string(vectors_) +
+                                               "'s range (use --vectors bf16 or fp32)");
+    }
+    std::memcpy(v + q * sizeof(uint16_t), &h, sizeof h);
+}
+
+namespace {
+
+std::vector<char> item_vectors(const DenseOutputEdge& e, AnnVectors vectors, uint32_t dims,
+                               float* radius, const std::string& what) {
+    ItemVectors iv(e.n, e.k, vectors, dims, what);
+    if (e.transposed) {  // stored [n, k]: item j's weights are row j
+        for (size_t j = 0; j < e.n; ++j) iv.add_item(j, e.stored + j * e.ld);
+    } else {
+        iv.add_rows(0, e.k, e.stored, e.ld);
+    }
+    return iv.finish(e.bias, radius);
 }
 
 void put_u32(std::ostream& o, uint32_t v) {
@@ -307,7 +332,7 @@ AnnKind parse_ann_kind(const std::string& name, const std::string& what) {
 #if !defined(SPARSENET_WITH_ANN)
 
 AnnBuildReport AnnIndex::build(const Network&, int, const std::string&, const AnnBuildOptions&,
-                               const std::string& out_path) {
+                               const std::string& out_path, ItemVectors*) {
     ann_unavailable(out_path);
 }
 AnnIndex::AnnIndex(const std::string& path, const Network&, int, const std::string&) {
@@ -450,8 +475,13 @@ struct TempFile {
 
 }  // namespace
 
+uint32_t ann_dims(uint32_t width, AnnVectors vectors) {
+    return dims_for(width, vectors);
+}
+
 AnnBuildReport AnnIndex::build(const Network& network, int output, const std::string& model_path,
-                               const AnnBuildOptions& o, const std::string& out_path) {
+                               const AnnBuildOptions& o, const std::string& out_path,
+                               ItemVectors* streamed) {
     const DenseOutputEdge edge = checked_edge(network, output, model_path);
     const AnnKind kind = parse_ann_kind(o.kind, "--kind");
     AnnBuildReport report;
@@ -493,10 +523,19 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const auto start = std::chrono::steady_clock::now();
     float radius = 0.0f;
+    const auto vectors_of = [&] {
+        if (streamed == nullptr) return item_vectors(edge, vectors, dims, &radius, model_path);
+        if (streamed->rows_seen() != edge.k) {
+            throw Error(ErrorCategory::kInternal, model_path + ": the streamed load gave " +
+                                                      std::to_string(streamed->rows_seen()) +
+                                                      " rows of " + std::to_string(edge.k));
+        }
+        return streamed->finish(edge.bias, &radius);
+    };
     std::string blob;  // hnsw: the graph's file
     IvfCells cells;    // ivf
     if (kind == AnnKind::kHnsw) {
-        const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
+        const std::vector<char> x = vectors_of();
         const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
         const auto space = make_space(vectors, edge.k, dims);
         hnswlib::HierarchicalNSW<float> graph(space.get(), edge.n, o.hnsw_m, o.ef_construction,
@@ -524,7 +563,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         std::ifstream in(tmp.path, std::ios::binary);
         blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     } else if (kind == AnnKind::kIvf) {
-        const std::vector<char> x = item_vectors(edge, vectors, dims, &radius, model_path);
+        const std::vector<char> x = vectors_of();
         const size_t item_bytes = vector_bytes(vectors, edge.k, dims);
         cells = IvfCells::build(
             x.data(), edge.n, item_bytes, edge.k + 2, report.cells,
@@ -535,7 +574,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
         report.cells = cells.cells;
     } else {
         // The radius (and the range check); the vectors are rebuilt when loading.
-        item_vectors(edge, vectors, dims, &radius, model_path);
+        vectors_of();
     }
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -901,10 +940,29 @@ bool ann_index_available() {
 AnnIndexReport build_ann_index(const std::string& model_path, const std::string& out_path,
                                const AnnIndexOptions& options) {
     if (!engine::AnnIndex::available()) engine::ann_unavailable(out_path);
-    engine::parse_ann_vectors(options.vectors);  // Error(kUsage) before the model is read
+    const engine::AnnVectors vectors = engine::parse_ann_vectors(options.vectors);
     NetworkOptions net_options;
     net_options.device = "cpu";
     net_options.comm = CommKind::kLocal;
+#if defined(SPARSENET_WITH_ANN)
+    // The build needs the output matrix only as item vectors, and no input layer: both are read
+    // so (a streamed load), never held as FP32 matrices beside the vectors. Blocks of 512 MB:
+    // each pass writes a dozen or more of every item's weights (10,000,000 items: 13 rows).
+    std::unique_ptr<engine::ItemVectors> streamed;
+    net_options.load.drop_input_weights = true;
+    net_options.load.release_output = true;
+    net_options.load.output_layer = options.output_layer;
+    net_options.load.chunk_floats = size_t(1) << 27;
+    net_options.load.output_rows = [&](uint64_t first, uint64_t rows, uint64_t total, uint32_t cols,
+                                       const float* values) {
+        if (!streamed) {
+            streamed = std::make_unique<engine::ItemVectors>(
+                cols, uint32_t(total), vectors, engine::ann_dims(uint32_t(total), vectors),
+                model_path);
+        }
+        streamed->add_rows(first, rows, values, cols);
+    };
+#endif
     const Network network = Network::load(model_path, net_options);
     const std::vector<engine::LayerView> layers = engine::layer_views(network);
     int output = -1;
@@ -920,6 +978,13 @@ AnnIndexReport build_ann_index(const std::string& model_path, const std::string&
                              ? std::string("the network has no Output layer")
                              : "no non-input layer '" + options.output_layer + "' (--layer)"));
     }
+#if defined(SPARSENET_WITH_ANN)
+    // Another layer than the one released (or none: tied weights) reads the network's matrix.
+    if (streamed && engine::dense_output_edge(network, output).stored == nullptr) {
+        return engine::AnnIndex::build(network, output, model_path, options, out_path,
+                                       streamed.get());
+    }
+#endif
     return engine::AnnIndex::build(network, output, model_path, options, out_path);
 }
 

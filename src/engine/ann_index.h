@@ -49,6 +49,36 @@ namespace engine {
 using AnnBuildOptions = AnnIndexOptions;
 using AnnBuildReport = AnnIndexReport;
 
+// The item vectors of an index, `dims` values each: [w_j, b_j, sqrt(R^2 - |v_j|^2), 0...], as FP32
+// floats or with w_j in a 16-bit encoding (rounded first: R and the augmentation come from the
+// rounded values), item after item: the bytes an index stores, vector_bytes each. The weights
+// arrive as values (q, j) of the stored [k, n] matrix, from memory or block of rows by block of
+// rows from a streamed load (LoadOptions::output_rows), so that no FP32 matrix is held beside the
+// vectors; the same bytes either way. With ANN index support only.
+class ItemVectors {
+  public:
+    // `what` names the model in the error of a weight beyond a 16-bit encoding's range.
+    ItemVectors(uint32_t n, uint32_t k, AnnVectors vectors, uint32_t dims, std::string what);
+    // Rows [first, first + rows) of the [k, n] matrix, row stride ld.
+    void add_rows(uint64_t first, uint64_t rows, const float* values, size_t ld);
+    void add_item(size_t j, const float* w);  // item j's k weights (a transposed matrix's row)
+    uint64_t rows_seen() const { return rows_seen_; }
+    // The vectors, after every weight: the biases [n] in, R (radius) and the augmentation.
+    std::vector<char> finish(const float* bias, float* radius);
+
+  private:
+    void set(size_t j, size_t q, float w);
+    size_t n_, k_;
+    AnnVectors vectors_;
+    uint32_t dims_;
+    std::string what_;
+    size_t item_bytes_, halves_;
+    std::vector<char> bytes_;
+    uint64_t rows_seen_ = 0;
+};
+// Values per stored vector of `width` weights (FP32 ones padded to a multiple of 16).
+uint32_t ann_dims(uint32_t width, AnnVectors vectors);
+
 // Error(kUsage): `what` (a file) needs ANN index support this build lacks.
 [[noreturn]] void ann_unavailable(const std::string& what);
 
@@ -75,8 +105,11 @@ class AnnIndex {
     // Builds the ANN index of layer `output` of `network` (loaded from `model_path`) into
     // `out_path`. Error(kUsage) for a layer whose items are not inner products (SoftMax, several
     // sources: DenseOutputEdge::unsupported) or bad options, kIo when the file cannot be written.
+    // streamed: the item vectors a streamed load assembled (the network then holds no output
+    // matrix); nullptr: from the network's matrix.
     static AnnBuildReport build(const Network& network, int output, const std::string& model_path,
-                                const AnnBuildOptions& options, const std::string& out_path);
+                                const AnnBuildOptions& options, const std::string& out_path,
+                                ItemVectors* streamed = nullptr);
 
     // Loads `path` for layer `output` of `network`: Error(kIo) naming the file when it is not a
     // sparsenet ANN index, is truncated or corrupt; Error(kData) naming it when it was built from

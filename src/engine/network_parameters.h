@@ -50,6 +50,17 @@ struct EdgeParams {
     DeviceArray<uint32_t> row_clock;
 };
 
+// Slot s of an owner edge's matrix or of a layer's bias (const or not): 0 the values, 1 and 2
+// the optimizer's state (the model file's io::ModelSlot).
+template <typename Edge>
+auto& weight_slot(Edge& edge, int s) {
+    return s == 0 ? edge.w : s == 1 ? edge.state1 : edge.state2;
+}
+template <typename Layer>
+auto& bias_slot(Layer& layer, int s) {
+    return s == 0 ? layer.bias : s == 1 ? layer.bias_state1 : layer.bias_state2;
+}
+
 struct Parameters {
     std::vector<LayerParams> layers;  // by layer index
     std::vector<EdgeParams> edges;    // by edge index

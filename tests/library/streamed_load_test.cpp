@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,61 @@ TEST_F(StreamedLoad, KeepsBitForBitWhatTheWholeLoadKeeps) {
                 FAIL() << "expected the save of a streamed inference network to be refused";
             } catch (const Error& e) {
                 EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+            }
+        }
+    }
+}
+
+std::string file_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// sparsenet ann-index (build_ann_index) reads the model streamed: no input layer, the output
+// matrix straight into the item vectors (engine::ItemVectors). Its file is byte for byte the one
+// built from the whole network, for every kind and precision of the vectors, whatever the blocks.
+TEST_F(StreamedLoad, AnIndexFromTheStreamedLoadIsTheWholeLoadsByteForByte) {
+    for (const char* output : {"Sigmoid", "SoftMax"}) {
+        const uint32_t items = 700;
+        const std::string model = save_network(recommender_config(output, 24), items,
+                                               dir.file(std::string(output) + "-i.nc"));
+        NetworkOptions o;
+        o.device = "cpu";
+        const Network whole = Network::load(model, o);
+        const int out = int(whole.impl().graph.layers.size()) - 1;
+        for (const char* kind : {"ivf", "flat", "hnsw"}) {
+            for (const char* vectors : {"fp32", "fp16", "bf16"}) {
+                SCOPED_TRACE(std::string(output) + " " + kind + " " + vectors);
+                AnnIndexOptions b;
+                b.kind = kind;
+                b.vectors = vectors;
+                b.threads = 1;  // hnsw's graph is the same for the same insertion order
+                engine::AnnIndex::build(whole, out, model, b, dir.file("whole.ann"));
+                const std::string want = file_bytes(dir.file("whole.ann"));
+                ASSERT_FALSE(want.empty());
+                build_ann_index(model, dir.file("streamed.ann"), b);
+                ASSERT_TRUE(file_bytes(dir.file("streamed.ann")) == want);
+                // The same load in blocks that cut the 24 rows anywhere (ann-index reads 512 MB
+                // blocks, whole matrices here).
+                for (size_t chunk : {size_t(items), size_t(5 * items + 3)}) {
+                    const engine::AnnVectors v = engine::parse_ann_vectors(vectors);
+                    engine::ItemVectors iv(items, 24, v, engine::ann_dims(24, v), model);
+                    NetworkOptions so = o;
+                    so.load.drop_input_weights = true;
+                    so.load.release_output = true;
+                    so.load.chunk_floats = chunk;
+                    so.load.output_rows = [&](uint64_t first, uint64_t rows, uint64_t total,
+                                              uint32_t cols, const float* values) {
+                        EXPECT_EQ(total, 24u);
+                        EXPECT_EQ(cols, items);
+                        iv.add_rows(first, rows, values, cols);
+                    };
+                    const Network streamed = Network::load(model, so);
+                    EXPECT_EQ(streamed.impl().params.edges[0].w.size(), 0u) << "input dropped";
+                    ASSERT_EQ(iv.rows_seen(), 24u);
+                    engine::AnnIndex::build(streamed, out, model, b, dir.file("blocks.ann"), &iv);
+                    ASSERT_TRUE(file_bytes(dir.file("blocks.ann")) == want) << "chunk " << chunk;
+                }
             }
         }
     }
