@@ -120,83 +120,6 @@ def default_cells(items):
     return cells
 
 
-def peer_curves(model, queries, exact_ids, args, cells, probes, efs):
-    """The peers over the same vectors and queries, in the same run: faiss's IndexIVFFlat with
-    inner product ([w_i, b_i] against [h, 1], the order of the output layer's scores) at the
-    project's cells and probes, and hnswlib's graph in its 'ip' space at the project's M,
-    efConstruction and efSearch values. h is each query's hidden activation from the model's
-    own forward pass (Network.scores). Built on --threads threads, searched one query at a time
-    on one thread (as the Recommender answers one query per call); the query's own items are
-    fetched past and dropped, as the Recommender excludes them. Their latency is the search
-    alone; the project's curves include the forward pass and the exact re-ranking."""
-    import faiss
-    import hnswlib
-    import scipy.sparse as sp
-
-    net = sparsenet.Network.load(model, device="cpu", threads=args.threads)
-    w = np.asarray(net.get_parameter("weight:Hidden->Output"), dtype=np.float32)  # [hidden, n]
-    b = np.asarray(net.get_parameter("bias:Output"), dtype=np.float32).reshape(-1)
-    vectors = np.ascontiguousarray(np.hstack([w.T, b[:, None]]))
-    n, d = vectors.shape
-    rows = np.repeat(np.arange(len(queries)), [len(q) for q in queries])
-    x = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, np.concatenate(queries))),
-                      shape=(len(queries), n))
-    h = np.asarray(net.scores(x, output_layer="Hidden"), dtype=np.float32)
-    q = np.ascontiguousarray(np.hstack([h, np.ones((len(queries), 1), np.float32)]))
-    del net
-
-    def curve(search, knobs, set_knob):
-        points = []
-        for knob in knobs:
-            set_knob(knob)
-            ids, lat = [], []
-            for i, items in enumerate(queries):
-                t = time.perf_counter()
-                found = search(q[i:i + 1], args.k + len(items))
-                lat.append(time.perf_counter() - t)
-                mine = set(items)
-                ids.append([int(j) for j in found if j >= 0 and j not in mine][:args.k])
-            point = {"probe": knob, "recall_at_100": recall(ids, exact_ids),
-                     "p50_ms": percentile(lat, 50) * 1e3, "p99_ms": percentile(lat, 99) * 1e3,
-                     "queries_per_s": len(lat) / sum(lat)}
-            log(f"peer probe {knob}: {point}")
-            points.append(point)
-        return points
-
-    peers = {}
-    faiss.omp_set_num_threads(args.threads)
-    t = time.perf_counter()
-    ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, cells, faiss.METRIC_INNER_PRODUCT)
-    ivf.train(vectors)
-    ivf.add(vectors)
-    build = time.perf_counter() - t
-    faiss.omp_set_num_threads(1)
-    peers["faiss-ivfflat-ip"] = {
-        "version": faiss.__version__, "cells": cells, "build_s": build,
-        "bytes_per_item": d * 4 + 8,
-        "curve": curve(lambda v, k: ivf.search(v, k)[1][0], [p for p in probes if p <= cells],
-                       lambda p: setattr(ivf, "nprobe", p))}
-    del ivf
-    graph = hnswlib.Index(space="ip", dim=d)
-    t = time.perf_counter()
-    graph.init_index(max_elements=n, ef_construction=args.ef_construction, M=args.hnsw_m)
-    graph.set_num_threads(args.threads)
-    graph.add_items(vectors, np.arange(n))
-    build = time.perf_counter() - t
-    graph.set_num_threads(1)
-    ef_now = [0]
-
-    def graph_search(v, k):  # efSearch at least the items fetched (hnswlib needs ef >= k)
-        graph.set_ef(max(ef_now[0], k))
-        return graph.knn_query(v, k=k)[0][0]
-
-    peers["hnswlib-ip"] = {
-        "version": getattr(hnswlib, "__version__", "0.8.0"), "M": args.hnsw_m,
-        "ef_construction": args.ef_construction, "build_s": build,
-        "curve": curve(graph_search, efs, lambda ef: ef_now.__setitem__(0, ef))}
-    return peers
-
-
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -310,9 +233,18 @@ def main():
     ap.add_argument("--skip-exact-serve", action="store_true",
                     help="no HTTP run of the exact path (its figures are in an earlier result)")
     ap.add_argument("--peers", action="store_true",
-                    help="also faiss's IndexIVFFlat (inner product) and hnswlib over the same "
-                         "vectors, at the same cells, probes and efSearch (needs faiss-cpu and "
+                    help="also the search alone beside faiss's IndexIVFFlat (inner product; "
+                         "Debian's in C++, PyPI's from Python) and hnswlib over the same vectors, "
+                         "at the same cells, probes and efSearch (peers.py; needs faiss-cpu and "
                          "hnswlib in this Python)")
+    ap.add_argument("--search-bench", default="build/benchmarks/sparsenet_bench_ann_search",
+                    help="--peers: the workbench timing the search alone (the project's ivf "
+                         "indexes and Debian's faiss)")
+    ap.add_argument("--extra-index", action="append", default=[], metavar="LABEL=FILE",
+                    help="--peers: another ivf index of the same model in the search-alone run "
+                         "(one built by an earlier sparsenet, say)")
+    ap.add_argument("--no-python-peers", action="store_true",
+                    help="--peers: the search-alone workbench only (no PyPI faiss-cpu, hnswlib)")
     ap.add_argument("--skip-serve", action="store_true", help="no HTTP runs at all")
     args = ap.parse_args()
     args.connections = [int(c) for c in args.connections.split(",")]
@@ -453,9 +385,19 @@ def main():
     result["curve"] = result["curves"][labels[0]]
     curve = result["curve"]
     if args.peers:
-        result["peers"] = peer_curves(model, queries, exact_ids, args,
-                                      args.cells or default_cells(args.items), probes_of["ivf"],
-                                      probes_of["hnsw"])
+        import peers
+
+        cells = args.cells or default_cells(args.items)
+        vectors, h = peers.query_activations(model, queries, args.threads)
+        ivf = {label: index_of[label] for (kind, _), label in zip(configs, labels) if kind == "ivf"}
+        ivf.update(dict(spec.split("=", 1) for spec in args.extra_index))
+        result["search_alone"] = peers.search_alone(
+            os.path.abspath(args.search_bench), model, ivf, h, queries, exact_ids, args, cells,
+            probes_of["ivf"], work)
+        if not args.no_python_peers:
+            result["peers"] = peers.python_peers(vectors, h, queries, exact_ids, args, cells,
+                                                 probes_of["ivf"], probes_of["hnsw"])
+        del vectors
     if args.skip_serve:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The recall-latency curves of the ANN indexes' accuracy knob (ivf: cells scanned; hnsw:
 efSearch) from a benchmarks/serve/ann result file: recall@100 against exact vs p50 latency of a
-single query, one line per shape and index, the exact path's p50 as a dashed line.
+single query, one panel per shape, one line per index: the project's whole query through the
+Recommender (forward pass, search, exact re-ranking), and with --peers the search alone of the
+project's ivf indexes beside faiss and hnswlib (peers.py); the exact path's p50 dashed.
 usage: plot.py RESULT.json OUT.png"""
 import json
 import sys
@@ -12,35 +14,50 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def line(ax, curve, style, color, label):
+    ax.plot([c["p50_ms"] for c in curve], [c["recall_at_100"] for c in curve], style,
+            color=color, label=label, markersize=4)
+    for c in curve:
+        ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=6,
+                    xytext=(3, -8), textcoords="offset points", color=color)
+
+
 def main():
     result = json.load(open(sys.argv[1]))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, shape in enumerate(result["shapes"]):
-        color = f"C{i}"
-        items = shape["args"]["items"]
+    shapes = result["shapes"]
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6.5 * len(shapes), 4.8), squeeze=False)
+    for ax, shape in zip(axes[0], shapes):
+        n = 0
+
+        def color():
+            nonlocal n
+            n += 1
+            return f"C{n - 1}"
+
         curves = shape.get("curves") or {"fp32": shape["curve"]}
-        for j, (label, curve) in enumerate(curves.items()):
-            xs = [c["p50_ms"] for c in curve]
-            ys = [c["recall_at_100"] for c in curve]
-            ax.plot(xs, ys, ["o-", "s--", "^:", "d-."][j % 4], color=color,
-                    label=f"{shape['label']}: {items:,} items, {label}")
-            for c in curve:
-                ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=7,
-                            xytext=(3, -9), textcoords="offset points", color=color)
-        for j, (label, peer) in enumerate(shape.get("peers", {}).items()):
-            xs = [c["p50_ms"] for c in peer["curve"]]
-            ys = [c["recall_at_100"] for c in peer["curve"]]
-            ax.plot(xs, ys, ["x:", "+:"][j % 2], color=color, alpha=0.7,
-                    label=f"{shape['label']}: {label} {peer['version']} (search only)")
-        ax.axvline(shape["exact_in_process"]["p50_ms"], color=color, linestyle="--",
-                   label=f"{shape['label']}: exact (fp16 screen) p50")
-    ax.axhline(0.95, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("p50 latency of one query, ms (one core, in process; log scale)")
-    ax.set_ylabel("recall@100 against exact")
-    ax.set_title("ANN index: recall vs latency by cells scanned (ivf) or efSearch (hnsw)")
-    ax.legend(fontsize=8, loc="lower right")
-    ax.grid(True, which="both", linewidth=0.3)
+        for label, curve in curves.items():
+            line(ax, curve, "o-", color(), f"sparsenet {label} (whole query)")
+        alone = shape.get("search_alone", {})
+        for label, index in alone.get("sparsenet", {}).items():
+            line(ax, index["curve"], "s--", color(), f"sparsenet {label} (search only, C++)")
+        if "faiss" in alone:
+            line(ax, alone["faiss"]["curve"], "x:", color(),
+                 f"faiss {alone['faiss']['version']} (Debian), IVFFlat IP (search only, C++)")
+        for label, peer in shape.get("peers", {}).items():
+            line(ax, peer["curve"], "+:", color(),
+                 f"{label} {peer['version']} (PyPI; search only, from Python)")
+        ax.axvline(shape["exact_in_process"]["p50_ms"], color="black", linestyle="--",
+                   linewidth=0.8, label="exact (fp16 screen) p50")
+        ax.axhline(0.95, color="grey", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("p50 latency of one query, ms (one core; log scale)")
+        ax.set_ylabel("recall@100 against exact")
+        ax.set_title(f"{shape['label']}: {shape['args']['items']:,} items x "
+                     f"{shape['args']['hidden']}", fontsize=10)
+        ax.legend(fontsize=6.5, loc="lower right")
+        ax.grid(True, which="both", linewidth=0.3)
+    fig.suptitle("ANN index: recall vs latency by cells scanned (ivf) or efSearch (hnsw)",
+                 fontsize=11)
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
 

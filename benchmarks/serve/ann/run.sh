@@ -15,9 +15,11 @@
 # INDEXES="ivf:fp16,hnsw:fp16" (default): one index per KIND:VECTORS from each model, the first
 # served over HTTP ("ann"), with BF16 input weights too ("ann-after") when BF16_INPUT=1 (the
 # default). PROBES / HNSW_PROBES override the curves' knobs (ivf cells scanned, hnsw efSearch);
-# NAME the result's workload (serve-ann). PEERS=1 adds faiss's IndexIVFFlat (inner product) and
-# hnswlib over the same vectors (PyPI's faiss-cpu 1.15.1 and hnswlib 0.8.0, installed into $PY's
-# environment when missing); SERVE=0 skips the HTTP runs. WORK=<folder>: keep (and with REUSE=1 reuse) the large
+# NAME the result's workload (serve-ann). PEERS=1 adds the search alone of the ivf indexes beside
+# faiss's IndexIVFFlat (inner product) over the same vectors, Debian's faiss 1.7.3 in C++
+# (build/benchmarks/sparsenet_bench_ann_search, linked when libfaiss-dev is installed) and PyPI's
+# faiss-cpu 1.15.1 from Python, and hnswlib 0.8.0 (PyPI; both installed into $PY's environment
+# when missing): peers.py; SERVE=0 skips the HTTP runs. WORK=<folder>: keep (and with REUSE=1 reuse) the large
 # shape's files there; REUSE_TIMES=<result file> gives the reused files' generation, training
 # and build times.
 set -euo pipefail
