@@ -9,8 +9,7 @@
 //   f32 radius R, u32 links (hnsw M), u32 probe (efSearch)
 //   version 2: str vectors ("fp32", "fp16" or "bf16": how each stored value is encoded)
 //   u64 bytes, then that many bytes: the hnswlib graph (HierarchicalNSW::saveIndex's file);
-//   for kind ivf (version 3; 4 records the cells' metric) the cells and their vectors
-//   (write_cells); none for kind flat,
+//   for kind ivf (version 3) the cells and their vectors (write_cells); none for kind flat,
 //   whose vectors are the model's own, recomputed (and rounded) when loading
 // str: u32 length, then the bytes. dims: FP32 vectors width + 2 rounded up to 16 (hnswlib's
 // AVX kernels take whole blocks of 16); 16-bit ones width + 2: the width weights in 16 bits
@@ -53,11 +52,9 @@ namespace {
 
 constexpr char kMagic[16] = {'s', 'p', 'a', 'r', 's', 'e',  'n', 'e',
                              't', '-', 'a', 'n', 'n', '\n', 0,   0};
-// Version 3 files hold kind ivf (unknown to version 2 readers) with L2 cells, version 4 ones
-// record the cells' metric (ivf is written so); hnsw and flat files are still written as
-// version 2, which every reader since 16-bit vectors takes.
-constexpr uint32_t kVersion = 4;
-constexpr uint32_t kVersionL2Cells = 3;
+// Version 3 files hold kind ivf (unknown to version 2 readers); hnsw and flat files are still
+// written as version 2, which every reader since 16-bit vectors takes.
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kVersionWithoutCells = 2;
 
 DenseOutputEdge checked_edge(const Network& network, int output, const std::string& what) {
@@ -414,19 +411,16 @@ uint32_t ivf_default_probe(uint32_t cells) {
     return std::min(cells, std::max<uint32_t>(8, cells / 32));
 }
 
-// Kind ivf's part of the file, after the header's byte count: u32 cells, u32 dims, (version 4)
-// u32 metric (0: L2, 1: inner product; ann_ivf.h), f32 centroids [cells, dims], u64 offsets
-// [cells + 1], u32 item of each slot [items], then the stored vectors in slot order [items,
-// vector bytes].
-uint64_t cells_bytes(const IvfCells& c, uint32_t version) {
-    return (version >= 4 ? 12 : 8) + c.centroids.size() * sizeof(float) +
-           c.offsets.size() * sizeof(uint64_t) + c.item_of.size() * sizeof(uint32_t) +
-           c.vectors.size();
+// Kind ivf's part of the file, after the header's byte count: u32 cells, u32 dims,
+// f32 centroids [cells, dims], u64 offsets [cells + 1], u32 item of each slot [items], then the
+// stored vectors in slot order [items, vector bytes].
+uint64_t cells_bytes(const IvfCells& c) {
+    return 8 + c.centroids.size() * sizeof(float) + c.offsets.size() * sizeof(uint64_t) +
+           c.item_of.size() * sizeof(uint32_t) + c.vectors.size();
 }
 void write_cells(std::ostream& o, const IvfCells& c) {
     put_u32(o, c.cells);
     put_u32(o, c.dims);
-    put_u32(o, c.inner_product ? 1 : 0);
     o.write(reinterpret_cast<const char*>(c.centroids.data()),
             std::streamsize(c.centroids.size() * sizeof(float)));
     o.write(reinterpret_cast<const char*>(c.offsets.data()),
@@ -436,17 +430,14 @@ void write_cells(std::ostream& o, const IvfCells& c) {
     o.write(c.vectors.data(), std::streamsize(c.vectors.size()));
 }
 
-IvfCells read_cells(Reader& r, uint32_t version, uint64_t items, uint32_t dims, size_t item_bytes) {
+IvfCells read_cells(Reader& r, uint64_t items, uint32_t dims, size_t item_bytes) {
     IvfCells c;
     c.cells = r.u32("cell count");
     c.dims = r.u32("cell dimensions");
-    const uint32_t metric = version >= 4 ? r.u32("cell metric") : 0;
-    c.inner_product = metric == 1;
-    if (c.dims != dims || c.cells > items || (items > 0 && c.cells == 0) || metric > 1) {
+    if (c.dims != dims || c.cells > items || (items > 0 && c.cells == 0)) {
         throw Error(ErrorCategory::kIo, r.path + ": corrupt ANN index (" + std::to_string(c.cells) +
                                             " cells of " + std::to_string(c.dims) +
-                                            " dimensions, metric " + std::to_string(metric) +
-                                            ", for " + std::to_string(items) + " items)");
+                                            " dimensions for " + std::to_string(items) + " items)");
     }
     c.item_bytes = item_bytes;
     c.centroids.resize(size_t(c.cells) * c.dims);
@@ -579,7 +570,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
             [&](size_t j, float* dst) {
                 decode_stored(x.data() + j * item_bytes, vectors, edge.k, dst);
             },
-            /*inner_product=*/true, threads);
+            threads);
         report.cells = cells.cells;
     } else {
         // The radius (and the range check); the vectors are rebuilt when loading.
@@ -608,7 +599,7 @@ AnnBuildReport AnnIndex::build(const Network& network, int output, const std::st
     put_u32(out, probe);
     put_str(out, to_string(vectors));
     if (kind == AnnKind::kIvf) {
-        put_u64(out, cells_bytes(cells, kVersion));
+        put_u64(out, cells_bytes(cells));
         write_cells(out, cells);
     } else {
         put_u64(out, blob.size());
@@ -680,7 +671,7 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
     }
     const bool known = kind == to_string(AnnKind::kHnsw) || kind == to_string(AnnKind::kFlat) ||
-                       (kind == to_string(AnnKind::kIvf) && version >= kVersionL2Cells);
+                       (kind == to_string(AnnKind::kIvf) && version >= 3);
     if (m.dims != dims_for(m.width, m.vectors) || !known) {
         throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + kind + "', " +
                                             std::to_string(m.dims) + " dimensions for " +
@@ -703,19 +694,16 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
         const std::vector<char> x = item_vectors(edge, m.vectors, m.dims, &radius, path);
         const size_t item_bytes = vector_bytes(m.vectors, m.width, m.dims);
         m.ivf = IvfCells::build(
-            x.data(), edge.n, item_bytes, m.width + 2, 1,
-            [&](size_t j, float* dst) {
+            x.data(), edge.n, item_bytes, m.width + 2, 1, [&](size_t j, float* dst) {
                 decode_stored(x.data() + j * item_bytes, m.vectors, m.width, dst);
-            },
-            /*inner_product=*/false);
+            });
         m.index_bytes = m.ivf.memory_bytes();
     } else if (m.kind == AnnKind::kIvf) {
         r.in.seekg(std::streamoff(header));
-        m.ivf =
-            read_cells(r, version, m.items, m.width + 2, vector_bytes(m.vectors, m.width, m.dims));
-        if (cells_bytes(m.ivf, version) != bytes) {
+        m.ivf = read_cells(r, m.items, m.width + 2, vector_bytes(m.vectors, m.width, m.dims));
+        if (cells_bytes(m.ivf) != bytes) {
             throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (its cells take " +
-                                                std::to_string(cells_bytes(m.ivf, version)) +
+                                                std::to_string(cells_bytes(m.ivf)) +
                                                 " bytes; its header announces " +
                                                 std::to_string(bytes) + ")");
         }

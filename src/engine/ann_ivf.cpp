@@ -26,10 +26,8 @@ uint64_t splitmix(uint64_t& s) {
     return z ^ (z >> 31);
 }
 
-// For rows x [rows, dims]: the nearest centroid of each (ties to the lower cell) by the key
-// |c|^2 - 2 x . c (inner-product cells: |c|^2 stored as 0, so the largest x . c), the products
-// from one sgemm, and the squared distance |x - c|^2 = |x|^2 + |c|^2 - 2 x . c to it (a unit
-// centroid's |c|^2 is 1).
+// For rows x [rows, dims]: the nearest centroid of each (ties to the lower cell) and its squared
+// distance |x - c|^2 = |x|^2 + |c|^2 - 2 x . c, the products from one sgemm.
 void nearest(const float* x, size_t rows, const IvfCells& m, std::vector<float>& g, uint32_t* cell,
              float* dist) {
     const size_t cells = m.cells, dims = m.dims;
@@ -51,7 +49,7 @@ void nearest(const float* x, size_t rows, const IvfCells& m, std::vector<float>&
         float xx = 0.0f;
         for (size_t q = 0; q < dims; ++q) xx += x[r * dims + q] * x[r * dims + q];
         cell[r] = at;
-        if (dist) dist[r] = std::max(0.0f, xx + best + (m.inner_product ? 1.0f : 0.0f));
+        if (dist) dist[r] = std::max(0.0f, xx + best);
     }
 }
 
@@ -100,25 +98,11 @@ void seed_centroids(const float* x, size_t rows, size_t dims, uint32_t cells, ui
 
 void update_norms(IvfCells& m) {
     m.centroid_norms.assign(m.cells, 0.0f);
-    if (m.inner_product) return;  // the search's key |c|^2 - 2 q . c then orders by q . c
     for (size_t c = 0; c < m.cells; ++c) {
         const float* p = m.centroids.data() + c * m.dims;
         float s = 0.0f;
         for (size_t q = 0; q < m.dims; ++q) s += p[q] * p[q];
         m.centroid_norms[c] = s;
-    }
-}
-
-// Inner-product cells: each centroid scaled to norm 1 (one that is 0 stays 0).
-void normalise(IvfCells& m) {
-    if (!m.inner_product) return;
-    for (size_t c = 0; c < m.cells; ++c) {
-        float* p = m.centroids.data() + c * m.dims;
-        double s = 0.0;
-        for (size_t q = 0; q < m.dims; ++q) s += double(p[q]) * p[q];
-        if (s <= 0.0) continue;
-        const float inv = float(1.0 / std::sqrt(s));
-        for (size_t q = 0; q < m.dims; ++q) p[q] *= inv;
     }
 }
 
@@ -160,8 +144,7 @@ size_t IvfCells::memory_bytes() const {
 }
 
 IvfCells IvfCells::build(const char* stored, size_t n, size_t item_bytes, uint32_t dims,
-                         uint32_t cells, const Decode& decode_stored, bool inner_product,
-                         int threads) {
+                         uint32_t cells, const Decode& decode, int threads) {
     // OpenBLAS's OpenMP build follows omp_get_max_threads() at each call.
     struct Threads {
         int before = omp_get_max_threads();
@@ -173,12 +156,6 @@ IvfCells IvfCells::build(const char* stored, size_t n, size_t item_bytes, uint32
     IvfCells m;
     m.dims = dims;
     m.item_bytes = item_bytes;
-    m.inner_product = inner_product;
-    // Inner-product cells are formed over [w, b]: the augmentation (the last value) left out.
-    const auto decode = [&](size_t j, float* dst) {
-        decode_stored(j, dst);
-        if (inner_product) dst[dims - 1] = 0.0f;
-    };
     m.cells = uint32_t(std::min<uint64_t>(std::max<uint32_t>(cells, 1), n));
     if (n == 0) m.cells = 0;
     std::vector<uint32_t> cell_of(n, 0);
@@ -198,7 +175,6 @@ IvfCells IvfCells::build(const char* stored, size_t n, size_t item_bytes, uint32
         for (size_t i = 0; i < S; ++i) decode(sample[i], x.data() + i * dims);
         m.centroids.resize(size_t(m.cells) * dims);
         seed_centroids(x.data(), S, dims, m.cells, seed, m.centroids.data());
-        normalise(m);
 
         std::vector<uint32_t> assigned(S);
         std::vector<float> dist(S), g;
@@ -240,7 +216,6 @@ IvfCells IvfCells::build(const char* stored, size_t n, size_t item_bytes, uint32
                 --counts[largest];
                 counts[c] = 1;
             }
-            normalise(m);
         }
         update_norms(m);
         // Every item to its nearest centroid.

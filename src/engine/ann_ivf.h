@@ -1,25 +1,13 @@
 // IVF cells: the ANN index's kind `ivf` (ann_index.h; docs/serving.md, "ANN index").
 //
 // The index's stored item vectors x_j = [w_j, b_j, sqrt(R^2 - |v_j|^2)] (FP32 or 16-bit
-// weights, ann_vectors.h) are split into `cells` cells by k-means (Lloyd, FP32 arithmetic); each
-// cell's vectors are stored together. A query q = [h, 1, 0] ranks the centroids, then scans the
-// cells in that order, `probe` of them (more while they hold fewer than `fetch` items), scoring
-// each of their items with the index's own distance (the same order as the inner product
-// h . w_j + b_j: every x_j has the norm R), and keeps the `fetch` nearest. So within the scanned
-// cells the order is exact (for the stored vectors); only an item in a cell not scanned can be
-// missed.
-//
-// Two ways of forming cells (`inner_product`):
-// - by inner product (what ann-index builds): spherical k-means over v_j = [w_j, b_j] (the
-//   augmentation left out): each item to the unit centroid c of largest v_j . c, each centroid
-//   the normalised mean of its items; a query ranks the cells by q . c, the score it would give
-//   an item in the centroid's direction. faiss's IndexIVFFlat forms its inner-product cells so.
-// - by L2 distance over the augmented x_j (the files of format version 3): a query ranks the
-//   cells by |q - c|^2. At 1,000,000 items x 256 these cells held less recall per probe: 0.93
-//   at 64 of 4,096 cells against 0.98 by inner product (docs/benchmarks.md, "ANN index against
-//   faiss and hnswlib").
-// Either way the search computes |c|^2 - 2 q . c for every centroid: unit centroids of inner-
-// product cells store |c|^2 as 0, so that key orders them by q . c.
+// weights, ann_vectors.h) are split into `cells` cells by k-means (Lloyd, L2, FP32 arithmetic);
+// each cell's vectors are stored together. A query q = [h, 1, 0] computes its L2 distance to
+// every centroid, then scans the cells in order of that distance, `probe` of them (more while
+// they hold fewer than `fetch` items), scoring each of their items with the index's own distance
+// (the same order as the inner product h . w_j + b_j: every x_j has the norm R), and keeps the
+// `fetch` nearest. So within the scanned cells the order is exact (for the stored vectors); only
+// an item in a cell not scanned can be missed.
 //
 // Why cells rather than hnsw's graph (the measurement that decided it, docs/benchmarks.md, "ANN
 // index: cells against the graph"): on models trained on generated data with planted topics,
@@ -46,14 +34,12 @@ using AnnDistance = float (*)(const void*, const void*, const void*);
 struct IvfCells {
     uint32_t cells = 0;
     uint32_t dims = 0;              // of a centroid: width + 2 ([w, b, augmentation])
-    bool inner_product = false;     // the cells' metric (above); the file records it
     std::vector<float> centroids;   // [cells, dims], FP32
     std::vector<uint64_t> offsets;  // [cells + 1]: cell c holds slots offsets[c] .. offsets[c+1]
     std::vector<uint32_t> item_of;  // [items]: the item stored in each slot
     std::vector<char> vectors;      // [items, item_bytes]: the stored vectors, in slot order
     size_t item_bytes = 0;
-    // Derived when built or loaded (finish()): item -> slot and each centroid's |c|^2 (0 for
-    // inner-product cells).
+    // Derived when built or loaded (finish()): item -> slot and each centroid's |c|^2.
     std::vector<uint32_t> slot_of;
     std::vector<float> centroid_norms;
 
@@ -71,12 +57,10 @@ struct IvfCells {
     using Decode = std::function<void(size_t j, float* dst)>;
     // k-means over a sample of min(n, 64 * cells) items (10 Lloyd iterations, empty cells
     // reseeded with the farthest item of the largest), then every item assigned to its nearest
-    // centroid (by `inner_product` or L2, above). `vectors`: n stored vectors of item_bytes, in
-    // item order. `threads`: OpenMP's and OpenBLAS's while building (0: as they are); the cells
-    // do not depend on it.
+    // centroid. `vectors`: n stored vectors of item_bytes, in item order. `threads`: OpenMP's
+    // and OpenBLAS's while building (0: as they are); the cells do not depend on it.
     static IvfCells build(const char* vectors, size_t n, size_t item_bytes, uint32_t dims,
-                          uint32_t cells, const Decode& decode, bool inner_product,
-                          int threads = 0);
+                          uint32_t cells, const Decode& decode, int threads = 0);
 
     // Up to `fetch` items nearest to the query (best first into ids; ties to the lower item):
     // `q` the query as `dims` FP32 values ([h, 1, 0], for the centroids) and `stored_q` in the

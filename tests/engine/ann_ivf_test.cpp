@@ -27,11 +27,10 @@ float l2(const void* a, const void* b, const void* param) {
 struct Points {
     size_t n = 0, dims = 0;
     std::vector<float> x;  // [n, dims]
-    IvfCells build(uint32_t cells, bool inner_product = false) const {
+    IvfCells build(uint32_t cells) const {
         return IvfCells::build(
             reinterpret_cast<const char*>(x.data()), n, dims * sizeof(float), uint32_t(dims), cells,
-            [this](size_t j, float* dst) { std::copy_n(x.data() + j * dims, dims, dst); },
-            inner_product);
+            [this](size_t j, float* dst) { std::copy_n(x.data() + j * dims, dims, dst); });
     }
 };
 
@@ -149,93 +148,6 @@ TEST(IvfCells, AScanOfOneCellIsExtendedWhileItHoldsFewerItemsThanTheQueryFetches
     const std::vector<int64_t> nearest = brute_force(p, q.data(), 50);
     EXPECT_TRUE(std::equal(nearest.begin(), nearest.end(), ids.begin()));
     EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 120u);
-}
-
-// `directions` unit axes, `per` points along each at norms from 1 to 20 (so L2 k-means would cut
-// them by norm too), little noise; the last of `dims` values (the augmentation of the index's
-// vectors, which inner-product cells leave out) large and random. Point j lies along axis
-// j % directions.
-Points rays(size_t directions, size_t per, size_t dims, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> noise(0.0f, 0.02f);
-    std::uniform_real_distribution<float> norm(1.0f, 20.0f), tail(-50.0f, 50.0f);
-    Points p;
-    p.n = directions * per;
-    p.dims = dims;
-    p.x.resize(p.n * dims);
-    for (size_t j = 0; j < p.n; ++j) {
-        const float r = norm(rng);
-        for (size_t q = 0; q + 1 < dims; ++q)
-            p.x[j * dims + q] = (q == j % directions ? r : 0.0f) + noise(rng);
-        p.x[j * dims + dims - 1] = tail(rng);
-    }
-    return p;
-}
-
-TEST(IvfCells, InnerProductCellsHoldEachItemOnceAroundUnitCentroidsWithoutTheAugmentation) {
-    const Points p = rays(6, 120, 9, 5);
-    const IvfCells a = p.build(12, /*inner_product=*/true);
-    EXPECT_TRUE(a.inner_product);
-    ASSERT_EQ(a.cells, 12u);
-    ASSERT_EQ(a.items(), p.n);
-    std::vector<int> seen(p.n, 0);
-    for (uint32_t j : a.item_of) ++seen[j];
-    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
-    for (uint32_t c = 0; c < a.cells; ++c) {
-        const float* centroid = a.centroids.data() + size_t(c) * a.dims;
-        double norm2 = 0.0;
-        for (size_t q = 0; q < a.dims; ++q) norm2 += double(centroid[q]) * centroid[q];
-        if (a.offsets[c + 1] > a.offsets[c]) EXPECT_NEAR(norm2, 1.0, 1e-5) << "cell " << c;
-        EXPECT_EQ(centroid[a.dims - 1], 0.0f) << "cell " << c << " took in the augmentation";
-        EXPECT_EQ(a.centroid_norms[c], 0.0f);  // the search's key is then -2 q . c
-    }
-    // The stored vectors keep their augmentation; the same vectors give the same cells.
-    for (uint32_t j = 0; j < p.n; ++j) {
-        EXPECT_TRUE(std::equal(p.x.begin() + std::ptrdiff_t(j * p.dims),
-                               p.x.begin() + std::ptrdiff_t((j + 1) * p.dims),
-                               reinterpret_cast<const float*>(a.stored(j))));
-    }
-    const IvfCells b = p.build(12, true);
-    EXPECT_EQ(a.item_of, b.item_of);
-    EXPECT_EQ(a.centroids, b.centroids);
-}
-
-TEST(IvfCells, InnerProductCellsFollowDirectionsNotNorms) {
-    const size_t directions = 6, per = 150;
-    const Points p = rays(directions, per, 8, 11);
-    const IvfCells ip = p.build(uint32_t(directions), /*inner_product=*/true);
-    for (uint32_t c = 0; c < ip.cells; ++c) {
-        ASSERT_EQ(ip.offsets[c + 1] - ip.offsets[c], per) << "cell " << c;
-        std::set<size_t> axes;
-        for (uint64_t s = ip.offsets[c]; s < ip.offsets[c + 1]; ++s)
-            axes.insert(ip.item_of[s] % directions);
-        EXPECT_EQ(axes.size(), 1u) << "cell " << c << " mixes directions";
-    }
-    // A query along axis 2 ranks that direction's cell first: one probe finds its 150 points.
-    std::vector<float> q(p.dims, 0.0f);
-    q[2] = 1.0f;
-    std::vector<int64_t> ids;
-    std::vector<std::pair<float, uint32_t>> order, heap;
-    ip.search(q.data(), q.data(), &l2, &p.dims, 1, per, ids, order, heap);
-    ASSERT_EQ(ids.size(), per);
-    for (int64_t j : ids) EXPECT_EQ(size_t(j) % directions, 2u);
-}
-
-TEST(IvfCells, InnerProductCellsScannedWholeGiveTheExhaustiveOrder) {
-    const Points p = rays(5, 80, 6, 13);
-    const IvfCells m = p.build(16, /*inner_product=*/true);
-    std::mt19937 rng(2);
-    std::normal_distribution<float> normal(0.0f, 10.0f);
-    std::vector<int64_t> ids;
-    std::vector<std::pair<float, uint32_t>> order, heap;
-    for (int i = 0; i < 10; ++i) {
-        std::vector<float> q(p.dims);
-        for (float& v : q) v = normal(rng);
-        for (size_t fetch : {1, 50, 400}) {
-            m.search(q.data(), q.data(), &l2, &p.dims, m.cells, fetch, ids, order, heap);
-            EXPECT_EQ(ids, brute_force(p, q.data(), fetch)) << "query " << i << " fetch " << fetch;
-        }
-    }
 }
 
 TEST(IvfCells, InconsistentTablesAreDetected) {

@@ -226,7 +226,7 @@ TEST_F(Ann16Test, FilesRecordTheirVectorsAndVersionOneFilesLoadAsFp32) {
     const std::string other =
         save_network(recommender_config("Sigmoid", 12), items, dir.file("o.nc"), 8);
     AnnIndexOptions build;
-    build.kind = "hnsw";  // written as version 2 (ivf files are version 4: ann_ivf_test)
+    build.kind = "hnsw";  // written as version 2 (ivf files are version 3: ann_ivf_test)
     build.probe = 50;
     for (const std::string vectors : {"fp32", "fp16"}) {
         build.vectors = vectors;
@@ -251,9 +251,9 @@ TEST_F(Ann16Test, FilesRecordTheirVectorsAndVersionOneFilesLoadAsFp32) {
         std::memcpy(unknown.data() + h.vectors_at + 4, "fp08", 4);
         testing::write_file(dir.file(vectors + "-unknown.ann"), unknown);
         std::string future = bytes;
-        const uint32_t five = 5;  // a version no reader knows yet
-        std::memcpy(future.data() + 16, &five, 4);
-        testing::write_file(dir.file(vectors + "-v5.ann"), future);
+        const uint32_t four = 4;
+        std::memcpy(future.data() + 16, &four, 4);
+        testing::write_file(dir.file(vectors + "-v4.ann"), future);
     }
     // A version 1 file (FP32, the format before 16-bit vectors) answers as its version 2 twin.
     const Recommender v2(model, with_ann(dir.file("fp32.ann")));
@@ -283,7 +283,7 @@ TEST_F(Ann16Test, FilesRecordTheirVectorsAndVersionOneFilesLoadAsFp32) {
     refused(model, dir.file("fp16-wrong.ann"), ErrorCategory::kIo, "corrupt ANN index");
     refused(model, dir.file("fp32-wrong.ann"), ErrorCategory::kIo, "corrupt ANN index");
     refused(model, dir.file("fp16-unknown.ann"), ErrorCategory::kIo, "vector precision 'fp08'");
-    refused(model, dir.file("fp16-v5.ann"), ErrorCategory::kIo, "format version 5");
+    refused(model, dir.file("fp16-v4.ann"), ErrorCategory::kIo, "format version 4");
     refused(other, dir.file("fp16.ann"), ErrorCategory::kData, "built from another model");
     AnnIndexOptions bad;
     bad.vectors = "fp64";

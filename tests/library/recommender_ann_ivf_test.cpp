@@ -2,9 +2,8 @@
 // cell answers exactly what the model answers (FP32 vectors) or what a flat index of the same
 // 16-bit vectors answers; the same model gives the same file; its memory is the vectors and the
 // tables; flat and cells agree for vectors of any size; a file whose cells are inconsistent,
-// truncated, of an unknown metric, or of kind ivf in a version 2 file is refused naming it; a
-// version 3 file (L2 cells, before the metric was recorded) still answers. (Filters with
-// approximate cells: recommender_ann_test.cpp.)
+// truncated, or of kind ivf in a version 2 file is refused naming it. (Filters with approximate
+// cells: recommender_ann_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -105,19 +104,9 @@ TEST_F(AnnIvfTest, InconsistentTruncatedOrMislabelledFilesAreRefusedNamingThem) 
     const std::string bytes = testing::read_file(dir.file("good.ann"));
     uint32_t version;
     std::memcpy(&version, bytes.data() + 16, 4);
-    EXPECT_EQ(version, 4u);
-    // The file ends with the cells (ann_index.cpp, write_cells): u32 cells, u32 dims, u32 metric,
-    // the centroids [cells, width + 2], the offsets [cells + 1], the item of each slot [items]
-    // and the vectors [items, 2 width + 8]; the u64 before them counts their bytes.
+    EXPECT_EQ(version, 3u);
+    // The file ends with the item of each slot [items] and the vectors [items, 2 width + 8].
     const size_t item_of = bytes.size() - items * (2 * width + 8) - items * 4;
-    const size_t cells_at = item_of - 11 * 8 - 10 * (width + 2) * 4 - 12;
-    uint32_t metric;
-    std::memcpy(&metric, bytes.data() + cells_at + 8, 4);
-    EXPECT_EQ(metric, 1u);  // inner product
-    std::string unknown_metric = bytes;
-    const uint32_t seven = 7;
-    std::memcpy(unknown_metric.data() + cells_at + 8, &seven, 4);
-    testing::write_file(dir.file("metric.ann"), unknown_metric);
     std::string twice = bytes;
     std::memcpy(twice.data() + item_of, bytes.data() + item_of + 4, 4);  // slot 0 = slot 1
     testing::write_file(dir.file("twice.ann"), twice);
@@ -140,36 +129,7 @@ TEST_F(AnnIvfTest, InconsistentTruncatedOrMislabelledFilesAreRefusedNamingThem) 
     refused(dir.file("twice.ann"), "its cells do not hold each item once");
     refused(dir.file("short.ann"), "truncated ANN index");
     refused(dir.file("v2.ann"), "corrupt ANN index (kind 'ivf'");
-    refused(dir.file("metric.ann"), "metric 7");
     EXPECT_NO_THROW(Recommender(model, with_ann(dir.file("good.ann"))));
-}
-
-TEST_F(AnnIvfTest, VersionThreeFilesOfL2CellsStillAnswer) {
-    const uint32_t items = 400, width = 12, cells = 8, padded = 16;  // FP32: width + 2 padded
-    const std::string model =
-        save_network(recommender_config("Sigmoid", width), items, dir.file("m.nc"));
-    AnnIndexOptions ivf;
-    ivf.cells = cells;
-    ivf.vectors = "fp32";
-    build_ann_index(model, dir.file("v4.ann"), ivf);
-    const std::string bytes = testing::read_file(dir.file("v4.ann"));
-    // Version 3's layout: the same file without the metric, the byte count before the cells 4
-    // less. Its cells are then searched as L2 cells: scanning every one still gives the exact
-    // answer, with every filter.
-    const size_t cells_at = bytes.size() - (12 + cells * (width + 2) * 4 + (cells + 1) * 8 +
-                                            items * 4 + items * padded * 4);
-    uint64_t count;
-    std::memcpy(&count, bytes.data() + cells_at - 8, 8);
-    ASSERT_EQ(count, bytes.size() - cells_at);
-    count -= 4;
-    std::string v3 = bytes.substr(0, cells_at + 8) + bytes.substr(cells_at + 12);
-    std::memcpy(v3.data() + cells_at - 8, &count, 8);
-    const uint32_t three = 3;
-    std::memcpy(v3.data() + 16, &three, 4);
-    testing::write_file(dir.file("v3.ann"), v3);
-    const Recommender exact(model);
-    const Recommender by_v3(model, with_ann(dir.file("v3.ann"), cells));
-    testing::ann::expect_same_answers(by_v3, exact, items, 60, 20, 5);
 }
 
 }  // namespace
