@@ -54,9 +54,9 @@ endif()
 sparsenet_module(comm PRIVATE sparsenet_backend MPI::MPI_CXX)
 sparsenet_module(engine PUBLIC sparsenet_backend sparsenet_comm sparsenet_io
   PRIVATE JsonCpp::JsonCpp $<BUILD_INTERFACE:sparsenet_openblas>)
-if(SPARSENET_HAVE_ANN)
-  # hnswlib (header-only) for src/engine/ann_index.cpp only.
+if(SPARSENET_HAVE_HNSWLIB)
+  # hnswlib (header-only) for src/engine/ann_hnsw.cpp only.
   target_include_directories(sparsenet_engine SYSTEM PRIVATE ${SPARSENET_HNSWLIB_INCLUDE_DIR})
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/engine/ann_index.cpp PROPERTIES
-    COMPILE_DEFINITIONS SPARSENET_WITH_ANN=1)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/engine/ann_hnsw.cpp PROPERTIES
+    COMPILE_DEFINITIONS SPARSENET_WITH_HNSWLIB=1)
 endif()

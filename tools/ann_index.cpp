@@ -55,10 +55,6 @@ int ann_index_main(int argc, char** argv) {
             throw Error(ErrorCategory::kUsage,
                         "--threads " + std::to_string(o.threads) + ": expected 0 (all) or more");
         }
-        if (o.vectors != "fp32" && o.vectors != "fp16" && o.vectors != "bf16") {
-            throw Error(ErrorCategory::kUsage,
-                        "--vectors '" + o.vectors + "': expected fp32, fp16 or bf16");
-        }
         const AnnIndexReport r = build_ann_index(model, out, o);
         std::printf(
             "ann-index: %s, %llu items x %u units, %s%s, %s vectors in %.2f s; %llu bytes (%.1f "

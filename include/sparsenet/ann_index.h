@@ -26,7 +26,7 @@ struct AnnIndexOptions {
     uint32_t probe = 0;
     // How the index stores the item weights w_j: "fp16" (the default: about half the memory
     // of FP32; measured recall in docs/benchmarks.md), "bf16" or "fp32"; the bias b_j (and
-    // hnswlib's augmentation) stay FP32. The re-ranking reads these vectors, so with 16 bits the
+    // the augmentation) stay FP32. The re-ranking reads these vectors, so with 16 bits the
     // scores are the output layer's formula over the rounded weights (docs/serving.md, "ANN
     // index").
     std::string vectors = "fp16";
@@ -48,12 +48,15 @@ struct AnnIndexReport {
     uint64_t fingerprint = 0;  // of the output layer's weights and biases
 };
 
-// Whether this build has ANN index support (hnswlib found at configure time: SPARSENET_ANN).
-bool ann_index_available();
+// Whether this build can build and serve ANN indexes of `kind`: ivf and flat always; hnsw when
+// hnswlib was found at configure time (CMake's SPARSENET_HNSWLIB). Error(kUsage) for an unknown
+// kind.
+bool ann_index_available(const std::string& kind = "ivf");
 
 // Builds the ANN index of `model_path`'s output layer into `out_path`. Errors are
 // sparsenet::Error: kIo for unreadable / unwritable files, kUsage for bad options, a layer whose
-// scores are not inner products (SoftMax, several sources) or a build without ANN support.
+// scores are not inner products (SoftMax, several sources), or kind hnsw in a build without
+// hnswlib.
 AnnIndexReport build_ann_index(const std::string& model_path, const std::string& out_path,
                                const AnnIndexOptions& options = {});
 

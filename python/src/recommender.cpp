@@ -150,7 +150,7 @@ void bind_recommender(nb::module_& m) {
 }
 
 void bind_ann_index(nb::module_& m) {
-    m.def("ann_index_available", &ann_index_available);
+    m.def("ann_index_available", &ann_index_available, nb::arg("kind") = "ivf");
     m.def(
         "build_ann_index",
         [](const std::string& model, const std::string& out, const std::string& kind,

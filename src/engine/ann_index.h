@@ -15,17 +15,17 @@
 //
 // The vectors are stored in FP32, or with the weights w_j in 16 bits (AnnVectors, ann_vectors.h:
 // fp16 or bf16; rounded first, R and the augmentation computed from the rounded values) and b_j
-// and the augmentation in FP32; hnswlib's distances then widen them on the fly and the query's
+// and the augmentation in FP32; the distances (ann_vectors.h) widen them on the fly and the query's
 // h is rounded the same way. The re-ranking reads the index's vectors (widened: no FP32 copy of
 // the weights is kept), so with 16-bit vectors a candidate's score is the output layer's formula
 // over its rounded weights and its own bias, bit for bit what the model with those rounded
 // weights computes.
 //
-// Kinds: ivf (the default: k-means cells, ann_ivf.h), hnsw (hnswlib's graph) and flat
-// (exhaustive). hnswlib (Debian's libhnswlib-dev, header-only: compiled with this build's flags)
-// also gives the vector spaces every kind's distances use; the index is built when CMake finds
-// it (SPARSENET_ANN); without it available() is false and building or loading an ANN index
-// throws Error(kUsage) saying so.
+// Kinds: ivf (the default: k-means cells, ann_ivf.h), hnsw (hnswlib's graph, ann_hnsw.h) and
+// flat (exhaustive: one cell scanned whole). Every kind ranks by the stored vectors' L2 distance
+// (ann_vectors.h). ivf and flat need nothing beyond the engine (OpenBLAS for k-means); hnsw needs
+// hnswlib (CMake's SPARSENET_HNSWLIB): without it available(kHnsw) is false and building or
+// loading an hnsw index throws Error(kUsage) saying so. The file: ann_file.h.
 #pragma once
 
 #include <algorithm>
@@ -76,12 +76,6 @@ class ItemVectors {
     std::vector<char> bytes_;
     uint64_t rows_seen_ = 0;
 };
-// Values per stored vector of `width` weights (FP32 ones padded to a multiple of 16).
-uint32_t ann_dims(uint32_t width, AnnVectors vectors);
-
-// Error(kUsage): `what` (a file) needs ANN index support this build lacks.
-[[noreturn]] void ann_unavailable(const std::string& what);
-
 // The kinds of index (AnnIndexOptions::kind names them): k-means cells, hnswlib's graph, or
 // every item scanned (exhaustive).
 enum class AnnKind { kIvf, kHnsw, kFlat };
@@ -94,8 +88,8 @@ uint64_t output_fingerprint(const DenseOutputEdge& edge);
 
 class AnnIndex {
   public:
-    // Whether this build can build and load ANN indexes (hnswlib was found at configure time).
-    static bool available();
+    // Whether this build can build and load ANN indexes of `kind` (hnsw: hnswlib was found).
+    static bool available(AnnKind kind);
     static const char* kinds();  // "ivf, hnsw, flat"
     // Whether the index file at `path` holds its item vectors (ivf, hnsw), so that a server need
     // not keep the model's output matrix to load it; a flat index is rebuilt from that matrix

@@ -5,6 +5,8 @@
 #include <immintrin.h>
 #endif
 
+#include <cstring>
+
 #include "formulas/precision.h"
 #include "sparsenet/error.h"
 
@@ -144,6 +146,89 @@ float l2_fp16(const uint16_t* a, const uint16_t* b, size_t dims) {
 
 float l2_bf16(const uint16_t* a, const uint16_t* b, size_t dims) {
     return l2<AnnVectors::kBf16>(a, b, dims);
+}
+
+float l2_fp32(const float* a, const float* b, size_t dims) {
+    size_t i = 0;
+    float res = 0.0f;
+#if defined(__AVX512F__)
+    __m512 sum = _mm512_setzero_ps();
+    for (; i + 16 <= dims; i += 16) {
+        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+        sum = _mm512_fmadd_ps(d, d, sum);
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, sum);
+    for (float x : lanes) res += x;
+#elif defined(__AVX2__)
+    __m256 sum = _mm256_setzero_ps();
+    for (; i + 8 <= dims; i += 8) {
+        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+        sum = _mm256_add_ps(sum, _mm256_mul_ps(d, d));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, sum);
+    for (float x : lanes) res += x;
+#endif
+    for (; i < dims; ++i) res += (a[i] - b[i]) * (a[i] - b[i]);
+    return res;
+}
+
+uint32_t ann_dims(uint32_t width, AnnVectors v) {
+    return v == AnnVectors::kFp32 ? (width + 2 + 15) / 16 * 16 : width + 2;
+}
+
+size_t ann_halves(uint32_t width) {
+    return (size_t(width) + 1) / 2 * 2;
+}
+
+size_t ann_vector_bytes(AnnVectors v, uint32_t width) {
+    return v == AnnVectors::kFp32 ? size_t(ann_dims(width, v)) * sizeof(float)
+                                  : ann_halves(width) * sizeof(uint16_t) + 2 * sizeof(float);
+}
+
+void decode_stored(const char* x, AnnVectors v, uint32_t width, float* dst) {
+    if (v == AnnVectors::kFp32) {
+        std::memcpy(dst, x, (size_t(width) + 2) * sizeof(float));
+        return;
+    }
+    decode16(v, reinterpret_cast<const uint16_t*>(x), width, dst);
+    std::memcpy(dst + width, x + ann_halves(width) * sizeof(uint16_t), 2 * sizeof(float));
+}
+
+namespace {
+
+float stored_fp32(const void* a, const void* b, const void* param) {
+    return l2_fp32(static_cast<const float*>(a), static_cast<const float*>(b),
+                   *static_cast<const size_t*>(param));
+}
+
+// 16-bit weights, then the FP32 bias and augmentation.
+template <AnnVectors V>
+float stored16(const void* a, const void* b, const void* param) {
+    const size_t halves = *static_cast<const size_t*>(param);
+    const auto* x = static_cast<const uint16_t*>(a);
+    const auto* y = static_cast<const uint16_t*>(b);
+    const float head = l2<V>(x, y, halves);
+    float xt[2], yt[2];
+    std::memcpy(xt, x + halves, sizeof xt);
+    std::memcpy(yt, y + halves, sizeof yt);
+    const float d0 = xt[0] - yt[0], d1 = xt[1] - yt[1];
+    return head + d0 * d0 + d1 * d1;
+}
+
+}  // namespace
+
+StoredDistance stored_distance(AnnVectors v, uint32_t width) {
+    switch (v) {
+        case AnnVectors::kFp16:
+            return {&stored16<AnnVectors::kFp16>, ann_halves(width)};
+        case AnnVectors::kBf16:
+            return {&stored16<AnnVectors::kBf16>, ann_halves(width)};
+        case AnnVectors::kFp32:
+            break;
+    }
+    return {&stored_fp32, ann_dims(width, AnnVectors::kFp32)};
 }
 
 }  // namespace sparsenet::engine

@@ -583,7 +583,8 @@ struct Recommender::Impl {
     // index cannot give at least min(k, allowed items) of them. *complete: they are every
     // allowed item.
     bool ann_candidates(Context& c, const float* h, const Resolved& q, bool* complete) const {
-        // Every candidate of the search's list (efSearch), at least k.
+        // At least k, and the probe: hnsw's search list holds efSearch candidates anyway; for
+        // ivf it is a floor (the cells scanned hold far more).
         const size_t base =
             options.ann_fetch ? options.ann_fetch : std::max<size_t>(q.k, ann->probe());
         auto excluded = [&](uint32_t id) {

@@ -93,7 +93,8 @@ class AnnCli : public ::testing::Test {
         dir_ = nullptr;
     }
     void SetUp() override {
-        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
+        if (!ann_index_available("hnsw"))
+            GTEST_SKIP() << "built without hnswlib (SPARSENET_HNSWLIB)";
     }
     static std::string file(const std::string& name) { return dir_->file(name); }
     static TempDir* dir_;

@@ -21,7 +21,8 @@ namespace sparsenet::testing::ann {
 class Fixture : public ::testing::Test {
   protected:
     void SetUp() override {
-        if (!ann_index_available()) GTEST_SKIP() << "built without hnswlib (SPARSENET_ANN)";
+        if (!ann_index_available("hnsw"))
+            GTEST_SKIP() << "built without hnswlib (SPARSENET_HNSWLIB)";
     }
     TempDir dir;
 };

@@ -120,6 +120,75 @@ TEST(AnnVectors, DistancesMatchADoublePrecisionReference) {
     }
 }
 
+// The FP32 distance (kinds ivf and flat search with it; hnsw through hnswlib's space) and the
+// distance of each stored layout: the weights' part plus the FP32 bias and augmentation.
+TEST(AnnVectors, Fp32AndStoredDistancesMatchADoublePrecisionReference) {
+    std::mt19937 rng(23);
+    for (size_t dims : {1, 7, 8, 15, 16, 17, 33, 258, 272}) {
+        for (float scale : {1e-15f, 1e-2f, 1.0f, 1e15f}) {
+            std::normal_distribution<float> normal(0.0f, scale);
+            std::vector<float> a(dims), b(dims);
+            for (size_t i = 0; i < dims; ++i) {
+                a[i] = normal(rng);
+                b[i] = normal(rng);
+            }
+            double want = 0.0;
+            for (size_t i = 0; i < dims; ++i) want += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+            EXPECT_NEAR(engine::l2_fp32(a.data(), b.data(), dims), want, 1e-5 * want)
+                << dims << " values of scale " << scale;
+            EXPECT_EQ(engine::l2_fp32(a.data(), a.data(), dims), 0.0f);
+        }
+    }
+    for (const char* name : {"fp32", "fp16", "bf16"}) {
+        const AnnVectors v = vectors_of(name);
+        for (uint32_t width : {1u, 7u, 24u, 256u}) {
+            // Two items' vectors [w, b, augmentation] in the stored layout, and decoded.
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            const size_t bytes = engine::ann_vector_bytes(v, width);
+            std::vector<char> x(2 * bytes, 0);
+            for (int item = 0; item < 2; ++item) {
+                char* p = x.data() + item * bytes;
+                for (uint32_t q = 0; q < width; ++q) {
+                    const float w = normal(rng);
+                    if (v == AnnVectors::kFp32) {
+                        std::memcpy(p + q * 4, &w, 4);
+                    } else {
+                        const uint16_t h = engine::encode16(v, w);
+                        std::memcpy(p + q * 2, &h, 2);
+                    }
+                }
+                const float tail[2] = {normal(rng), std::fabs(normal(rng))};
+                const size_t at =
+                    v == AnnVectors::kFp32 ? width * 4 : engine::ann_halves(width) * 2;
+                std::memcpy(p + at, tail, sizeof tail);
+            }
+            std::vector<float> da(width + 2), db(width + 2);
+            engine::decode_stored(x.data(), v, width, da.data());
+            engine::decode_stored(x.data() + bytes, v, width, db.data());
+            double want = 0.0;
+            for (uint32_t q = 0; q < width + 2; ++q)
+                want += (double(da[q]) - db[q]) * (double(da[q]) - db[q]);
+            const engine::StoredDistance d = engine::stored_distance(v, width);
+            EXPECT_NEAR(d.func(x.data(), x.data() + bytes, &d.param), want, 1e-5 * want)
+                << name << ", width " << width;
+        }
+    }
+}
+
+TEST(AnnVectors, EveryBuildHasKindsIvfAndFlat) {
+    EXPECT_TRUE(ann_index_available());
+    EXPECT_TRUE(ann_index_available("ivf"));
+    EXPECT_TRUE(ann_index_available("flat"));
+    try {
+        ann_index_available("lsh");
+        FAIL() << "expected kind lsh to be refused";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage);
+        EXPECT_NE(std::string(e.what()).find("expected one of ivf, hnsw, flat"), std::string::npos)
+            << e.what();
+    }
+}
+
 // The re-ranking reads the 16-bit vectors: a flat index answers exactly what the model with its
 // output weights rounded the same way answers without an index.
 TEST_F(Ann16Test, FlatIndexAnswersTheRoundedModelsExactAnswer) {

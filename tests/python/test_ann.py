@@ -12,7 +12,7 @@ import sparsenet
 from conftest import AUTOENCODER
 
 pytestmark = pytest.mark.skipif(not sparsenet._core.ann_index_available(),
-                                reason="built without hnswlib (SPARSENET_ANN)")
+                                reason="built without ANN indexes")
 
 
 def test_flat_index_answers_exactly_and_foreign_index_is_refused(train, tmp_path):
