@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The recall-latency curves of the ANN indexes' accuracy knob (ivf: cells scanned; hnsw:
 efSearch) from a benchmarks/serve/ann result file: recall@100 against exact vs p50 latency of a
-single query, one panel per shape, one line per index: the project's whole query through the
+single query (recall on a scale of 1 - recall, so that 0.9, 0.99 and 0.999 lie evenly apart), one
+panel per shape, one line per index: the project's whole query through the
 Recommender (forward pass, search, exact re-ranking), and with --peers the search alone of the
 project's ivf indexes beside faiss and hnswlib (peers.py); the exact path's p50 dashed.
 usage: plot.py RESULT.json OUT.png"""
@@ -14,18 +15,23 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def miss(recall):
+    """The y plotted: 1 - recall on a log scale (recall 0.9, 0.99, 0.999 evenly apart)."""
+    return max(1.0 - recall, 1e-4)
+
+
 def line(ax, curve, style, color, label):
-    ax.plot([c["p50_ms"] for c in curve], [c["recall_at_100"] for c in curve], style,
+    ax.plot([c["p50_ms"] for c in curve], [miss(c["recall_at_100"]) for c in curve], style,
             color=color, label=label, markersize=4)
     for c in curve:
-        ax.annotate(str(c["probe"]), (c["p50_ms"], c["recall_at_100"]), fontsize=6,
+        ax.annotate(str(c["probe"]), (c["p50_ms"], miss(c["recall_at_100"])), fontsize=6,
                     xytext=(3, -8), textcoords="offset points", color=color)
 
 
 def main():
     result = json.load(open(sys.argv[1]))
     shapes = result["shapes"]
-    fig, axes = plt.subplots(1, len(shapes), figsize=(6.5 * len(shapes), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6.5 * len(shapes), 6.2), squeeze=False)
     for ax, shape in zip(axes[0], shapes):
         n = 0
 
@@ -48,13 +54,19 @@ def main():
                  f"{label} {peer['version']} (PyPI; search only, from Python)")
         ax.axvline(shape["exact_in_process"]["p50_ms"], color="black", linestyle="--",
                    linewidth=0.8, label="exact (fp16 screen) p50")
-        ax.axhline(0.95, color="grey", linewidth=0.8)
+        ax.axhline(miss(0.95), color="grey", linewidth=0.8)
         ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.invert_yaxis()
+        ticks = [0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 0.9999]
+        ax.set_yticks([miss(r) for r in ticks])
+        ax.set_yticklabels([str(r) for r in ticks])
+        ax.minorticks_off()
         ax.set_xlabel("p50 latency of one query, ms (one core; log scale)")
-        ax.set_ylabel("recall@100 against exact")
+        ax.set_ylabel("recall@100 against exact (scale of 1 - recall)")
         ax.set_title(f"{shape['label']}: {shape['args']['items']:,} items x "
                      f"{shape['args']['hidden']}", fontsize=10)
-        ax.legend(fontsize=6.5, loc="lower right")
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
         ax.grid(True, which="both", linewidth=0.3)
     fig.suptitle("ANN index: recall vs latency by cells scanned (ivf) or efSearch (hnsw)",
                  fontsize=11)
