@@ -17,13 +17,21 @@
 
 namespace sparsenet::testing::ann {
 
-// The ANN tests' fixture: skipped in a build without ANN index support, a temporary folder.
+// The ANN tests' fixture: a temporary folder; skipped in a build without hnswlib (the tests build
+// hnsw indexes too).
 class Fixture : public ::testing::Test {
   protected:
     void SetUp() override {
-        if (!ann_index_available("hnsw"))
+        if (!ann_index_available("hnsw")) {
             GTEST_SKIP() << "built without hnswlib (SPARSENET_HNSWLIB)";
+        }
     }
+    TempDir dir;
+};
+
+// For tests of kinds ivf and flat alone, which every build has: never skipped.
+class CellsFixture : public ::testing::Test {
+  protected:
     TempDir dir;
 };
 

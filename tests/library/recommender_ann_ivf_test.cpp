@@ -23,7 +23,8 @@ using testing::recommender_config;
 using testing::ann::save_network;
 using testing::ann::with_ann;
 
-using AnnIvfTest = testing::ann::Fixture;
+// Kinds ivf and flat only: run in every build (the GPU kit's, without hnswlib, too).
+using AnnIvfTest = testing::ann::CellsFixture;
 
 TEST_F(AnnIvfTest, ScanningEveryCellAnswersTheExactAnswer) {
     for (const std::string activation : {"Sigmoid", "Linear"}) {
@@ -130,6 +131,34 @@ TEST_F(AnnIvfTest, InconsistentTruncatedOrMislabelledFilesAreRefusedNamingThem) 
     refused(dir.file("short.ann"), "truncated ANN index");
     refused(dir.file("v2.ann"), "corrupt ANN index (kind 'ivf'");
     EXPECT_NO_THROW(Recommender(model, with_ann(dir.file("good.ann"))));
+}
+
+// ivf and flat need nothing of hnswlib; kind hnsw builds where the build has it and is refused,
+// naming it, where not.
+TEST_F(AnnIvfTest, KindHnswNeedsHnswlibAndNothingElseDoes) {
+    const uint32_t items = 200;
+    const std::string model =
+        save_network(recommender_config("Sigmoid", 8), items, dir.file("m.nc"));
+    AnnIndexOptions ivf;
+    ivf.cells = 4;
+    EXPECT_EQ(build_ann_index(model, dir.file("ivf.ann"), ivf).kind, "ivf");
+    const Recommender served(model, with_ann(dir.file("ivf.ann"), 4));
+    EXPECT_EQ(served.recommend({1, 2, 3}).items.size(), 10u);
+    AnnIndexOptions hnsw;
+    hnsw.kind = "hnsw";
+    if (ann_index_available("hnsw")) {
+        EXPECT_EQ(build_ann_index(model, dir.file("hnsw.ann"), hnsw).kind, "hnsw");
+        return;
+    }
+    try {
+        build_ann_index(model, dir.file("hnsw.ann"), hnsw);
+        ADD_FAILURE() << "expected kind hnsw to be refused without hnswlib";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage) << e.what();
+        const std::string m = e.what();
+        EXPECT_NE(m.find("needs hnswlib"), std::string::npos) << m;
+        EXPECT_NE(m.find(dir.file("hnsw.ann")), std::string::npos) << m;
+    }
 }
 
 }  // namespace
