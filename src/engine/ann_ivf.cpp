@@ -134,13 +134,24 @@ bool IvfCells::finish() {
         slot_of[j] = uint32_t(s);
     }
     update_norms(*this);
+    // The ranking's copy: fp16 halves the bytes a query reads, and those bytes are its cost
+    // (4,096 centroids of 258 FP32 values, 4.2 MB, took about 0.15 ms of a 0.18 ms search of 16
+    // cells at 1,000,000 items; four FMA chains instead of one changed nothing: memory-bound).
+    float largest = 0.0f;
+    for (float v : centroids) largest = std::max(largest, std::fabs(v));
+    centroid_scale = 1.0f;
+    while (largest * centroid_scale > 16384.0f) centroid_scale *= 0.5f;
+    centroids16.resize(centroids.size());
+    for (size_t i = 0; i < centroids.size(); ++i)
+        centroids16[i] = encode16(AnnVectors::kFp16, centroids[i] * centroid_scale);
     return true;
 }
 
 size_t IvfCells::memory_bytes() const {
     return vectors.size() + (item_of.size() + slot_of.size()) * sizeof(uint32_t) +
            offsets.size() * sizeof(uint64_t) +
-           (centroids.size() + centroid_norms.size()) * sizeof(float);
+           (centroids.size() + centroid_norms.size()) * sizeof(float) +
+           centroids16.size() * sizeof(uint16_t);
 }
 
 IvfCells IvfCells::build(const char* stored, size_t n, size_t item_bytes, uint32_t dims,
@@ -254,24 +265,27 @@ void IvfCells::search(const float* q, const void* stored_q, AnnDistance distance
     if (fetch == 0 || cells == 0) return;
     // The cells by the query's distance to their centroids (|c|^2 - 2 q . c: |q|^2 is common).
     order.resize(cells);
+    const float unscale = 2.0f / centroid_scale;
     for (size_t c = 0; c < cells; ++c) {
-        const float* p = centroids.data() + c * dims;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (size_t k = 0; k < dims; ++k) dot += q[k] * p[k];
-        order[c] = {centroid_norms[c] - 2.0f * dot, uint32_t(c)};
+        const float dot = dot_fp16(q, centroids16.data() + c * dims, dims);
+        order[c] = {centroid_norms[c] - unscale * dot, uint32_t(c)};
     }
     const size_t first = std::min<size_t>(std::max<uint32_t>(probe, 1), cells);
     std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(first), order.end());
-    bool sorted_all = first == cells;
+    size_t sorted = first;  // order[0, sorted) is in order
     // The `fetch` nearest items: a max-heap of (distance, item), the worst on top.
     heap.clear();
     size_t seen = 0;
     for (size_t i = 0; i < cells; ++i) {
         if (i >= first && seen >= fetch) break;
-        if (i == first && !sorted_all) {
-            std::sort(order.begin() + std::ptrdiff_t(first), order.end());
-            sorted_all = true;
+        if (i == sorted) {
+            // The probed cells held fewer than `fetch` items: twice as many cells in order. (Not
+            // all of them: sorting 4,096 took a search of 8 cells from 0.12 to 0.30 ms when
+            // its cells were small.)
+            const size_t more = std::min<size_t>(cells, 2 * sorted);
+            std::partial_sort(order.begin() + std::ptrdiff_t(sorted),
+                              order.begin() + std::ptrdiff_t(more), order.end());
+            sorted = more;
         }
         const uint32_t c = order[i].second;
         for (uint64_t s = offsets[c]; s < offsets[c + 1]; ++s) {

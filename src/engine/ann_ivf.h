@@ -3,7 +3,8 @@
 // The index's stored item vectors x_j = [w_j, b_j, sqrt(R^2 - |v_j|^2)] (FP32 or 16-bit
 // weights, ann_vectors.h) are split into `cells` cells by k-means (Lloyd, L2, FP32 arithmetic);
 // each cell's vectors are stored together. A query q = [h, 1, 0] computes its L2 distance to
-// every centroid, then scans the cells in order of that distance, `probe` of them (more while
+// every centroid (from an fp16 copy of them: the ranking's cost is reading them), then scans the
+// cells in order of that distance, `probe` of them (more while
 // they hold fewer than `fetch` items), scoring each of their items with the index's own distance
 // (the same order as the inner product h . w_j + b_j: every x_j has the norm R), and keeps the
 // `fetch` nearest. So within the scanned cells the order is exact (for the stored vectors); only
@@ -44,9 +45,13 @@ struct IvfCells {
     std::vector<uint32_t> item_of;  // [items]: the item stored in each slot
     std::vector<char> vectors;      // [items, item_bytes]: the stored vectors, in slot order
     size_t item_bytes = 0;
-    // Derived when built or loaded (finish()): item -> slot and each centroid's |c|^2.
+    // Derived when built or loaded (finish()): item -> slot, each centroid's |c|^2, and the
+    // centroids in fp16 for the search's ranking (scaled by a power of two, centroid_scale, into
+    // fp16's range: ranked by |c|^2 - 2 (q . c16) / centroid_scale).
     std::vector<uint32_t> slot_of;
     std::vector<float> centroid_norms;
+    std::vector<uint16_t> centroids16;
+    float centroid_scale = 1.0f;
 
     size_t items() const { return item_of.size(); }
     const char* stored(uint32_t item) const {

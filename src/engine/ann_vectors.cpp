@@ -174,6 +174,29 @@ float l2_fp32(const float* a, const float* b, size_t dims) {
     return res;
 }
 
+float dot_fp16(const float* q, const uint16_t* c, size_t dims) {
+    size_t i = 0;
+    float res = 0.0f;
+#if defined(__AVX512F__)
+    __m512 sum = _mm512_setzero_ps();
+    for (; i + 16 <= dims; i += 16)
+        sum = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), widen16<AnnVectors::kFp16>(c + i), sum);
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, sum);
+    for (float x : lanes) res += x;
+#elif defined(__AVX2__) && defined(__F16C__)
+    __m256 sum = _mm256_setzero_ps();
+    for (; i + 8 <= dims; i += 8)
+        sum = _mm256_add_ps(
+            sum, _mm256_mul_ps(_mm256_loadu_ps(q + i), widen8<AnnVectors::kFp16>(c + i)));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, sum);
+    for (float x : lanes) res += x;
+#endif
+    for (; i < dims; ++i) res += q[i] * formulas::fp16_to_float(c[i]);
+    return res;
+}
+
 uint32_t ann_dims(uint32_t width, AnnVectors v) {
     return v == AnnVectors::kFp32 ? (width + 2 + 15) / 16 * 16 : width + 2;
 }

@@ -32,6 +32,8 @@ float l2_fp16(const uint16_t* a, const uint16_t* b, size_t dims);
 float l2_bf16(const uint16_t* a, const uint16_t* b, size_t dims);
 // The same over FP32 values (16 or 8 lanes, as above).
 float l2_fp32(const float* a, const float* b, size_t dims);
+// sum over i < dims of q[i] * decode16(kFp16, c[i]), in FP32 (lanes as above).
+float dot_fp16(const float* q, const uint16_t* c, size_t dims);
 
 // The stored layout of item j: x_j = [w_j, b_j, sqrt(R^2 - |v_j|^2)] (ann_index.h). FP32: dims =
 // width + 2 values rounded up to 16 (whole blocks for the lanes above), the padding 0. 16 bits:

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 #include <vector>
@@ -148,6 +149,31 @@ TEST(IvfCells, AScanOfOneCellIsExtendedWhileItHoldsFewerItemsThanTheQueryFetches
     const std::vector<int64_t> nearest = brute_force(p, q.data(), 50);
     EXPECT_TRUE(std::equal(nearest.begin(), nearest.end(), ids.begin()));
     EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 120u);
+}
+
+// The search ranks the cells with an fp16 copy of the centroids, scaled by a power of two into
+// fp16's range: centroids far beyond it (here 5e6) still rank right.
+TEST(IvfCells, TheRankingCopyOfCentroidsBeyondFp16sRangeIsScaledIntoIt) {
+    const size_t clusters = 8, per = 50;
+    Points p = blobs(clusters, per, 8, 3);
+    for (float& v : p.x) v *= 1e5f;
+    const IvfCells m = p.build(uint32_t(clusters));
+    EXPECT_LT(m.centroid_scale, 1.0f / 256.0f);
+    ASSERT_EQ(m.centroids16.size(), m.centroids.size());
+    for (size_t i = 0; i < m.centroids.size(); ++i) {
+        EXPECT_NEAR(decode16(AnnVectors::kFp16, m.centroids16[i]) / m.centroid_scale,
+                    m.centroids[i], 1e-3 * std::fabs(m.centroids[i]) + 1e-3f / m.centroid_scale);
+    }
+    std::vector<int64_t> ids;
+    std::vector<std::pair<float, uint32_t>> order, heap;
+    for (size_t blob = 0; blob < clusters; ++blob) {
+        // A query at blob `blob`'s first point: one probed cell holds its 50 points.
+        const std::vector<float> q(p.x.begin() + std::ptrdiff_t(blob * 8),
+                                   p.x.begin() + std::ptrdiff_t((blob + 1) * 8));
+        m.search(q.data(), q.data(), &l2, &p.dims, 1, per, ids, order, heap);
+        ASSERT_EQ(ids.size(), per);
+        for (int64_t j : ids) EXPECT_EQ(size_t(j) % clusters, blob);
+    }
 }
 
 TEST(IvfCells, InconsistentTablesAreDetected) {

@@ -62,10 +62,12 @@ TEST_F(AnnIvfTest, SixteenBitCellsAnswerAsAFlatIndexOfTheSameVectorsAndHoldThemO
     const Recommender by_flat(model, with_ann(dir.file("flat.ann")));
     testing::ann::expect_same_answers(by_cells, by_flat, items, 100, 25, 5);
     // The vectors (32 fp16 weights, the bias and the augmentation in FP32), the item of each
-    // slot and its inverse, the offsets, the centroids (FP32, width + 2) and their norms.
+    // slot and its inverse, the offsets, the centroids (FP32, width + 2; and fp16, the search's
+    // ranking copy) and their norms.
     const size_t vector_bytes = width * 2 + 8;
-    EXPECT_EQ(by_cells.ann_memory_bytes(),
-              items * (vector_bytes + 8) + (cells + 1) * 8 + cells * (width + 2 + 1) * 4);
+    EXPECT_EQ(by_cells.ann_memory_bytes(), items * (vector_bytes + 8) + (cells + 1) * 8 +
+                                               cells * (width + 2 + 1) * 4 +
+                                               cells * (width + 2) * 2);
     EXPECT_EQ(report.index_bytes, by_cells.ann_memory_bytes());
     // The same model, the same file, whatever the threads.
     AnnIndexOptions one = ivf;
