@@ -33,6 +33,7 @@ namespace sparsenet::engine {
 
 constexpr uint32_t kAnnVersion = 3;              // the newest this sparsenet reads
 constexpr uint32_t kAnnVersionWithoutCells = 2;  // what hnsw and flat files are written as
+constexpr uint32_t kAnnVersionWithCells = 3;     // the first that has kind ivf
 
 struct AnnHeader {
     uint32_t version = kAnnVersion;

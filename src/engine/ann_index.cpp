@@ -354,7 +354,7 @@ AnnIndex::AnnIndex(const std::string& path, const Network& network, int output,
                         "; rebuild it: sparsenet ann-index -n " + model_path + " -o " + path);
     }
     const bool known = h.kind == to_string(AnnKind::kHnsw) || h.kind == to_string(AnnKind::kFlat) ||
-                       (h.kind == to_string(AnnKind::kIvf) && h.version >= 3);
+                       (h.kind == to_string(AnnKind::kIvf) && h.version >= kAnnVersionWithCells);
     if (m.dims != ann_dims(m.width, m.vectors) || !known) {
         throw Error(ErrorCategory::kIo, path + ": corrupt ANN index (kind '" + h.kind + "', " +
                                             std::to_string(m.dims) + " dimensions for " +

@@ -6,6 +6,7 @@
 #endif
 
 #include <cstring>
+#include <type_traits>
 
 #include "formulas/precision.h"
 #include "sparsenet/error.h"
@@ -81,35 +82,48 @@ void decode16(AnnVectors v, const uint16_t* in, size_t count, float* out) {
 
 namespace {
 
+// The element type of each encoding: FP32 values as they are, 16-bit ones widened.
 template <AnnVectors V>
-float widen(uint16_t h) {
-    return V == AnnVectors::kBf16 ? formulas::bf16_to_float(h) : formulas::fp16_to_float(h);
+using Stored = std::conditional_t<V == AnnVectors::kFp32, float, uint16_t>;
+
+template <AnnVectors V>
+float widen(Stored<V> h) {
+    if constexpr (V == AnnVectors::kFp32) {
+        return h;
+    } else {
+        return V == AnnVectors::kBf16 ? formulas::bf16_to_float(h) : formulas::fp16_to_float(h);
+    }
 }
 
 #if defined(__AVX512F__)
 template <AnnVectors V>
-__m512 widen16(const uint16_t* p) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    if constexpr (V == AnnVectors::kBf16) {
-        return bf16_lanes(x);
+__m512 widen16(const Stored<V>* p) {
+    if constexpr (V == AnnVectors::kFp32) {
+        return _mm512_loadu_ps(p);
+    } else if constexpr (V == AnnVectors::kBf16) {
+        return bf16_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     } else {
-        return _mm512_maskz_cvtph_ps(kAll, x);
+        return _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     }
 }
 #elif defined(__AVX2__) && defined(__F16C__)
 template <AnnVectors V>
-__m256 widen8(const uint16_t* p) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if constexpr (V == AnnVectors::kBf16) {
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+__m256 widen8(const Stored<V>* p) {
+    if constexpr (V == AnnVectors::kFp32) {
+        return _mm256_loadu_ps(p);
     } else {
-        return _mm256_cvtph_ps(x);
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        if constexpr (V == AnnVectors::kBf16) {
+            return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+        } else {
+            return _mm256_cvtph_ps(x);
+        }
     }
 }
 #endif
 
 template <AnnVectors V>
-float l2(const uint16_t* a, const uint16_t* b, size_t dims) {
+float l2(const Stored<V>* a, const Stored<V>* b, size_t dims) {
     size_t i = 0;
     float res = 0.0f;
 #if defined(__AVX512F__)
@@ -149,29 +163,7 @@ float l2_bf16(const uint16_t* a, const uint16_t* b, size_t dims) {
 }
 
 float l2_fp32(const float* a, const float* b, size_t dims) {
-    size_t i = 0;
-    float res = 0.0f;
-#if defined(__AVX512F__)
-    __m512 sum = _mm512_setzero_ps();
-    for (; i + 16 <= dims; i += 16) {
-        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
-        sum = _mm512_fmadd_ps(d, d, sum);
-    }
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, sum);
-    for (float x : lanes) res += x;
-#elif defined(__AVX2__)
-    __m256 sum = _mm256_setzero_ps();
-    for (; i + 8 <= dims; i += 8) {
-        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
-        sum = _mm256_add_ps(sum, _mm256_mul_ps(d, d));
-    }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, sum);
-    for (float x : lanes) res += x;
-#endif
-    for (; i < dims; ++i) res += (a[i] - b[i]) * (a[i] - b[i]);
-    return res;
+    return l2<AnnVectors::kFp32>(a, b, dims);
 }
 
 float dot_fp16(const float* q, const uint16_t* c, size_t dims) {
