@@ -8,7 +8,7 @@
 // The shapes are sparsenet_bench_sgemm's:
 //   forward       z  = h . W        m = batch, n = out, k = in
 //   input delta   dh = dz . W^T     m = batch, n = in,  k = out
-//   weight grad   dW = h^T . dz     m = in,    n = out, k = batch
+//   weight grad   W += h^T . dz     m = in,    n = out, k = batch (beta 1, as the fused SGD step)
 // The kernel is the process's choice (SPARSENET_CPU_BF16_KERNEL sets it), printed in the JSON
 // with oneDNN's implementation.
 //
@@ -33,8 +33,8 @@ using sparsenet::bench::median;
 
 // A [rows, cols] matrix with row stride ld, zeros in the padding, and its BF16 copy.
 struct Matrix {
-    std::vector<float> f;
-    std::vector<uint16_t> b;
+    sparsenet::bench::AlignedVector<float> f;
+    sparsenet::bench::AlignedVector<uint16_t> b;
     size_t rows, cols, ld;
     Matrix(size_t r, size_t c, size_t l, std::mt19937& rng)
         : f(r * l), b(r * l), rows(r), cols(c), ld(l) {
@@ -76,11 +76,12 @@ int main(int argc, char** argv) {
         const Matrix *a, *b;
         Matrix* c;
         double flop;
+        float beta;  // the weight gradient's 1: the SGD and Momentum steps add it into the weights
     };
     const Shape shapes[] = {
-        {"forward", false, false, &h, &w, &z, 2.0 * batch * out * in},
-        {"input_delta", false, true, &dz, &w, &dh, 2.0 * batch * in * out},
-        {"weight_gradient", true, false, &h, &dz, &dw, 2.0 * in * out * batch},
+        {"forward", false, false, &h, &w, &z, 2.0 * batch * out * in, 0.0f},
+        {"input_delta", false, true, &dz, &w, &dh, 2.0 * batch * in * out, 0.0f},
+        {"weight_gradient", true, false, &h, &dz, &dw, 2.0 * in * out * batch, 1.0f},
     };
     std::printf(
         "{\"batch\": %d, \"in\": %d, \"out\": %d, \"threads\": %d, \"repeats\": %d, "
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
         std::vector<double> seconds;
         for (int r = 0; r <= repeats; ++r) {  // r == 0: warm-up (the primitive's creation)
             const auto start = std::chrono::steady_clock::now();
-            backend.gemm(s.ta, s.tb, 1.0f, s.a->in(), s.b->in(), 0.0f, s.c->out());
+            backend.gemm(s.ta, s.tb, 1.0f, s.a->in(), s.b->in(), s.beta, s.c->out());
             const double t =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             if (r > 0) seconds.push_back(t);

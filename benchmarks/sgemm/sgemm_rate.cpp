@@ -7,7 +7,7 @@
 // engine stores them) one training step runs
 //   forward       z  = h . W        m = batch, n = out, k = in
 //   input delta   dh = dz . W^T     m = batch, n = in,  k = out
-//   weight grad   dW = h^T . dz     m = in,    n = out, k = batch
+//   weight grad   W += h^T . dz     m = in,    n = out, k = batch (beta 1, as the fused SGD step)
 // Each shape is timed --repeats times after one warm-up call; the median of each is printed, and
 // the rate of the three together (their FLOPs over the sum of their median times): one JSON
 // object on stdout.
@@ -39,6 +39,7 @@ struct Shape {
     int lda, ldb;
     float* c;
     int ldc;
+    float beta;  // the weight gradient's 1: the SGD and Momentum steps add it into the weights
 };
 
 }  // namespace
@@ -53,19 +54,21 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-0.05f, 0.05f);
     auto filled = [&](size_t n) {
-        std::vector<float> v(n);
+        sparsenet::bench::AlignedVector<float> v(n);
         for (float& x : v) x = u(rng);
         return v;
     };
-    const std::vector<float> h = filled(size_t(batch) * in), w = filled(size_t(in) * ldo),
-                             dz = filled(size_t(batch) * ldo);
-    std::vector<float> z(size_t(batch) * ldo), dh(size_t(batch) * in), dw(size_t(in) * ldo);
+    using sparsenet::bench::AlignedVector;
+    const AlignedVector<float> h = filled(size_t(batch) * in), w = filled(size_t(in) * ldo),
+                               dz = filled(size_t(batch) * ldo);
+    AlignedVector<float> z(size_t(batch) * ldo), dh(size_t(batch) * in), dw(size_t(in) * ldo);
     // ldc: the result's leading dimension.
     const Shape shapes[] = {
-        {"forward", false, false, batch, out, in, h.data(), w.data(), in, ldo, z.data(), ldo},
-        {"input_delta", false, true, batch, in, out, dz.data(), w.data(), ldo, ldo, dh.data(), in},
+        {"forward", false, false, batch, out, in, h.data(), w.data(), in, ldo, z.data(), ldo, 0.0f},
+        {"input_delta", false, true, batch, in, out, dz.data(), w.data(), ldo, ldo, dh.data(), in,
+         0.0f},
         {"weight_gradient", true, false, in, out, batch, h.data(), dz.data(), in, ldo, dw.data(),
-         ldo},
+         ldo, 1.0f},
     };
     std::printf(
         "{\"batch\": %d, \"in\": %d, \"out\": %d, \"threads\": %d, \"repeats\": %d, "
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
             const auto start = std::chrono::steady_clock::now();
             cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
                         s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, s.a, s.lda, s.b,
-                        s.ldb, 0.0f, s.c, s.ldc);
+                        s.ldb, s.beta, s.c, s.ldc);
             const double t =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             if (r > 0) seconds.push_back(t);
