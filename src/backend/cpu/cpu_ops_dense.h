@@ -6,9 +6,14 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/cpu_ops.h"
 #include "formulas/common.h"
@@ -138,17 +143,38 @@ void gemm(bool trans_a, bool trans_b, T alpha, CMatT<T> a, CMatT<T> b, T beta, M
               int(std::max<size_t>(b.ld, 1)), beta, c.data, int(std::max<size_t>(c.ld, 1)));
 }
 
+#if defined(__AVX512F__)
+// formulas::bf16_bits of the 16 floats at src (the same integer rounding, NaN kept quiet), as
+// 16-bit lanes: a vpmovdw narrows them. Intrinsics rather than the compiler's vector extensions,
+// which narrowed through vpermt2w and kept the NaN test in a vector: dsstne-bench's weights' copy
+// after each SGD step (1,024 x 27,280, 2 threads, in the step) took 7.5-7.6 ms that way, 7.0 this
+// way; alone, 8.2 against 6.9 (Intel Xeon with AMX, 2026-12-02).
+inline __m256i bf16_bits16(const float* src) {
+    // (All-lanes maskz forms: GCC 12's unmasked srli and cvtepi32_epi16 warn -Wmaybe-uninitialized
+    // about their own undefined source, GCC bug 105593; the instructions are the same.)
+    constexpr __mmask16 all = 0xffff;
+    const __m512i u = _mm512_loadu_si512(src);
+    const __m512i upper = _mm512_maskz_srli_epi32(all, u, 16);
+    const __m512i bias =
+        _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(upper, _mm512_set1_epi32(1)));
+    const __m512i rounded = _mm512_maskz_srli_epi32(all, _mm512_add_epi32(u, bias), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_maskz_cvtepi32_epi16(
+        all, _mm512_mask_or_epi32(rounded, nan, upper, _mm512_set1_epi32(0x40)));
+}
+#endif
+
 // The BF16 copy of n values (Backend's out_bf16: formulas::bf16_bits of each): the one loop of
 // every BF16 copy the CPU writes (round_bf16, the producers' copies, optimizer_step's w_bf16),
 // written by the op that produced the values while they are in cache. dst == nullptr: nothing.
-// The same integer rounding as bf16_bits written on 16 lanes at once (on AVX-512 a vpmovdw
-// narrows them): the compiler's own vectorisation of bf16_bits's loop took 6-15 ms for
-// dsstne-bench's 1,024 x 27,280 output weights on 2 threads, this form 5-7 ms (a copy of the
-// FP32 matrix: 7 ms); that pass follows each SGD step fused into the weight-gradient GEMM.
 inline void write_bf16(const float* __restrict src, uint16_t* __restrict dst, size_t n) {
     if (dst == nullptr) return;
     size_t j = 0;
-#if defined(__GNUC__)  // GCC and Clang vector extensions: one instruction per line on AVX-512
+#if defined(__AVX512F__)
+    for (; j + 16 <= n; j += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), bf16_bits16(src + j));
+#elif defined(__GNUC__)  // GCC and Clang vector extensions: the same rounding on 16 lanes
     using U32x16 = uint32_t __attribute__((vector_size(64)));
     using U16x16 = uint16_t __attribute__((vector_size(32)));
     for (; j + 16 <= n; j += 16) {
@@ -164,12 +190,15 @@ inline void write_bf16(const float* __restrict src, uint16_t* __restrict dst, si
 #endif
     for (; j < n; ++j) dst[j] = formulas::bf16_bits(src[j]);
 }
+
 inline void write_bf16(const double* __restrict src, uint16_t* __restrict dst, size_t n) {
     if (dst == nullptr) return;
     for (size_t j = 0; j < n; ++j) dst[j] = formulas::bf16_bits(float(src[j]));
 }
 
 // The BF16 copy of m (Backend::round_bf16): out has m's layout, [cols, ld) set to zero.
+// (Streaming stores, which skip reading the copy's lines before writing them, were tried for the
+// weights' copy after each SGD step and measured no faster in the step: 7.0-7.4 ms against 7.0.)
 inline void round_bf16_into(CMatT<float> m, uint16_t* out, int threads) {
     const bool par = threads > 1 && m.rows * m.ld >= (size_t(1) << 16);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
@@ -346,18 +375,32 @@ void activation_backward(const formulas::ActivationParams& act, CMatT<T> a, cons
     });
 }
 
+// The column block of column_sum and activation_backward_column_sum: a block reads w floats of
+// each row, the rows a row's length apart, and sums each column over the rows in increasing
+// order, so the width decides the speed only, never the bits. Wide blocks let the prefetcher
+// follow: dsstne-bench's output delta (256 x 27,280, 2 threads) summed in 1.9 ms a step in blocks
+// of 128 floats (512 bytes of each row), in 1.1 ms in blocks of 1,024 (a page), and its hidden
+// layers' fused op took 0.37 ms a step instead of 0.43 (Intel Xeon with AMX, 2026-12-02). Narrower
+// only so that each thread has a block (a 1,024-wide layer on 2 threads: 2 of 512).
+constexpr size_t kColumnBlockMax = 1024;
+inline size_t column_sum_block(size_t cols, int threads) {
+    const size_t t = size_t(threads > 0 ? threads : 1);
+    const size_t per_thread = ((cols + t - 1) / t + 15) / 16 * 16;
+    return std::clamp<size_t>(per_thread, 128, kColumnBlockMax);
+}
+
 // out[c] = alpha * sum_r m[r, c] + beta * out[c] (beta == 0 overwrites). Sums run in double
 // over rows in increasing order, per block of columns: deterministic for any thread count.
 template <class T>
 void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
-    constexpr size_t kBlock = 128;
     const size_t rows = m.rows, n = m.cols;
-    const size_t blocks = (n + kBlock - 1) / kBlock;
+    const size_t block = column_sum_block(n, threads);
+    const size_t blocks = (n + block - 1) / block;
     const bool par = blocks > 1 && parallel_worth(rows * n, threads);
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
     for (size_t blk = 0; blk < blocks; ++blk) {
-        const size_t c0 = blk * kBlock, w = std::min(kBlock, n - c0);
-        double acc[kBlock];
+        const size_t c0 = blk * block, w = std::min(block, n - c0);
+        double acc[kColumnBlockMax];
         for (size_t j = 0; j < w; ++j) acc[j] = 0.0;
         for (size_t r = 0; r < rows; ++r) {
             const T* __restrict mr = m.row(r) + c0;
@@ -372,28 +415,28 @@ void column_sum(CMatT<T> m, T alpha, T beta, T* out, int threads) {
     }
 }
 
-// activation_backward, then column_sum(d, 1, 0, out), in one pass over d per block of 128
-// columns: each block's rows are taken in increasing order, the units' deltas computed by
-// activation_backward_span and summed in double as they are written, which is column_sum's
+// activation_backward, then column_sum(d, 1, 0, out), in one pass over d per block of columns
+// (column_sum_block): each block's rows are taken in increasing order, the units' deltas computed
+// by activation_backward_span and summed in double as they are written, which is column_sum's
 // order: bit for bit the two ops, with one read of d less and one parallel region less.
 // d_bf16 (nullable): the BF16 copy of each block's new deltas (d's layout), as they are summed.
 template <class T>
 void activation_backward_column_sum(const formulas::ActivationParams& act, CMatT<T> a,
                                     const DropoutMask* mask, MatT<T> d, T* out, int threads,
                                     uint16_t* d_bf16 = nullptr) {
-    constexpr size_t kBlock = 128;
     const size_t rows = d.rows, n = d.cols;
     if (n == 0) return;
     const bool masked = mask != nullptr && mask->params.p > 0.0f;
-    const size_t blocks = (n + kBlock - 1) / kBlock;
+    const size_t block = column_sum_block(n, threads);
+    const size_t blocks = (n + block - 1) / block;
     const bool par = blocks > 1 && parallel_worth(rows * n, threads);
     dispatch_activation(act.kind, [&](auto a_const) {
         constexpr Activation A = decltype(a_const)::value;
 #pragma omp parallel for num_threads(threads) schedule(static) if (par)
         for (size_t blk = 0; blk < blocks; ++blk) {
-            const size_t c0 = blk * kBlock, w = std::min(kBlock, n - c0);
+            const size_t c0 = blk * block, w = std::min(block, n - c0);
             const formulas::DropoutParams dp = masked ? mask->params : formulas::DropoutParams{};
-            double acc[kBlock];
+            double acc[kColumnBlockMax];
             for (size_t j = 0; j < w; ++j) acc[j] = 0.0;
             for (size_t r = 0; r < rows; ++r) {
                 const uint64_t ex = masked ? example_of(mask->rows, r) : 0;
