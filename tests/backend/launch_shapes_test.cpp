@@ -338,7 +338,9 @@ TEST(LaunchShapes, EntryPartsCoverEachRowOnceInOrder) {
                 entry_part_range(length, p, parts, &b, &e);
                 EXPECT_EQ(b, next) << length << " entries, part " << p << " of " << parts;
                 EXPECT_LE(b, e);
-                if (e < length) EXPECT_EQ((e - b) % 32, 0u);
+                if (e < length) {
+                    EXPECT_EQ((e - b) % 32, 0u);
+                }
                 longest = std::max(longest, e - b);
                 next = e;
             }

@@ -456,6 +456,15 @@ TEST(Bf16WeightsOnly, PredictsAndServesTheSameAndRefusesWhatNeedsTheFp32Weights)
 // BF16 operands and FP32 sums in another order, so the weights drift apart by rounding only. For
 // the optimizers whose step runs inside the weight-gradient GEMM (SGD, Momentum: alpha = -lr at
 // run time) and one that updates in its own pass (Adam).
+//
+// How far rounding alone takes them: a sum that differs in its last FP32 bit can round to the
+// other BF16 neighbour when it lies near a tie, which moves that operand by up to 2^-8 of itself,
+// and later steps spread the change over every weight. The emulated steps themselves, built with
+// the step's loops on 256-bit and on 512-bit vectors (sums in another order, nothing else),
+// ended up to 1.4e-3 of a matrix's largest weight apart (root mean square 6e-4), and the two
+// kernels 1.1e-3 apart in one build, 2e-7 in the other (2026-12-02). A wrong transpose, alpha
+// or beta moves the weights by the size of the updates: oneDNN's alpha 10 % off gave 0.14 (SGD)
+// and 0.26 (Momentum) of the largest weight.
 struct KernelRun {
     std::vector<double> losses;
     std::vector<std::vector<float>> params;
@@ -500,21 +509,26 @@ TEST(Bf16Kernels, OnednnStepsTrackTheEmulatedStepsOverTwentySteps) {
         ASSERT_EQ(onednn.losses.size(), 1u);
         EXPECT_NEAR(onednn.losses[0], emulated.losses[0], 1e-4 * std::fabs(emulated.losses[0]));
         ASSERT_EQ(onednn.params.size(), emulated.params.size());
-        double worst = 0.0;
+        double worst = 0.0, worst_rms = 0.0;
         for (size_t p = 0; p < onednn.params.size(); ++p) {
-            double scale = 0.0;
+            double scale = 0.0, squares = 0.0;
             for (float v : emulated.params[p]) scale = std::max(scale, double(std::fabs(v)));
-            for (size_t i = 0; i < onednn.params[p].size(); ++i)
-                worst = std::max(
-                    worst, std::fabs(double(onednn.params[p][i]) - emulated.params[p][i]) / scale);
+            for (size_t i = 0; i < onednn.params[p].size(); ++i) {
+                const double d =
+                    std::fabs(double(onednn.params[p][i]) - emulated.params[p][i]) / scale;
+                worst = std::max(worst, d);
+                squares += d * d;
+            }
+            worst_rms = std::max(worst_rms, std::sqrt(squares / double(onednn.params[p].size())));
         }
-        // A few FP32 ulps of reordering per step, amplified through 20 steps: far below BF16's
-        // own rounding (2^-9 = 2e-3 of a value).
-        EXPECT_LT(worst, 1e-4);
+        // Within BF16's own rounding (2^-8 = 3.9e-3 of a value; see above), every weight and on
+        // the root mean square over each matrix.
+        EXPECT_LT(worst, 4e-3);
+        EXPECT_LT(worst_rms, 2e-3);
         std::printf(
-            "%s: loss %.9g (emulation %.9g), largest weight difference %.2e of the "
-            "matrix's largest, oneDNN %s\n",
-            to_string(kind), onednn.losses[0], emulated.losses[0], worst,
+            "%s: loss %.9g (emulation %.9g), weight difference up to %.2e of the matrix's "
+            "largest (root mean square %.2e), oneDNN %s\n",
+            to_string(kind), onednn.losses[0], emulated.losses[0], worst, worst_rms,
             onednn.implementation.c_str());
     }
 }
