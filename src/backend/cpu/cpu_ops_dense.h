@@ -380,8 +380,8 @@ void activation_backward(const formulas::ActivationParams& act, CMatT<T> a, cons
 // order, so the width decides the speed only, never the bits. Wide blocks let the prefetcher
 // follow: dsstne-bench's output delta (256 x 27,280, 2 threads) summed in 1.9 ms a step in blocks
 // of 128 floats (512 bytes of each row), in 1.1 ms in blocks of 1,024 (a page), and its hidden
-// layers' fused op took 0.37 ms a step instead of 0.43 (Intel Xeon with AMX, 2026-12-02). Narrower
-// only so that each thread has a block (a 1,024-wide layer on 2 threads: 2 of 512).
+// layers' fused op took 0.29 ms a layer instead of 0.38 (Intel Xeon with AMX, 2026-12-02).
+// Narrower only so that each thread has a block (a 1,024-wide layer on 2 threads: 2 of 512).
 constexpr size_t kColumnBlockMax = 1024;
 inline size_t column_sum_block(size_t cols, int threads) {
     const size_t t = size_t(threads > 0 ? threads : 1);
