@@ -221,9 +221,9 @@ def main():
                       f"{sgemm_runs[-1]['gflops']:.1f} GFLOP/s", flush=True)
             if bf16_bench is not None and a.sgemm_repeats > 0:
                 bf16_runs.append(sgemm_rate(batch, bf16_bench))
+                kernel = f"{bf16_runs[-1]['kernel']} {bf16_runs[-1]['implementation']}".strip()
                 print(f"  batch {batch} repeat {r + 1}/{a.repeats} bf16 matmul at the output "
-                      f"layer {bf16_runs[-1]['gflops']:.1f} GFLOP/s ({bf16_runs[-1]['kernel']} "
-                      f"{bf16_runs[-1]['implementation']})", flush=True)
+                      f"layer {bf16_runs[-1]['gflops']:.1f} GFLOP/s ({kernel})", flush=True)
         sgemm_gflops = (statistics.median(s["gflops"] for s in sgemm_runs) if sgemm_runs
                         else None)
         bf16_gflops = (statistics.median(s["gflops"] for s in bf16_runs) if bf16_runs
@@ -235,8 +235,9 @@ def main():
             print(f"sgemm at the output layer's shapes ({batch} x {sizes[-2]} x {sizes[-1]}): "
                   f"{sgemm_gflops:.1f} GFLOP/s (median of {len(sgemm_runs)})")
         if bf16_gflops:
+            kernel = f"{bf16_runs[0]['kernel']} {bf16_runs[0]['implementation']}".strip()
             print(f"bf16 matmul at the same shapes: {bf16_gflops:.1f} GFLOP/s (median of "
-                  f"{len(bf16_runs)}; {bf16_runs[0]['kernel']} {bf16_runs[0]['implementation']})")
+                  f"{len(bf16_runs)}; {kernel})")
         print(f"{'system':20s} {'s/epoch':>8s} {'users/s':>9s} {'GFLOP/s':>8s} "
               f"{'of sgemm':>8s} {'of bf16':>8s} {'sparsenet speedup':>18s} {'last loss':>10s}")
         for name, ts in times.items():
