@@ -1,6 +1,6 @@
 // What the per-layer rate programs share (sgemm_rate.cpp, bf16_matmul_rate.cpp): their command
 // line, BATCH IN OUT [threads=2] [repeats=5] [pad=0], the median of the timed calls, and
-// 64-byte-aligned buffers.
+// buffers allocated as the engine's.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <new>
 #include <vector>
+
+#include "backend/cpu/host_memory.h"
 
 namespace sparsenet::bench {
 
@@ -40,10 +42,11 @@ inline bool parse_layer_args(int argc, char** argv, bool takes_pad, LayerArgs* a
     return true;
 }
 
-// A buffer aligned as the engine's matrices are (CpuBackend::allocate: 64 bytes). A plain
-// std::vector of this size starts 16 bytes past a cache line (glibc's large blocks), and oneDNN's
-// AMX matmul then ran 256 x 27280 x 1024 in 12.7 ms instead of 9.2 (its tile rows of C straddle
-// two lines): the rate programs measured the unaligned case, which the engine never runs.
+// A buffer allocated as the engine's matrices are (CpuBackend::allocate, host_memory.h: 64-byte
+// aligned, huge pages from 4 MiB). A plain std::vector of this size starts 16 bytes past a cache
+// line (glibc's large blocks), and oneDNN's AMX matmul then ran 256 x 27280 x 1024 in 12.7 ms
+// instead of 9.2 (its tile rows of C straddle two lines): the rate programs measured a case the
+// engine never runs.
 template <class T>
 struct Aligned64 {
     using value_type = T;
@@ -51,8 +54,8 @@ struct Aligned64 {
     template <class U>
     Aligned64(const Aligned64<U>&) {}
     T* allocate(size_t n) {
-        const size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-        void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+        if (n > ~size_t(0) / sizeof(T)) throw std::bad_alloc();
+        void* p = cpu::host_allocate(n * sizeof(T));
         if (p == nullptr) throw std::bad_alloc();
         return static_cast<T*>(p);
     }

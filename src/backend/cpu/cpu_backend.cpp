@@ -8,6 +8,7 @@
 #include <new>
 
 #include "backend/cpu/bf16_emulation.h"
+#include "backend/cpu/host_memory.h"
 #include "sparsenet/error.h"
 
 namespace sparsenet {
@@ -74,9 +75,7 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_m
 // ---- memory ----
 
 void* CpuBackend::allocate(size_t bytes, const char* what) {
-    constexpr size_t kAlign = 64;
-    const size_t rounded = bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
-    void* p = rounded >= bytes ? std::aligned_alloc(kAlign, rounded) : nullptr;
+    void* p = cpu::host_allocate(bytes);  // 64-byte aligned; huge pages from 4 MiB
     if (p == nullptr) {
         throw out_of_memory_error("host memory", bytes, what, held_bytes(), held_buffers());
     }
