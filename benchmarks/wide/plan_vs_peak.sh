@@ -33,7 +33,11 @@ for c in $CASES; do
 JSON
   args=(-c "$work/net.json" -i "$work/data.nc" -n "$work/model.nc" -b "$batch" -e 1
         --optimizer "$opt" --sparse-updates "$updates" --device cpu --threads "$THREADS")
-  plan=$("$cli" train "${args[@]}" --dry-run | sed -n 's/^  total: \([0-9.]*\) GB of host memory.*/\1/p' | head -1)
+  # "total: 923.2 MB of host memory" or "total: 1.56 GB ...": in GB
+  plan=$("$cli" train "${args[@]}" --dry-run |
+         awk '/^  total: [0-9.]+ [kMG]B of host memory/ {
+                u = $3; v = $2; print (u == "GB" ? v : u == "MB" ? v / 1e3 : v / 1e6); exit }')
+  [[ -n "$plan" ]] || { echo "plan_vs_peak.sh: no plan total in train --dry-run's output" >&2; exit 1; }
   /usr/bin/time -v "$cli" train "${args[@]}" --metrics-out "$work/m.jsonl" -q 2> "$work/time.txt"
   peak_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time.txt")
   seconds=$(python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['seconds'])" "$work/m.jsonl")
