@@ -1,4 +1,5 @@
 // Network construction, parameters, save and load.
+#include <omp.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -588,20 +589,31 @@ void Network::Impl::initialize_weights(uint64_t seed) {
             : (init.scheme == WeightInitScheme::kGaussian || init.scheme == WeightInitScheme::kSelu)
                 ? 2
                 : 1;
+        // Drawn by chunks of rows of at most kStagingRowFloats values (a 10,000,000 x 256 matrix
+        // drawn whole held 10 GB more on the host), each chunk's rows in parallel: a row's draws
+        // start where the stream stands at its first value (HostRng::skip is O(1)), so the
+        // matrix is the same for any thread count.
         const engine::EdgeSplit& block = plan.edges[wi];
-        std::vector<float> host(size_t(block.local_rows) * block.local_cols);
-        engine::HostRng rng(formulas::derive_seed(seed, wi, 0x5EED));
-        uint64_t position = 0;  // values drawn so far
-        for (uint32_t r = 0; r < block.local_rows; ++r) {
-            const uint64_t first = (uint64_t(block.row_offset) + r) * w.cols + block.col_offset;
-            rng.skip((first - position) * per_value);
-            for (uint32_t c = 0; c < block.local_cols; ++c) {
-                host[size_t(r) * block.local_cols + c] = draw(rng);
+        const uint64_t stream = formulas::derive_seed(seed, wi, 0x5EED);
+        const size_t cols = block.local_cols;
+        const size_t chunk_rows =
+            std::max<size_t>(1, kStagingRowFloats / std::max<size_t>(1, cols));
+        std::vector<float> host(std::min<size_t>(block.local_rows, chunk_rows) * cols);
+        const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+        for (size_t r0 = 0; r0 < block.local_rows; r0 += chunk_rows) {
+            const size_t n = std::min<size_t>(chunk_rows, block.local_rows - r0);
+            const bool par = threads > 1 && n > 1 && n * cols >= (size_t(1) << 16);
+#pragma omp parallel for num_threads(threads) schedule(static) if (par)
+            for (size_t r = 0; r < n; ++r) {
+                const uint64_t first =
+                    (uint64_t(block.row_offset) + r0 + r) * w.cols + block.col_offset;
+                engine::HostRng rng(stream);
+                rng.skip(first * per_value);
+                float* out = host.data() + r * cols;
+                for (size_t c = 0; c < cols; ++c) out[c] = draw(rng);
             }
-            position = first + block.local_cols;
+            upload_rows(params.edges[wi].w, block.ld, r0, n, cols, host.data());
         }
-        upload_rows(params.edges[wi].w, block.ld, 0, block.local_rows, block.local_cols,
-                    host.data());
     }
     initialize_biases();
     sync_bf16_copies();

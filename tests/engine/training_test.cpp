@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/host_rng.h"
+#include "formulas/rng.h"
 #include "sparsenet/config.h"
 #include "sparsenet/dataset.h"
 #include "sparsenet/error.h"
@@ -91,6 +93,38 @@ TEST(Training, SameSeedSameThreadsGivesIdenticalWeights) {
     }
     EXPECT_EQ(runs[0], runs[1]);
     EXPECT_NE(runs[0], runs[2]);
+}
+
+// A matrix's initial weights are one stream of draws in row-major order (Network::create), drawn
+// by chunks of 16 Mi values with each chunk's rows in parallel: the same values for any thread
+// count. In -> H is 70,000 x 256 = 17.9 M values, two chunks.
+TEST(Training, InitialWeightsAreOneStreamForAnyThreadCount) {
+    const NetworkConfig config = NetworkConfig::from_json(
+        R"({ "Layers": [ { "Name": "In", "N": 70000, "DataSet": "x", "Sparse": true },
+                         { "Name": "H", "N": 256,
+                           "WeightInit": { "Scheme": "Gaussian", "Scale": 0.05 } },
+                         { "Name": "Out", "N": 3, "DataSet": "y" } ] })");
+    const uint64_t seed = 17;
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(threads);
+        NetworkOptions no;
+        no.device = "cpu";
+        no.seed = seed;
+        no.threads = threads;
+        Network net = Network::create(config, {{"x", 70000}, {"y", 3}}, no);
+        std::vector<float> w = net.get_parameter("weight:In->H");
+        ASSERT_EQ(w.size(), size_t(70000) * 256);
+        if (threads == 1) {
+            // The stream itself: edge 0's seed, two draws per Gaussian value, the scale a float.
+            engine::HostRng rng(formulas::derive_seed(seed, 0, 0x5EED));
+            for (size_t i = 0; i < w.size(); ++i)
+                ASSERT_EQ(w[i], float(double(0.05f) * rng.normal())) << "value " << i;
+            first = std::move(w);
+        } else {
+            ASSERT_TRUE(w == first);
+        }
+    }
 }
 
 TEST(Training, SaveLoadPredictGivesIdenticalScores) {
