@@ -2,17 +2,20 @@
 // kHugePageMin bytes 2 MiB aligned and advised to transparent huge pages, which the kernel then
 // gives them where its mode allows.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <sstream>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/host_memory.h"
+#include "backend/out_of_memory.h"
 
 namespace sparsenet {
 namespace {
@@ -108,6 +111,42 @@ TEST(HostMemory, TheCpuBackendAllocatesThisWay) {
     backend.deallocate(small);
     backend.deallocate(large);
     EXPECT_THROW(backend.allocate(std::numeric_limits<size_t>::max(), "overflowing"), Error);
+}
+
+// A host allocation that fails inside the library (a std::vector of datasets, of a model file's
+// chunk) becomes the named out-of-memory error the backend's own allocations give.
+TEST(HostMemoryGuard, BadAllocBecomesANamedOutOfMemoryError) {
+    const auto fail = [] { return ::operator new(size_t(1) << 62); };  // no machine has 4 EiB
+    const auto check = [&](bool limited) {
+        try {
+            host_memory_guard("creating a network", fail);
+            FAIL() << "expected Error";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.category(), ErrorCategory::kDevice);
+            const std::string m = e.what();
+            EXPECT_NE(m.find("out of host memory while creating a network: a host allocation "
+                             "failed (std::bad_alloc)"),
+                      std::string::npos)
+                << m;
+            EXPECT_NE(m.find("a smaller --batch"), std::string::npos) << m;
+            EXPECT_NE(m.find("mpirun -np N"), std::string::npos) << m;
+            EXPECT_EQ(
+                m.find("address space is limited to 8.0 GiB (ulimit -v)") != std::string::npos,
+                limited)
+                << m;
+        }
+    };
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+    if (saved.rlim_cur == RLIM_INFINITY) check(false);
+    // With an address-space limit the message names it. Only the soft limit moves, and back.
+    if (saved.rlim_max == RLIM_INFINITY || saved.rlim_max >= (rlim_t(8) << 30)) {
+        rlimit limited = saved;
+        limited.rlim_cur = rlim_t(8) << 30;
+        ASSERT_EQ(setrlimit(RLIMIT_AS, &limited), 0);
+        check(true);
+        ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+    }
 }
 
 }  // namespace
