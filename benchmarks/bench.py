@@ -63,10 +63,16 @@ def cpu_isa():
 
 
 def cpu_model():
+    """The model name with its family and model numbers: a VM may report only "AMD EPYC", and
+    family 25 model 17 is what says Zen 4 (Genoa)."""
+    fields = {}
     for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name", platform.processor())
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def layer_sizes(cfg_path, items):
