@@ -152,6 +152,51 @@ void BM_CsrWeightGrad(benchmark::State& s) {
 }
 BENCHMARK(BM_CsrWeightGrad)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The sparse input layer's fused step (csr_weight_grad then SGD on the touched rows): each
+// touched weight row (4 KB) read and written once, the batch's dz rows (1 MB, in cache) gathered
+// per entry. Its floor is the touched rows' traffic at the machine's read-modify-write rate
+// (BM_ReadModifyWrite on the whole matrix).
+void BM_SparseStepSgd(benchmark::State& s) {
+    const Csr x;
+    auto dz = random_floats(kBatch * kHidden);
+    DeviceArray<float> w(*cpu(), kItems * kHidden, "weights");
+    const auto init = random_floats(kItems * kHidden, 0.01f);
+    std::copy(init.begin(), init.end(), w.data());
+    const size_t capacity = x.indices.size();
+    std::vector<uint32_t> rows(capacity), count(1);
+    std::vector<float> values(capacity * kHidden);
+    SparseRowGrad g{rows.data(), count.data(), values.data(), capacity, kHidden};
+    formulas::OptimizerStep step;
+    step.learning_rate = 1e-6f;
+    for (auto _ : s) {
+        cpu()->sparse_step(x.view(), {}, {dz.data(), kBatch, kHidden, kHidden}, -1e-6f, step,
+                           {w.data(), kItems, kHidden, kHidden}, g, nullptr, nullptr,
+                           SparseUpdate::kLazy);
+        benchmark::ClobberMemory();
+    }
+    const double nnz = x.indices.size(), touched = count[0];
+    s.counters["touched_rows"] = touched;
+    set_counters(s, 2.0 * nnz * kHidden, 4.0 * (2 * touched * kHidden));
+}
+BENCHMARK(BM_SparseStepSgd)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The machine's read-modify-write rate over a matrix the size of the input layer's weights
+// (112 MB, beyond any L3 here): w := w + bias (a Linear activation) by the backend's threads.
+// bytes/s counts each element's read and write.
+void BM_ReadModifyWrite(benchmark::State& s) {
+    DeviceArray<float> w(*cpu(), kItems * kHidden, "weights");
+    std::fill(w.data(), w.data() + kItems * kHidden, 0.0f);
+    const std::vector<float> ones(kItems, 1.0f);
+    formulas::ActivationParams linear;
+    linear.kind = Activation::kLinear;
+    for (auto _ : s) {
+        cpu()->bias_activation_forward(linear, ones.data(), {w.data(), kHidden, kItems, kItems});
+        benchmark::ClobberMemory();
+    }
+    set_counters(s, double(kItems) * kHidden, 8.0 * kItems * kHidden);
+}
+BENCHMARK(BM_ReadModifyWrite)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_BiasSigmoidForward(benchmark::State& s) {
     auto z = random_floats(kBatch * kItems), bias = random_floats(kItems);
     formulas::ActivationParams act;
