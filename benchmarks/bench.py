@@ -42,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 
+from cpuinfo import cpu_isa, cpu_model
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ITEMS, USERS, NNZ = 27278, 138493, 20000263
 
@@ -51,28 +53,6 @@ def run(cmd, stderr_too=False, **kw):
     if r.returncode != 0:
         sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return (r.stdout, r.stderr) if stderr_too else r.stdout
-
-
-def cpu_isa():
-    """The CPU's BF16 instructions as /proc/cpuinfo names them (amx_bf16, avx512_bf16)."""
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("flags"):
-            flags = line.split(":", 1)[1].split()
-            return [f for f in ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f") if f in flags]
-    return []
-
-
-def cpu_model():
-    """The model name with its family and model numbers: a VM may report only "AMD EPYC", and
-    family 25 model 17 is what says Zen 4 (Genoa)."""
-    fields = {}
-    for line in open("/proc/cpuinfo"):
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    name = fields.get("model name", platform.processor())
-    if "cpu family" in fields and "model" in fields:
-        name += f" (family {fields['cpu family']}, model {fields['model']})"
-    return name
 
 
 def layer_sizes(cfg_path, items):

@@ -28,7 +28,6 @@ import datetime
 import filecmp
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -38,17 +37,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from cpuinfo import cpu_model  # noqa: E402
+
 ITEMS, USERS, NNZ = 27278, 138493, 20000263
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def commit_of(cli):

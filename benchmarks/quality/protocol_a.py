@@ -46,6 +46,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from cpuinfo import cpu_isa, cpu_model  # noqa: E402
 # The datasets are not project files (third-party data, tens of MB): their folder is a parameter
 # (--data, or $SPARSENET_DATA_DIR), by default the workspace's shared copy.
 DATA = os.environ.get("SPARSENET_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
@@ -171,20 +173,6 @@ def summarize(runs):
     return out
 
 
-def cpu_and_isa():
-    """The CPU's model name and its BF16 instructions (/proc/cpuinfo: amx_bf16, avx512_bf16):
-    bf16 runs differ between CPUs with and without AMX."""
-    name, flags = platform.processor(), []
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            name = line.split(":", 1)[1].strip()
-        elif line.startswith("flags"):
-            have = line.split(":", 1)[1].split()
-            flags = [f for f in ("amx_bf16", "avx512_bf16", "avx512f") if f in have]
-            break
-    return name, flags
-
-
 def head_commit():
     r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                        text=True)
@@ -299,7 +287,7 @@ def main():
     log = os.path.join(work, "log.txt")
     result = {"benchmark": f"quality-{a.dataset}", "protocol": "A",
               "date": datetime.date.today().isoformat(), "machine": platform.node(),
-              "cpu": cpu_and_isa()[0], "cpu_isa": cpu_and_isa()[1], "threads": a.threads,
+              "cpu": cpu_model(), "cpu_isa": cpu_isa(), "threads": a.threads,
               "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
               "commit": head_commit(),
               "published": PUBLISHED[a.dataset]}
