@@ -268,5 +268,75 @@ TEST(Bf16Matmul, TheChoiceNamesTheKernelAndTheCpu) {
     }
 }
 
+// The decision from a probe, on any CPU (choose_bf16_kernel): the branch a CPU with AVX512-BF16
+// and no AMX takes (an AMD Zen 4) runs here whatever this machine has.
+cpu::Bf16Probe probe_of(bool amx, double onednn_s, double emulation_s) {
+    cpu::Bf16Probe p;
+    p.available = true;
+    p.amx = amx;
+    p.isa = amx ? "avx512_core_amx" : "avx512_core_bf16";
+    p.impl = amx ? "brg:avx512_core_amx_bf16" : "brg:avx512_core_bf16";
+    p.onednn_s = onednn_s;
+    p.emulation_s = emulation_s;
+    return p;
+}
+
+TEST(Bf16Choice, WithoutAmxTheFasterKernelWinsAndBothRatesAreNamed) {
+    // 512 x 1024 x 1024 is 1.07 GFLOP: 2.68 ms is 401 GFLOP/s, 5.77 ms 186.
+    const cpu::Bf16Choice onednn = cpu::choose_bf16_kernel("", probe_of(false, 2.68e-3, 5.77e-3));
+    EXPECT_EQ(onednn.kernel, cpu::Bf16Kernel::kOnednn);
+    EXPECT_NE(onednn.line.find("-> onednn brg:avx512_core_bf16"), std::string::npos) << onednn.line;
+    EXPECT_NE(onednn.line.find("ran 401 GFLOP/s"), std::string::npos) << onednn.line;
+    EXPECT_NE(onednn.line.find("widened operands 186"), std::string::npos) << onednn.line;
+    // The Intel Xeon with AMX masked off: oneDNN's avx512_core_bf16 below the emulation.
+    const cpu::Bf16Choice emulation =
+        cpu::choose_bf16_kernel("auto", probe_of(false, 4.6e-3, 3.2e-3));
+    EXPECT_EQ(emulation.kernel, cpu::Bf16Kernel::kEmulation);
+    EXPECT_NE(emulation.line.find("-> emulation (CPU ISA avx512_core_bf16, no AMX"),
+              std::string::npos)
+        << emulation.line;
+    // A tie keeps the oracle.
+    EXPECT_EQ(cpu::choose_bf16_kernel("", probe_of(false, 3e-3, 3e-3)).kernel,
+              cpu::Bf16Kernel::kEmulation);
+    // Without AMX an untimed probe is the caller's bug, never a division by zero.
+    EXPECT_THROW(cpu::choose_bf16_kernel("", probe_of(false, 0, 0)), Error);
+}
+
+TEST(Bf16Choice, AmxTakesOnednnWithoutTiming) {
+    const cpu::Bf16Choice c = cpu::choose_bf16_kernel("", probe_of(true, 0, 0));
+    EXPECT_EQ(c.kernel, cpu::Bf16Kernel::kOnednn);
+    EXPECT_EQ(c.line,
+              "bf16 GEMMs -> onednn brg:avx512_core_amx_bf16 (CPU ISA avx512_core_amx: AMX)");
+}
+
+TEST(Bf16Choice, ForcedKernelsAndTheirErrors) {
+    EXPECT_EQ(cpu::choose_bf16_kernel("onednn", probe_of(false, 9, 1)).kernel,
+              cpu::Bf16Kernel::kOnednn);
+    EXPECT_EQ(cpu::choose_bf16_kernel("emulation", probe_of(true, 0, 0)).kernel,
+              cpu::Bf16Kernel::kEmulation);
+    cpu::Bf16Probe none;
+    none.isa = "avx2";
+    none.error = "the CPU (oneDNN ISA avx2) has no BF16 instructions";
+    const cpu::Bf16Choice fallback = cpu::choose_bf16_kernel("", none);
+    EXPECT_EQ(fallback.kernel, cpu::Bf16Kernel::kEmulation);
+    EXPECT_NE(fallback.line.find(none.error), std::string::npos) << fallback.line;
+    try {
+        cpu::choose_bf16_kernel("onednn", none);
+        FAIL() << "onednn forced where it cannot run";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage);
+        EXPECT_NE(std::string(e.what()).find(none.error), std::string::npos) << e.what();
+    }
+    try {
+        cpu::choose_bf16_kernel("amx", none);
+        FAIL() << "an unknown kernel name";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage);
+        EXPECT_NE(std::string(e.what()).find("expected auto, onednn or emulation, got 'amx'"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace sparsenet

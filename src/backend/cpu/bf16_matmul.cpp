@@ -43,7 +43,53 @@ class ScopedOmpThreads {
     int saved_;
 };
 
+std::string gflops(double seconds) {
+    const double flops = 2.0 * 512.0 * 1024.0 * 1024.0;  // the probe's 512 x 1024 x 1024
+    return std::to_string(int(flops / seconds / 1e9 + 0.5));
+}
+
 }  // namespace
+
+Bf16Choice choose_bf16_kernel(const std::string& forced, const Bf16Probe& p) {
+    if (!forced.empty() && forced != "auto" && forced != "onednn" && forced != "emulation")
+        throw Error(
+            ErrorCategory::kUsage,
+            "SPARSENET_CPU_BF16_KERNEL: expected auto, onednn or emulation, got '" + forced + "'");
+    Bf16Choice choice;
+    if (forced == "emulation") {
+        choice.line = "bf16 GEMMs -> emulation (SPARSENET_CPU_BF16_KERNEL=emulation" +
+                      (p.isa.empty() ? std::string() : "; CPU ISA " + p.isa) + ")";
+        return choice;
+    }
+    if (!p.available) {
+        if (forced == "onednn")
+            throw Error(ErrorCategory::kUsage,
+                        "SPARSENET_CPU_BF16_KERNEL=onednn, but oneDNN cannot run BF16 matmuls "
+                        "here: " +
+                            p.error);
+        choice.line =
+            "bf16 GEMMs -> emulation (FP32 sgemm on BF16-rounded operands: " + p.error + ")";
+        return choice;
+    }
+    choice.kernel = Bf16Kernel::kOnednn;
+    if (forced == "onednn") {
+        choice.line = "bf16 GEMMs -> onednn " + p.impl +
+                      " (SPARSENET_CPU_BF16_KERNEL=onednn; CPU ISA " + p.isa + ")";
+    } else if (p.amx) {
+        choice.line = "bf16 GEMMs -> onednn " + p.impl + " (CPU ISA " + p.isa + ": AMX)";
+    } else if (p.onednn_s <= 0 || p.emulation_s <= 0) {
+        throw Error(ErrorCategory::kInternal,
+                    "bf16 kernel choice: without AMX both kernels must have been timed");
+    } else {
+        const bool faster = p.onednn_s < p.emulation_s;
+        choice.kernel = faster ? Bf16Kernel::kOnednn : Bf16Kernel::kEmulation;
+        choice.line = std::string("bf16 GEMMs -> ") + (faster ? "onednn " + p.impl : "emulation") +
+                      " (CPU ISA " + p.isa + ", no AMX: at 512 x 1024 x 1024 oneDNN's " + p.impl +
+                      " ran " + gflops(p.onednn_s) +
+                      " GFLOP/s, the FP32 sgemm on widened operands " + gflops(p.emulation_s) + ")";
+    }
+    return choice;
+}
 
 #if defined(SPARSENET_WITH_ONEDNN)
 
@@ -202,15 +248,6 @@ size_t OnednnMatmul::primitives() const {
 
 namespace {
 
-struct Probe {
-    bool available = false;
-    std::string isa;      // oneDNN's effective ISA
-    std::string impl;     // the implementation of a 512 x 1024 x 1024 matmul
-    double onednn_s = 0;  // its time, and the FP32 sgemm's, where measured
-    double sgemm_s = 0;
-    std::string error;  // why no primitive could be created
-};
-
 constexpr size_t kProbe = 1024, kProbeRows = 512;
 
 // Seconds of the fastest of three calls of f (after one warm-up).
@@ -227,10 +264,11 @@ double best_of_three(F&& f) {
     return best;
 }
 
-Probe probe(bool time_both) {
-    Probe p;
+Bf16Probe probe(bool time_both) {
+    Bf16Probe p;
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
     p.isa = isa_name(isa);
+    p.amx = has_isa(isa, dnnl::cpu_isa::avx512_core_amx);
     if (!has_isa(isa, dnnl::cpu_isa::avx512_core_bf16)) {
         p.error = "the CPU (oneDNN ISA " + p.isa + ") has no BF16 instructions";
         return p;
@@ -258,7 +296,7 @@ Probe probe(bool time_both) {
     // The emulation's cost: the operands widened block by block, then sgemm (bf16_emulation.h).
     std::vector<float> sa, sb;
     const CMatT<float> am(nullptr, kProbeRows, kProbe, kProbe), bm(nullptr, kProbe, kProbe, kProbe);
-    p.sgemm_s = best_of_three([&] {
+    p.emulation_s = best_of_three([&] {
         gemm_bf16_emulated(false, false, 1.0f, {am, a.data()}, {bm, b.data()}, 0.0f,
                            MatT<float>{c.data(), kProbeRows, kProbe, kProbe}, nullptr, sa, sb,
                            threads);
@@ -266,58 +304,18 @@ Probe probe(bool time_both) {
     return p;
 }
 
-std::string gflops(double seconds) {
-    const double flops = 2.0 * double(kProbeRows) * double(kProbe) * double(kProbe);
-    return std::to_string(int(flops / seconds / 1e9 + 0.5));
-}
-
 Bf16Choice decide() {
-    Bf16Choice choice;
     const char* env = std::getenv("SPARSENET_CPU_BF16_KERNEL");
     const std::string forced = env != nullptr ? env : "";
-    if (!forced.empty() && forced != "auto" && forced != "onednn" && forced != "emulation")
-        throw Error(ErrorCategory::kUsage,
-                    "SPARSENET_CPU_BF16_KERNEL: expected auto, onednn or "
-                    "emulation, got '" +
-                        forced + "'");
-    const bool amx = has_isa(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_amx);
-    // Time both only where the choice depends on it (AVX512-BF16 without AMX).
-    const Probe p = forced == "emulation" ? Probe{} : probe(!amx && forced.empty());
-    const std::string isa = isa_name(dnnl::get_effective_cpu_isa());
-    if (forced == "emulation") {
-        choice.line =
-            "bf16 GEMMs -> emulation (SPARSENET_CPU_BF16_KERNEL=emulation; CPU ISA " + isa + ")";
-        return choice;
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    Bf16Probe p;
+    if (forced != "emulation") {
+        // Both kernels timed only where the choice depends on it (AVX512-BF16 without AMX).
+        const bool amx = has_isa(isa, dnnl::cpu_isa::avx512_core_amx);
+        p = probe(!amx && (forced.empty() || forced == "auto"));
     }
-    if (!p.available) {
-        if (forced == "onednn")
-            throw Error(ErrorCategory::kUsage,
-                        "SPARSENET_CPU_BF16_KERNEL=onednn, but oneDNN cannot run BF16 matmuls "
-                        "here: " +
-                            p.error);
-        choice.line =
-            "bf16 GEMMs -> emulation (FP32 sgemm on BF16-rounded operands: " + p.error + ")";
-        return choice;
-    }
-    choice.kernel = Bf16Kernel::kOnednn;
-    if (forced == "onednn") {
-        choice.line = "bf16 GEMMs -> onednn " + p.impl +
-                      " (SPARSENET_CPU_BF16_KERNEL=onednn; CPU "
-                      "ISA " +
-                      isa + ")";
-    } else if (amx) {
-        choice.line = "bf16 GEMMs -> onednn " + p.impl + " (CPU ISA " + isa + ": AMX)";
-    } else {
-        const bool faster = p.onednn_s < p.sgemm_s;
-        choice.kernel = faster ? Bf16Kernel::kOnednn : Bf16Kernel::kEmulation;
-        choice.line = std::string("bf16 GEMMs -> ") + (faster ? "onednn " + p.impl : "emulation") +
-                      " (CPU ISA " + isa + ", no AMX: at 512 x 1024 x 1024 oneDNN's " + p.impl +
-                      " ran " + gflops(p.onednn_s) +
-                      " GFLOP/s, the FP32 sgemm on widened "
-                      "operands " +
-                      gflops(p.sgemm_s) + ")";
-    }
-    return choice;
+    p.isa = isa_name(isa);
+    return choose_bf16_kernel(forced, p);
 }
 
 }  // namespace
@@ -369,13 +367,11 @@ bool onednn_bf16_available() {
 const Bf16Choice& bf16_choice() {
     static const Bf16Choice choice = [] {
         const char* env = std::getenv("SPARSENET_CPU_BF16_KERNEL");
-        if (env != nullptr && std::string(env) == "onednn")
-            throw Error(ErrorCategory::kUsage,
-                        "SPARSENET_CPU_BF16_KERNEL=onednn, but this build has no oneDNN "
-                        "(configure with -DSPARSENET_ONEDNN=ON after scripts/install-deps)");
-        return Bf16Choice{Bf16Kernel::kEmulation,
-                          "bf16 GEMMs -> emulation (FP32 sgemm on BF16-rounded operands: this "
-                          "build has no oneDNN)"};
+        Bf16Probe p;
+        p.error =
+            "this build has no oneDNN (configure with -DSPARSENET_ONEDNN=ON after "
+            "scripts/install-deps)";
+        return choose_bf16_kernel(env != nullptr ? env : "", p);
     }();
     return choice;
 }

@@ -46,6 +46,22 @@ struct Bf16Choice {
 };
 const Bf16Choice& bf16_choice();
 
+// What bf16_choice decides from, measured once per process (the start-up probe).
+struct Bf16Probe {
+    bool available = false;  // a BF16 matmul primitive could be created
+    bool amx = false;        // oneDNN's effective ISA includes AMX
+    std::string isa;         // oneDNN's effective ISA ("avx512_core_bf16")
+    std::string impl;        // the implementation of a 512 x 1024 x 1024 matmul
+    double onednn_s = 0;     // its time, and the emulation's (0: not timed)
+    double emulation_s = 0;
+    std::string error;  // why no primitive could be created
+};
+
+// The decision itself, without the CPU: forced is SPARSENET_CPU_BF16_KERNEL ("", "auto",
+// "onednn" or "emulation"; anything else, or "onednn" where !probe.available, is Error(kUsage)).
+// Without AMX and unforced, the faster of the probe's two timings wins (ties: the emulation).
+Bf16Choice choose_bf16_kernel(const std::string& forced, const Bf16Probe& probe);
+
 // Whether this build and CPU can run kOnednn at all (a BF16 matmul primitive can be created).
 bool onednn_bf16_available();
 bool built_with_onednn();  // SPARSENET_ONEDNN found oneDNN
