@@ -25,7 +25,8 @@ runs, with the engine's padded layouts), and bf16_fraction. The result names the
 instructions (cpu_isa) and the kernel sparsenet's bf16 ran (bf16_kernel). --baseline-build DIR adds DIR's sparsenet as the system
 "sparsenet-base", run alternately with the new one (an A/B on a shared machine). --variant-env
 NAME=VALUE (repeatable) adds this build's sparsenet with that variable set as the system
-"sparsenet NAME=VALUE" (a switch of the step turned off: SPARSENET_PADDED_LD=0, ...).
+"sparsenet NAME=VALUE", and "sparsenet bf16 NAME=VALUE" where bf16 runs (a switch of the step
+turned off: SPARSENET_PADDED_LD=0; a kernel forced: SPARSENET_CPU_BF16_KERNEL=emulation).
 
 usage: benchmarks/bench.py [--build build] [--python PY] [--workload dsstne-bench|mult-dae]
        [--users 8192] [--repeats 3] [--threads 2] [--batch N[,N...]] [--no-peers] [--tag T]
@@ -156,10 +157,13 @@ def main():
         base_bin = os.path.join(a.baseline_build, "sparsenet")
         systems["sparsenet-base"] = lambda batch: ours(batch, base_bin)
         versions["sparsenet-base"] = run([base_bin, "--version"]).strip()
-    for assignment in a.variant_env:
+    for assignment in a.variant_env:  # in each precision asked for, as sparsenet itself
         name, _, value = assignment.partition("=")
-        systems[f"sparsenet {name}={value}"] = (
-            lambda batch, env={name: value}: ours(batch, env=env))
+        for precision in precisions:
+            label = "sparsenet bf16" if precision == "bf16" else "sparsenet"
+            systems[f"{label} {name}={value}"] = (
+                lambda batch, env={name: value}, precision=precision: ours(
+                    batch, env=env, precision=precision))
     sgemm = next((p for p in (os.path.join(a.build, "benchmarks", "sparsenet_bench_sgemm"),
                               os.path.join(ROOT, "build", "benchmarks", "sparsenet_bench_sgemm"))
                   if os.path.exists(p)), None)
