@@ -226,6 +226,33 @@ void BM_OutputDeltaSmce(benchmark::State& s) {
 }
 BENCHMARK(BM_OutputDeltaSmce)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The output layer of a bf16 training step as Network::Impl::backward runs it: z := sigmoid(z +
+// bias), each row's norm (the finite-value guard), the loss, the delta written over the
+// activations and its BF16 copy, in one op (ScaledMarginalCrossEntropy, dsstne-bench's).
+void BM_OutputEpilogueSmce(benchmark::State& s) {
+    const Csr t;
+    DeviceArray<float> z(*cpu(), kBatch * kItems, "z");
+    const auto init = random_floats(kBatch * kItems);
+    std::vector<float> bias(kItems, -10.2f), norms(kBatch);
+    std::vector<uint16_t> delta_bf16(kBatch * kItems);
+    formulas::LossParams loss;
+    loss.kind = ErrorFunction::kScaledMarginalCrossEntropy;
+    formulas::ActivationParams act;
+    act.kind = Activation::kSigmoid;
+    for (auto _ : s) {
+        s.PauseTiming();
+        std::copy(init.begin(), init.end(), z.data());
+        s.ResumeTiming();
+        double sum = 0;
+        const MatrixView zv{z.data(), kBatch, kItems, kItems};
+        cpu()->output_epilogue(loss, act, bias.data(), zv, t.view(), 1.0f / kBatch, zv, &sum,
+                               norms.data(), delta_bf16.data());
+        benchmark::DoNotOptimize(sum);
+    }
+    set_counters(s, 0, 10.0 * z.size());
+}
+BENCHMARK(BM_OutputEpilogueSmce)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_TopK100WithExclusion(benchmark::State& s) {
     const Csr seen;
     auto scores = random_floats(kBatch * kItems);
