@@ -207,7 +207,7 @@ namespace {
 
 // The default accuracy knob of kind ivf: the cells a query scans, 1/32 of them (at least 8).
 // At 27,278 items (512 cells) scanning 1/16 gave recall@100 0.94 on a model trained on
-// generated data, 1/8 0.99 (docs/benchmarks.md, "ANN index: cells against the graph").
+// generated data, 1/8 0.99 (docs/benchmarks-ann.md, "ANN index: cells against the graph").
 uint32_t ivf_default_probe(uint32_t cells) {
     return std::min(cells, std::max<uint32_t>(8, cells / 32));
 }

@@ -111,7 +111,7 @@ void update_norms(IvfCells& m) {
 uint32_t ivf_default_cells(uint64_t n) {
     // At or above 4 sqrt(n) (faiss's advice: 4 to 16 sqrt(n)). Rounded down instead, 2,000,000
     // items got 4,096 cells and recall@100 0.825 scanning 128 of them, 8,192 cells 0.935
-    // (docs/benchmarks.md, "ANN index: cells against the graph").
+    // (docs/benchmarks-ann.md, "ANN index: cells against the graph").
     if (n == 0) return 0;
     const double want = 4.0 * std::sqrt(double(n));
     uint32_t cells = 1;

@@ -10,7 +10,7 @@
 // `fetch` nearest. So within the scanned cells the order is exact (for the stored vectors); only
 // an item in a cell not scanned can be missed.
 //
-// Why cells rather than hnsw's graph (the measurement that decided it, docs/benchmarks.md, "ANN
+// Why cells rather than hnsw's graph (the measurement that decided it, docs/benchmarks-ann.md, "ANN
 // index: cells against the graph"): on models trained on generated data with planted topics,
 // the graph needed efSearch 4,096 for recall@100 0.95 at 27,278 items (0.62 at 128) and its
 // recall varied from build to build, while cells reached 0.94 scanning 6 % of the items, the

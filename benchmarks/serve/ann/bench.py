@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ANN index benchmark (docs/serving.md "ANN index", docs/benchmarks.md): exact serving (the fp16
+"""ANN index benchmark (docs/serving.md "ANN index", docs/benchmarks-ann.md): exact serving (the fp16
 screen, today's path) against an ANN index on one model trained on generated data.
 
 For one shape (--items, --users, --hidden) it

@@ -1,5 +1,5 @@
 """The ANN index's peers over the same vectors and queries, in the same run (bench.py --peers;
-docs/benchmarks.md, "ANN index against faiss and hnswlib").
+docs/benchmarks-ann.md, "ANN index against faiss and hnswlib").
 
 - search alone, in C++ (`sparsenet_bench_ann_search`): the project's ivf indexes of the run
   (and any --extra-index) beside Debian's faiss (libfaiss-dev, linked into the workbench when the

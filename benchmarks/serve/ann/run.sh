@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ANN index benchmark (benchmarks/serve/ann/bench.py; docs/benchmarks.md "ANN index"), bounded,
+# ANN index benchmark (benchmarks/serve/ann/bench.py; docs/benchmarks-ann.md "ANN index"), bounded,
 # loopback, one run: the ML-20M shape (27,278 items, hidden 600) and a 1,000,000-item model
 # (hidden 256), both trained an epoch on generated data with planted topics and Zipf popularity;
 # exact (fp16 screen) against the ANN indexes in process (the recall-latency curves) and over

@@ -2,7 +2,7 @@
 // (any number of .ann files of one model) and, when the build found Debian's libfaiss-dev,
 // faiss's IndexIVFFlat with inner product over the same vectors [w_j, b_j], at the same cells and
 // probes. Recall@k against the exact answers the caller gives. bench.py --peers runs it
-// (docs/benchmarks.md, "ANN index against faiss and hnswlib").
+// (docs/benchmarks-ann.md, "ANN index against faiss and hnswlib").
 //
 // What is timed: AnnIndex::search (the centroids ranked, the probed cells scanned, the best
 // `fetch` kept) and faiss's IndexIVFFlat::search for one query; neither the forward pass that
