@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from cpuinfo import cpu_model  # noqa: E402
+from cpuinfo import cpu_isa, cpu_model  # noqa: E402
 
 ITEMS, USERS, NNZ = 27278, 138493, 20000263
 
@@ -71,6 +71,7 @@ def precision_summary(a, runs, kernel_lines, model, nnz):
     date = datetime.date.today().isoformat()
     result = {
         "benchmark": "predict-precision", "date": date, "machine": "vm", "cpu": cpu_model(),
+        "cpu_isa": cpu_isa(),
         "cores": os.cpu_count(), "threads": a.threads, "users": a.users, "items": ITEMS,
         "nnz": nnz, "k": a.k, "model": str(model.name),
         "command": "sparsenet predict -n MODEL --input DATA -k %d -s FILE --threads %d "
@@ -183,7 +184,7 @@ def main():
         "benchmark": "predict",
         "date": date,
         "machine": "vm",
-        "cpu": cpu_model(),
+        "cpu": cpu_model(), "cpu_isa": cpu_isa(),
         "cores": os.cpu_count(),
         "shared": "the machine's 2 cores were shared with other jobs: compare the two builds "
                   "within this run only",
