@@ -43,8 +43,11 @@ class ScopedOmpThreads {
     int saved_;
 };
 
+// The start-up probe's product: [kProbeRows, kProbe] . [kProbe, kProbe].
+constexpr size_t kProbe = 1024, kProbeRows = 512;
+
 std::string gflops(double seconds) {
-    const double flops = 2.0 * 512.0 * 1024.0 * 1024.0;  // the probe's 512 x 1024 x 1024
+    const double flops = 2.0 * double(kProbeRows) * double(kProbe) * double(kProbe);
     return std::to_string(int(flops / seconds / 1e9 + 0.5));
 }
 
@@ -247,8 +250,6 @@ size_t OnednnMatmul::primitives() const {
 }
 
 namespace {
-
-constexpr size_t kProbe = 1024, kProbeRows = 512;
 
 // Seconds of the fastest of three calls of f (after one warm-up).
 template <class F>
