@@ -82,6 +82,16 @@ WORKLOADS = {
 }
 
 
+def bf16_kernel_name(rate):
+    """The bf16 rate program's kernel, e.g. "onednn brg:avx512_core_amx_bf16, weight gradient
+    amx_gemm_tn"."""
+    name = f"{rate['kernel']} {rate['implementation']}".strip()
+    wg = rate.get("weight_gradient_kernel")
+    if wg and wg != rate["implementation"]:
+        name += f", weight gradient {wg}"
+    return name
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -211,7 +221,7 @@ def main():
                       f"{sgemm_runs[-1]['gflops']:.1f} GFLOP/s", flush=True)
             if bf16_bench is not None and a.sgemm_repeats > 0:
                 bf16_runs.append(sgemm_rate(batch, bf16_bench))
-                kernel = f"{bf16_runs[-1]['kernel']} {bf16_runs[-1]['implementation']}".strip()
+                kernel = bf16_kernel_name(bf16_runs[-1])
                 print(f"  batch {batch} repeat {r + 1}/{a.repeats} bf16 matmul at the output "
                       f"layer {bf16_runs[-1]['gflops']:.1f} GFLOP/s ({kernel})", flush=True)
         sgemm_gflops = (statistics.median(s["gflops"] for s in sgemm_runs) if sgemm_runs
@@ -225,7 +235,7 @@ def main():
             print(f"sgemm at the output layer's shapes ({batch} x {sizes[-2]} x {sizes[-1]}): "
                   f"{sgemm_gflops:.1f} GFLOP/s (median of {len(sgemm_runs)})")
         if bf16_gflops:
-            kernel = f"{bf16_runs[0]['kernel']} {bf16_runs[0]['implementation']}".strip()
+            kernel = bf16_kernel_name(bf16_runs[0])
             print(f"bf16 matmul at the same shapes: {bf16_gflops:.1f} GFLOP/s (median of "
                   f"{len(bf16_runs)}; {kernel})")
         print(f"{'system':20s} {'s/epoch':>8s} {'users/s':>9s} {'GFLOP/s':>8s} "

@@ -10,7 +10,10 @@
 //   input delta   dh = dz . W^T     m = batch, n = in,  k = out
 //   weight grad   W += h^T . dz     m = in,    n = out, k = batch (beta 1, as the fused SGD step)
 // The kernel is the process's choice (SPARSENET_CPU_BF16_KERNEL sets it), printed in the JSON
-// with oneDNN's implementation.
+// with oneDNN's implementation; with AMX the weight gradient of a wide layer runs on amx_gemm_tn
+// (SPARSENET_CPU_AMX_GEMM=0: on oneDNN), named as weight_gradient_kernel. The rate is the
+// backend's, so it counts whichever is faster: the epoch's fraction divides by what the engine
+// itself can do at these shapes, not by oneDNN's rate alone.
 //
 // usage: sparsenet_bench_bf16_matmul BATCH IN OUT [threads=2] [repeats=5]
 #include <omp.h>
@@ -102,7 +105,13 @@ int main(int argc, char** argv) {
         seconds_all += t;
         std::printf(", \"%s_s\": %.6f, \"%s_gflops\": %.2f", s.name, t, s.name, s.flop / t / 1e9);
     }
-    std::printf(", \"implementation\": \"%s\", \"gflops\": %.2f}\n",
-                backend.onednn_implementation().c_str(), flop_all / seconds_all / 1e9);
+    const bool tiles =
+        backend.bf16_kernel() == sparsenet::cpu::Bf16Kernel::kOnednn && backend.amx_gemm() &&
+        sparsenet::cpu::amx_gemm_tn_worth(size_t(in), size_t(out), size_t(batch), threads);
+    std::printf(
+        ", \"implementation\": \"%s\", \"weight_gradient_kernel\": \"%s\", \"gflops\": %.2f}\n",
+        backend.onednn_implementation().c_str(),
+        tiles ? "amx_gemm_tn" : backend.onednn_implementation().c_str(),
+        flop_all / seconds_all / 1e9);
     return 0;
 }

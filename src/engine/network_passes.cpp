@@ -684,8 +684,8 @@ bool Network::Impl::fused_update(int wi, const formulas::OptimizerStep& step) {
     const float lr = step.learning_rate;
     if (step.kind == OptimizerKind::kSgd) {
         // w -= lr (g + l2 w)  as  w := (1 - lr l2) w - lr g: C = W in the GEMM, which writes the
-        // BF16 copy of the new weights too (the CPU's oneDNN kernel in the same pass, else one
-        // round_bf16 pass after it: Backend::gemm).
+        // BF16 copy of the new weights too (on AMX, a wide layer's in the same pass, amx_gemm.h;
+        // the emulation block by block; oneDNN's matmul one round_bf16 pass after it).
         deferred_gradient_gemm(wi, -lr, 1.0f - lr * step.l2, wv, matrix.w_bf16.data());
     } else {
         // v := mu v - lr (g + l2 w); w += v: the l2 term first (one pass, only with L2), then

@@ -16,8 +16,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
+#include "backend/cpu/amx_gemm.h"
 #include "backend/cpu/bf16_matmul.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
@@ -246,6 +248,121 @@ TEST(Bf16Matmul, DenormalProductsStayWithinTheAbsoluteTerm) {
         ASSERT_LE(std::fabs(double(c1.data[i]) - c2.data[i]), k * std::ldexp(1.0, -126));
 }
 
+// ---- amx_gemm_tn (amx_gemm.h): the weight gradient on AMX tiles, update and copy fused ----
+
+// Skips where the CPU or OS has no AMX tiles; fails where oneDNN runs on AMX and the kernel cannot.
+#define SKIP_WITHOUT_AMX()                                                                \
+    do {                                                                                  \
+        if (!cpu::amx_available()) {                                                      \
+            if (cpu::bf16_choice().line.find(": AMX") != std::string::npos)               \
+                FAIL() << "oneDNN runs on AMX but amx_gemm_tn cannot: " << choice_line(); \
+            GTEST_SKIP() << "no AMX tiles here: " << choice_line();                       \
+        }                                                                                 \
+    } while (0)
+
+// c = alpha a^T b + beta c against the emulation, called directly (every shape, not only the wide
+// ones the backend sends it): tile edges in m, n and k (1, 15, 17, 33, 1,030 and 2,100 columns:
+// a panel and a part of one), leading dimensions packed and padded, beta 0 over a c full of NaN
+// (never read), 1 and another, with and without the copy (then bit for bit the rounding of c).
+TEST(AmxGemm, MatchesTheEmulationAtTileEdges) {
+    SKIP_WITHOUT_AMX();
+    CpuBackend emulation(2);
+    emulation.set_precision(Precision::kBf16);
+    emulation.set_bf16_kernel(cpu::Bf16Kernel::kEmulation);
+    cpu::AmxScratch scratch;
+    int cases = 0;
+    for (const Shape s : {Shape{1, 1, 1}, Shape{15, 17, 33}, Shape{37, 1030, 40},
+                          Shape{64, 2100, 256}, Shape{33, 83, 70}})
+        for (Pad pad : {Pad::kPacked, Pad::kGarbage})
+            for (float beta : {0.0f, 1.0f, 0.95f}) {
+                const uint64_t seed = 900 + cases++;
+                const Operand a = make_operand(s.k, s.m, pad, seed);
+                const Operand b = make_operand(s.k, s.n, pad, seed + 1);
+                Operand c0 = make_operand(s.m, s.n, pad, seed + 2);
+                if (beta == 0.0f)
+                    for (size_t r = 0; r < s.m; ++r)
+                        for (size_t j = 0; j < s.n; ++j)
+                            c0.m.at(r, j) = std::numeric_limits<float>::quiet_NaN();
+                Dense<float> c1 = c0.m, c2 = c0.m;
+                std::vector<uint16_t> copy(c1.rows * c1.ld, 0x7777);
+                const bool with_copy = cases % 2 == 0;
+                cpu::amx_gemm_tn(s.m, s.n, s.k, -0.05f, a.bf16.data(), a.m.ld, b.bf16.data(),
+                                 b.m.ld, beta, c1.data.data(), c1.ld,
+                                 with_copy ? copy.data() : nullptr, scratch, 2);
+                emulation.gemm(true, false, -0.05f, a.view(true), b.view(true), beta, c2.view());
+                for (size_t r = 0; r < s.m; ++r) {
+                    for (size_t j = 0; j < s.n; ++j) {
+                        const double tol = bound(true, false, -0.05f, a.m, b.m, beta,
+                                                 beta == 0.0f ? c2 : c0.m, s.k, r, j);
+                        ASSERT_LE(std::fabs(double(c1.at(r, j)) - c2.at(r, j)), tol)
+                            << "m " << s.m << " n " << s.n << " k " << s.k << " pad " << int(pad)
+                            << " beta " << beta << " at " << r << "," << j;
+                        if (with_copy) {
+                            ASSERT_EQ(copy[r * c1.ld + j], formulas::bf16_bits(c1.at(r, j)));
+                        }
+                    }
+                    for (size_t j = s.n; j < c1.ld; ++j) {
+                        ASSERT_EQ(std::memcmp(&c1.at(r, j), &c0.m.at(r, j), sizeof(float)), 0)
+                            << "c's padding written at " << r << "," << j;
+                        if (with_copy) {
+                            ASSERT_EQ(copy[r * c1.ld + j], 0u) << "copy's padding";
+                        }
+                    }
+                }
+            }
+}
+
+// Through Backend::gemm: a wide weight gradient (the fused SGD step's shape, scaled down) runs on
+// the tiles when the backend's switch is on, within the bound of oneDNN's matmul, with the copy.
+TEST(AmxGemm, TheBackendSendsWideWeightGradientsToIt) {
+    SKIP_WITHOUT_ONEDNN();
+    SKIP_WITHOUT_AMX();
+    CpuBackend tiles(2), onednn(2);
+    for (CpuBackend* be : {&tiles, &onednn}) {
+        be->set_precision(Precision::kBf16);
+        be->set_bf16_kernel(cpu::Bf16Kernel::kOnednn);
+    }
+    tiles.set_amx_gemm(true);
+    onednn.set_amx_gemm(false);
+    const size_t m = 48, n = 8300, k = 40;
+    ASSERT_TRUE(cpu::amx_gemm_tn_worth(m, n, k, tiles.threads()));
+    ASSERT_FALSE(cpu::amx_gemm_tn_worth(1024, 1024, 256, 2));  // a hidden layer's: oneDNN
+    const Operand a = make_operand(k, m, Pad::kZeros, 1);
+    const Operand b = make_operand(k, n, Pad::kZeros, 2);
+    const Operand c0 = make_operand(m, n, Pad::kZeros, 3);
+    Dense<float> c1 = c0.m, c2 = c0.m;
+    MatrixView v1 = c1.view(), v2 = c2.view();
+    v1.zero_padded = v2.zero_padded = true;
+    std::vector<uint16_t> copy1(c1.rows * c1.ld, 0x7777), copy2(copy1);
+    tiles.gemm(true, false, -0.01f, a.view(true), b.view(true), 1.0f, v1, copy1.data());
+    onednn.gemm(true, false, -0.01f, a.view(true), b.view(true), 1.0f, v2, copy2.data());
+    size_t differ = 0;
+    for (size_t r = 0; r < m; ++r)
+        for (size_t j = 0; j < n; ++j) {
+            const double tol = 2 * bound(true, false, -0.01f, a.m, b.m, 1.0f, c0.m, k, r, j);
+            ASSERT_LE(std::fabs(double(c1.at(r, j)) - c2.at(r, j)), tol) << r << "," << j;
+            ASSERT_EQ(copy1[r * c1.ld + j], formulas::bf16_bits(c1.at(r, j)));
+            differ += c1.at(r, j) != c2.at(r, j);
+        }
+    std::printf("values that differ from oneDNN's in the last bit(s): %zu of %zu\n", differ, m * n);
+}
+
+TEST(AmxGemm, SwitchingItOnWithoutTilesIsAUsageError) {
+    if (cpu::amx_available()) GTEST_SKIP() << "AMX tiles here";
+    CpuBackend be(1);
+    EXPECT_FALSE(be.amx_gemm());
+    try {
+        be.set_amx_gemm(true);
+        FAIL() << "AMX kernel switched on without tiles";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage);
+    }
+    cpu::AmxScratch scratch;
+    EXPECT_THROW(cpu::amx_gemm_tn(1, 1, 1, 1.0f, nullptr, 1, nullptr, 1, 0.0f, nullptr, 1, nullptr,
+                                  scratch, 1),
+                 Error);
+}
+
 // The process's choice follows what the CPU has and names it.
 TEST(Bf16Matmul, TheChoiceNamesTheKernelAndTheCpu) {
     const cpu::Bf16Choice& choice = cpu::bf16_choice();
@@ -305,8 +422,27 @@ TEST(Bf16Choice, WithoutAmxTheFasterKernelWinsAndBothRatesAreNamed) {
 TEST(Bf16Choice, AmxTakesOnednnWithoutTiming) {
     const cpu::Bf16Choice c = cpu::choose_bf16_kernel("", probe_of(true, 0, 0));
     EXPECT_EQ(c.kernel, cpu::Bf16Kernel::kOnednn);
+    EXPECT_TRUE(c.amx_gemm);
     EXPECT_EQ(c.line,
-              "bf16 GEMMs -> onednn brg:avx512_core_amx_bf16 (CPU ISA avx512_core_amx: AMX)");
+              "bf16 GEMMs -> onednn brg:avx512_core_amx_bf16 (CPU ISA avx512_core_amx: AMX); wide "
+              "weight gradients -> amx_gemm_tn (update and copy fused)");
+    // SPARSENET_CPU_AMX_GEMM=0 keeps them on oneDNN, and says so; without AMX it changes nothing.
+    const cpu::Bf16Choice off = cpu::choose_bf16_kernel("", probe_of(true, 0, 0), "0");
+    EXPECT_FALSE(off.amx_gemm);
+    EXPECT_NE(off.line.find("wide weight gradients on onednn (SPARSENET_CPU_AMX_GEMM=0)"),
+              std::string::npos)
+        << off.line;
+    EXPECT_FALSE(cpu::choose_bf16_kernel("", probe_of(false, 2e-3, 5e-3), "1").amx_gemm);
+    EXPECT_FALSE(cpu::choose_bf16_kernel("emulation", probe_of(true, 0, 0)).amx_gemm);
+    try {
+        cpu::choose_bf16_kernel("", probe_of(true, 0, 0), "yes");
+        FAIL() << "an unknown SPARSENET_CPU_AMX_GEMM";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kUsage);
+        EXPECT_NE(std::string(e.what()).find("SPARSENET_CPU_AMX_GEMM: expected 0 or 1, got 'yes'"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(Bf16Choice, ForcedKernelsAndTheirErrors) {

@@ -53,11 +53,15 @@ std::string gflops(double seconds) {
 
 }  // namespace
 
-Bf16Choice choose_bf16_kernel(const std::string& forced, const Bf16Probe& p) {
+Bf16Choice choose_bf16_kernel(const std::string& forced, const Bf16Probe& p,
+                              const std::string& amx_gemm_env) {
     if (!forced.empty() && forced != "auto" && forced != "onednn" && forced != "emulation")
         throw Error(
             ErrorCategory::kUsage,
             "SPARSENET_CPU_BF16_KERNEL: expected auto, onednn or emulation, got '" + forced + "'");
+    if (!amx_gemm_env.empty() && amx_gemm_env != "0" && amx_gemm_env != "1")
+        throw Error(ErrorCategory::kUsage,
+                    "SPARSENET_CPU_AMX_GEMM: expected 0 or 1, got '" + amx_gemm_env + "'");
     Bf16Choice choice;
     if (forced == "emulation") {
         choice.line = "bf16 GEMMs -> emulation (SPARSENET_CPU_BF16_KERNEL=emulation" +
@@ -90,6 +94,12 @@ Bf16Choice choose_bf16_kernel(const std::string& forced, const Bf16Probe& p) {
                       " (CPU ISA " + p.isa + ", no AMX: at 512 x 1024 x 1024 oneDNN's " + p.impl +
                       " ran " + gflops(p.onednn_s) +
                       " GFLOP/s, the FP32 sgemm on widened operands " + gflops(p.emulation_s) + ")";
+    }
+    if (choice.kernel == Bf16Kernel::kOnednn && p.amx) {
+        choice.amx_gemm = amx_gemm_env != "0";
+        choice.line += choice.amx_gemm
+                           ? "; wide weight gradients -> amx_gemm_tn (update and copy fused)"
+                           : "; wide weight gradients on onednn (SPARSENET_CPU_AMX_GEMM=0)";
     }
     return choice;
 }
@@ -316,7 +326,8 @@ Bf16Choice decide() {
         p = probe(!amx && (forced.empty() || forced == "auto"));
     }
     p.isa = isa_name(isa);
-    return choose_bf16_kernel(forced, p);
+    const char* amx_gemm = std::getenv("SPARSENET_CPU_AMX_GEMM");
+    return choose_bf16_kernel(forced, p, amx_gemm != nullptr ? amx_gemm : "");
 }
 
 }  // namespace

@@ -42,6 +42,9 @@ const char* to_string(Bf16Kernel k);  // "emulation", "onednn"
 // Error(kUsage)); tests set a backend's kernel directly (CpuBackend::set_bf16_kernel).
 struct Bf16Choice {
     Bf16Kernel kernel = Bf16Kernel::kEmulation;
+    // With AMX: the weight gradients of wide layers run on amx_gemm_tn (amx_gemm.h), their update
+    // and BF16 copy fused (SPARSENET_CPU_AMX_GEMM=0 keeps them on oneDNN's matmul).
+    bool amx_gemm = false;
     std::string line;  // "bf16 GEMMs -> onednn (CPU ISA avx512_core_amx ...)", for logs and results
 };
 const Bf16Choice& bf16_choice();
@@ -60,7 +63,9 @@ struct Bf16Probe {
 // The decision itself, without the CPU: forced is SPARSENET_CPU_BF16_KERNEL ("", "auto",
 // "onednn" or "emulation"; anything else, or "onednn" where !probe.available, is Error(kUsage)).
 // Without AMX and unforced, the faster of the probe's two timings wins (ties: the emulation).
-Bf16Choice choose_bf16_kernel(const std::string& forced, const Bf16Probe& probe);
+// amx_gemm_env is SPARSENET_CPU_AMX_GEMM ("", "1" or "0"; anything else is Error(kUsage)).
+Bf16Choice choose_bf16_kernel(const std::string& forced, const Bf16Probe& probe,
+                              const std::string& amx_gemm_env = "");
 
 // Whether this build and CPU can run kOnednn at all (a BF16 matmul primitive can be created).
 bool onednn_bf16_available();

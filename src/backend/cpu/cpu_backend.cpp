@@ -161,6 +161,17 @@ void CpuBackend::set_bf16_kernel(cpu::Bf16Kernel kernel) {
     bf16_kernel_ = kernel;
 }
 
+bool CpuBackend::amx_gemm() const {
+    if (!amx_gemm_) amx_gemm_ = cpu::bf16_choice().amx_gemm && cpu::amx_available();
+    return *amx_gemm_;
+}
+
+void CpuBackend::set_amx_gemm(bool on) {
+    if (on && !cpu::amx_available())
+        throw Error(ErrorCategory::kUsage, "CPU backend: this CPU or OS has no AMX tiles");
+    amx_gemm_ = on;
+}
+
 bool CpuBackend::gemm_on_onednn(size_t m, size_t n, size_t k) const {
     // Up to kGemmFewRows rows (single queries) stay on the memory-bound few-rows path.
     return m > cpu::kGemmFewRows && n > 0 && k > 0 && bf16_kernel() == cpu::Bf16Kernel::kOnednn;
@@ -178,6 +189,18 @@ void CpuBackend::gemm_with_copy_impl(bool trans_a, bool trans_b, float alpha, Co
         if (precision_ != Precision::kBf16) {
             cpu::gemm(trans_a, trans_b, alpha, cmat(a), cmat(b), beta, mat(c), threads_);
         } else if (gemm_on_onednn(c.rows, c.cols, trans_a ? a.rows : a.cols)) {
+            if (trans_a && !trans_b && amx_gemm() &&
+                cpu::amx_gemm_tn_worth(c.rows, c.cols, a.rows, threads_)) {
+                // The weight gradient of a wide layer: the update and c's copy in the same pass.
+                const size_t lda = a.bf16 != nullptr ? a.ld : a.cols;
+                const size_t ldb = b.bf16 != nullptr ? b.ld : b.cols;
+                const uint16_t* ad = cpu::dense_bf16(cmat(a), a.bf16, lda, dense_a_, threads_);
+                const uint16_t* bd = cpu::dense_bf16(cmat(b), b.bf16, ldb, dense_b_, threads_);
+                cpu::amx_gemm_tn(c.rows, c.cols, a.rows, alpha, ad, lda, bd, ldb, beta, c.data,
+                                 c.ld, c_bf16, amx_scratch_, threads_);
+                ++amx_gemm_calls_;
+                return;
+            }
             gemm_onednn(trans_a, trans_b, alpha, a, b, beta, c);
         } else {
             // BF16 operands, FP32 products and sums, exactly (backend.h; bf16_emulation.h). An

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/amx_gemm.h"
 #include "backend/cpu/bf16_matmul.h"
 #include "backend/cpu/cpu_ops.h"
 
@@ -28,6 +29,13 @@ class CpuBackend final : public Backend {
     // Tests set it to compare the two; kOnednn where it cannot run is Error(kUsage).
     cpu::Bf16Kernel bf16_kernel() const;
     void set_bf16_kernel(cpu::Bf16Kernel kernel);
+    // Whether kOnednn runs the weight gradients of wide layers (trans_a, !trans_b,
+    // cpu::amx_gemm_tn_worth) on cpu::amx_gemm_tn: cpu::bf16_choice()'s until set. Tests set it
+    // to compare it with oneDNN's matmul; true where cpu::amx_available() is false is
+    // Error(kUsage).
+    bool amx_gemm() const;
+    void set_amx_gemm(bool on);
+    size_t amx_gemm_calls() const { return amx_gemm_calls_; }  // how many GEMMs it ran
     // The implementation oneDNN chose for this backend's last new matmul ("" before any).
     const std::string& onednn_implementation() const { return onednn_.last_implementation(); }
 
@@ -133,6 +141,9 @@ class CpuBackend final : public Backend {
     cpu::OnednnMatmul onednn_;
     std::vector<uint16_t> dense_a_, dense_b_;
     std::vector<float> dense_c_;
+    mutable std::optional<bool> amx_gemm_;
+    cpu::AmxScratch amx_scratch_;
+    size_t amx_gemm_calls_ = 0;
 };
 
 }  // namespace sparsenet
