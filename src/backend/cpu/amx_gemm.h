@@ -12,8 +12,10 @@
 // while the products are 14 GFLOP, a few ms of AMX. oneDNN 2.6's matmul then a separate copy
 // pass moved c three times and the copy once; here each 32 x 1,024 block of c is finished in
 // tiles, then read, updated and rounded into the copy in one pass while its rows are in cache.
-// Measured on 2 cores of an Intel Xeon with AMX (2026-12-02, standalone, alternated): 23-25 ms
-// against oneDNN's 30-33 plus the copy's 9-10, in a slow hour of that VM.
+// Measured on 2 cores of an Intel Xeon with AMX (2026-12-02, a slow hour of that VM, alternated):
+// a standalone program 23-25 ms against oneDNN's 30-33 plus the copy's 9-10; without the copy
+// (sparsenet_bench_bf16_matmul) 20-30 ms against 45-63; dsstne-bench's bf16 epoch 1.17x faster
+// (docs/benchmarks.md).
 //
 // The products are those of every BF16 kernel (exact in FP32); the sums run in another order
 // (32 products per tile step, then across steps), and AMX flushes denormal products to zero: the
