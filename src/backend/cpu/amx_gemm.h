@@ -19,7 +19,8 @@
 //
 // The products are those of every BF16 kernel (exact in FP32); the sums run in another order
 // (32 products per tile step, then across steps), and AMX flushes denormal products to zero: the
-// same bound as oneDNN's matmul against the emulation (tests/backend/amx_gemm_test.cpp).
+// same bound as oneDNN's matmul against the emulation (AmxGemm.* in
+// tests/backend/bf16_matmul_test.cpp).
 //
 // Shapes: any m, n, k >= 1 (the tiles' edges padded with zeros in scratch); a, b and c with any
 // leading dimension; c's columns [n, ldc) are not written, c_bf16's are set to zero (as
