@@ -347,6 +347,24 @@ TEST(AmxGemm, TheBackendSendsWideWeightGradientsToIt) {
     std::printf("values that differ from oneDNN's in the last bit(s): %zu of %zu\n", differ, m * n);
 }
 
+// Which GEMMs the backend sends to the tiles, at the benchmarks' shapes (a pure rule: any CPU).
+// m = the layer's inputs, n = its width, k = the batch.
+TEST(AmxGemm, TheBenchmarksOutputLayersGoToTheTiles) {
+    for (int threads : {1, 2}) {
+        EXPECT_TRUE(cpu::amx_gemm_tn_worth(1024, 27278, 256, threads));  // dsstne-bench
+        EXPECT_TRUE(cpu::amx_gemm_tn_worth(600, 27278, 500, threads));   // mult-dae
+        EXPECT_FALSE(cpu::amx_gemm_tn_worth(1024, 1024, 256, threads));  // their hidden layers
+        EXPECT_FALSE(cpu::amx_gemm_tn_worth(200, 600, 500, threads));
+    }
+    // Four panels a thread: with 16 threads 27 panels of 1,024 columns are too few, and 27,278
+    // items stay on oneDNN (unmeasured there); 65,536 items would go to the tiles.
+    EXPECT_FALSE(cpu::amx_gemm_tn_worth(1024, 27278, 256, 16));
+    EXPECT_TRUE(cpu::amx_gemm_tn_worth(1024, 65536, 256, 16));
+    // 4 panels would not feed 2 threads.
+    EXPECT_FALSE(cpu::amx_gemm_tn_worth(1024, 4096, 256, 2));
+    EXPECT_FALSE(cpu::amx_gemm_tn_worth(16, 27278, 256, 2));  // fewer than a block of rows
+}
+
 TEST(AmxGemm, SwitchingItOnWithoutTilesIsAUsageError) {
     if (cpu::amx_available()) GTEST_SKIP() << "AMX tiles here";
     CpuBackend be(1);
