@@ -69,6 +69,25 @@ SPARSENET_HD T loss_element(const LossParams& p, T a, T t) {
     return T(0);
 }
 
+// The logarithmic losses' zero-target term, loss_element(p, a, 0) = -zero_log_scale(p) *
+// log(zero_log_factor(p, a)), with the factor in [log_floor, 1] (1 where the term is 0: SMCE
+// below its margin). A sum of such terms is the logarithm of a product: the CPU's dense
+// zero-target pass multiplies groups of factors in double and takes one logarithm a group
+// (cpu::zero_target_log_loss), where loss_element takes one an element.
+SPARSENET_HD bool zero_loss_is_log(const LossParams& p) {
+    return (p.kind == ErrorFunction::kCrossEntropy && !p.multinomial) ||
+           p.kind == ErrorFunction::kScaledMarginalCrossEntropy ||
+           p.kind == ErrorFunction::kDataScaledMarginalCrossEntropy;
+}
+template <typename T>
+SPARSENET_HD T zero_log_factor(const LossParams& p, T a) {
+    if (p.kind == ErrorFunction::kCrossEntropy) return sn_max(T(1) - a, log_floor<T>());
+    return a > T(p.zero_target) ? sn_max(T(1) - a, log_floor<T>()) : T(1);
+}
+SPARSENET_HD float zero_log_scale(const LossParams& p) {
+    return p.kind == ErrorFunction::kCrossEntropy ? 1.0f : p.zero_scale;
+}
+
 // dL/da of loss_element (at the kinks of L1 and Hinge: 0 and 0).
 template <typename T>
 SPARSENET_HD T loss_grad_element(const LossParams& p, T a, T t) {
