@@ -107,7 +107,8 @@ def main():
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--tag", default="", help="suffix of the results file name")
     p.add_argument("--baseline-build", default=None,
-                   help="another build whose sparsenet runs alternately as 'sparsenet-base'")
+                   help="another build whose sparsenet runs alternately as 'sparsenet-base' "
+                   "(in each precision asked for)")
     p.add_argument("--variant-env", action="append", default=[], metavar="NAME=VALUE",
                    help="also run this build with NAME=VALUE in the environment")
     p.add_argument("--sgemm-repeats", type=int, default=3,
@@ -165,7 +166,10 @@ def main():
     versions = {"sparsenet": run([sparsenet, "--version"]).strip()}
     if a.baseline_build:
         base_bin = os.path.join(a.baseline_build, "sparsenet")
-        systems["sparsenet-base"] = lambda batch: ours(batch, base_bin)
+        for precision in precisions:  # in each precision asked for, as sparsenet itself
+            label = "sparsenet-base bf16" if precision == "bf16" else "sparsenet-base"
+            systems[label] = (lambda batch, precision=precision: ours(
+                batch, base_bin, precision=precision))
         versions["sparsenet-base"] = run([base_bin, "--version"]).strip()
     for assignment in a.variant_env:  # in each precision asked for, as sparsenet itself
         name, _, value = assignment.partition("=")
