@@ -209,7 +209,9 @@ void BM_BiasSigmoidForward(benchmark::State& s) {
 }
 BENCHMARK(BM_BiasSigmoidForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_OutputDeltaSmce(benchmark::State& s) {
+// dsstne-bench's output delta (sigmoid, ScaledMarginalCrossEntropy) with its loss, or without:
+// the difference is what the loss's logarithms cost.
+void output_delta_smce(benchmark::State& s, bool with_loss) {
     const Csr t;
     std::vector<float> a(kBatch * kItems, 0.01f), delta(kBatch * kItems);
     formulas::LossParams loss;
@@ -221,29 +223,18 @@ void BM_OutputDeltaSmce(benchmark::State& s) {
     for (auto _ : s) {
         double sum = 0;
         cpu()->output_delta(loss, act, {a.data(), kBatch, kItems, kItems}, t.view(), 1.0f,
-                            {delta.data(), kBatch, kItems, kItems}, &sum);
+                            {delta.data(), kBatch, kItems, kItems}, with_loss ? &sum : nullptr);
         benchmark::DoNotOptimize(sum);
-    }
-    set_counters(s, 4.0 * a.size(), 8.0 * a.size());
-}
-BENCHMARK(BM_OutputDeltaSmce)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-// The same without the loss: what the loss's logarithms cost.
-void BM_OutputDeltaSmceNoLoss(benchmark::State& s) {
-    const Csr t;
-    std::vector<float> a(kBatch * kItems, 0.01f), delta(kBatch * kItems);
-    formulas::LossParams loss;
-    loss.kind = ErrorFunction::kScaledMarginalCrossEntropy;
-    loss.one_target = 1.0f;  // dsstne-bench's margins: every zero target's loss a logarithm
-    loss.zero_target = 0.0f;
-    formulas::ActivationParams act;
-    act.kind = Activation::kSigmoid;
-    for (auto _ : s) {
-        cpu()->output_delta(loss, act, {a.data(), kBatch, kItems, kItems}, t.view(), 1.0f,
-                            {delta.data(), kBatch, kItems, kItems}, nullptr);
         benchmark::ClobberMemory();
     }
     set_counters(s, 4.0 * a.size(), 8.0 * a.size());
+}
+void BM_OutputDeltaSmce(benchmark::State& s) {
+    output_delta_smce(s, true);
+}
+BENCHMARK(BM_OutputDeltaSmce)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_OutputDeltaSmceNoLoss(benchmark::State& s) {
+    output_delta_smce(s, false);
 }
 BENCHMARK(BM_OutputDeltaSmceNoLoss)->Unit(benchmark::kMillisecond)->UseRealTime();
 
