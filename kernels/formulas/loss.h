@@ -70,10 +70,10 @@ SPARSENET_HD T loss_element(const LossParams& p, T a, T t) {
 }
 
 // The logarithmic losses' zero-target term, loss_element(p, a, 0) = -zero_log_scale(p) *
-// log(zero_log_factor(p, a)), with the factor in [log_floor, 1] (1 where the term is 0: SMCE
-// below its margin). A sum of such terms is the logarithm of a product: the CPU's dense
-// zero-target pass multiplies groups of factors in double and takes one logarithm a group
-// (cpu::zero_target_log_loss), where loss_element takes one an element.
+// log(zero_log_factor(p, a)), the factor in [log_floor, 1] for a in [0, 1] (1 where the term is
+// 0: SMCE below its margin). A sum of such terms is the logarithm of a product: the CPU's dense
+// zero-target pass on Sigmoid and SoftMax outputs takes one logarithm per product of four
+// factors (cpu::zero_target_log_loss), where loss_element takes one an element.
 SPARSENET_HD bool zero_loss_is_log(const LossParams& p) {
     return (p.kind == ErrorFunction::kCrossEntropy && !p.multinomial) ||
            p.kind == ErrorFunction::kScaledMarginalCrossEntropy ||

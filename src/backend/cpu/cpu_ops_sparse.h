@@ -299,7 +299,7 @@ void scatter_rows(const RowGradT<T>& grad, T beta, MatT<T> dense, int threads) {
 
 // ---- output_delta ----
 
-// sum_j loss_element(p, a[j], 0) over a row of n activations, for a logarithmic loss
+// sum_j loss_element(p, a[j], 0) over a row of n activations in [0, 1], for a logarithmic loss
 // (formulas::zero_loss_is_log): the row's four quarters multiplied element by element, one
 // logarithm per product of four factors (each factor >= log_floor = 1e-7, so a product stays
 // above 1e-28, a normal float), summed in double. A quarter of loss_element's logarithms; the
@@ -393,7 +393,10 @@ inline double output_delta_row(const formulas::LossParams& params,
         }
     }
     if (want_loss) {
-        if (!ignore_zero && formulas::zero_loss_is_log(p)) {
+        // On activations in [0, 1] every factor is in [log_floor, 1], so a product of four
+        // can neither underflow nor overflow; other activations keep loss_element's loop.
+        constexpr bool kUnitRange = A == Activation::kSigmoid || A == Activation::kSoftMax;
+        if (!ignore_zero && kUnitRange && formulas::zero_loss_is_log(p)) {
             loss += zero_target_log_loss(p, a, n);
         } else if (!ignore_zero) {
 #pragma omp simd reduction(+ : loss)
