@@ -1,8 +1,9 @@
 // The HTTP front end of `sparsenet serve` (serve_http.h). One thread accepts; --workers threads
 // each run an event loop of their own, holding the connections given to it (the loop with the
-// fewest at the time). A connection alone on its loop is answered on the loop's thread; one that
-// shares its loop hands its requests to a pool of --workers threads, so that a handler that
-// blocks (a reload, a wait for a compute slot, a batch) never holds a neighbour's reads.
+// fewest at the time whose thread runs no handler). A connection alone on its loop is answered on
+// the loop's thread; one that shares its loop hands its requests to a pool of --workers threads, so
+// that a handler that blocks (a reload, a wait for a compute slot, a batch) never holds a
+// neighbour's reads.
 //
 // Why Beast and not cpp-httplib 0.11 (Debian's, the previous front end): httplib gives each
 // connection a pool thread for its whole life, reading with blocking calls, so with
@@ -147,13 +148,19 @@ struct HttpServer::Impl {
         guard.reset();
         for (auto& loop : loops) loop->guard.reset();
     }
-    // The loop with the fewest connections, counting one more where a handler runs now (a new
-    // connection there would wait for it).
+    // The loop with the fewest connections among those whose thread is free: a loop running a
+    // handler on its own thread (busy) is blocked for as long as the handler, a reload or a
+    // compute slot's wait, and a new connection there would wait for all of it. Counting a busy
+    // loop as one connection more let a tie send an echo to a loop held by a blocked handler
+    // (HttpServer.ADrainAnswersTheRequestsAlreadyReadAndCloses timed out under ASan).
     Loop& least_loaded() {
-        auto load = [](const Loop& l) { return l.connections + (l.busy ? 1 : 0); };
+        auto worse = [](const Loop& a, const Loop& b) {
+            const bool a_busy = a.busy, b_busy = b.busy;
+            return a_busy != b_busy ? a_busy : a.connections > b.connections;
+        };
         Loop* best = loops.front().get();
         for (auto& loop : loops) {
-            if (load(*loop) < load(*best)) best = loop.get();
+            if (worse(*best, *loop)) best = loop.get();
         }
         return *best;
     }
