@@ -199,6 +199,34 @@ TEST(HttpServer, AHandlerOnASharedLoopHoldsNoNeighbour) {
     EXPECT_EQ(slow_status, 200);
 }
 
+// A loop whose thread runs a blocked handler takes no new connection while another loop's thread
+// is free, whatever their counts: with the blocked /slow alone on the first loop and two idle
+// connections on the second, counting the blocked loop as one connection more made a tie, and a
+// tie went to the first loop, where a new connection's request waited for the handler.
+TEST(HttpServer, ANewConnectionGoesToAFreeLoopNotBehindABlockedHandler) {
+    Running server(2);
+    std::atomic<int> slow_status{0};
+    std::thread slow([&] {
+        auto http = client(server.port());  // the first loop, alone: its handler runs there
+        auto res = http->Get("/slow");
+        slow_status = res ? res->status : -1;
+    });
+    ASSERT_TRUE(eventually([&] { return server.slow_entered == 1; }));
+    auto a = client(server.port());  // the second loop, then one more there (its thread is free)
+    auto b = client(server.port());
+    ASSERT_TRUE(a->Post("/echo", "a", "text/plain"));
+    ASSERT_TRUE(b->Post("/echo", "b", "text/plain"));
+    auto c = client(server.port());
+    c->set_read_timeout(5, 0);  // well inside the gate's wait: it opens only after the asserts
+    auto res = c->Post("/echo", "c", "text/plain");
+    ASSERT_TRUE(res) << "the new connection waited behind the blocked handler";
+    EXPECT_EQ(res->body, "c");
+    EXPECT_EQ(slow_status, 0);  // still blocked
+    server.slow_gate.open();
+    slow.join();
+    EXPECT_EQ(slow_status, 200);
+}
+
 TEST(HttpServer, ADrainAnswersTheRequestsAlreadyReadAndCloses) {
     Running server(3);
     const int port = server.port();
