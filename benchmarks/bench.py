@@ -21,8 +21,10 @@ shapes (forward, input delta, weight gradient: build/benchmarks/sparsenet_bench_
 OpenBLAS and thread count), so the epoch's model-FLOP rate can be read as a fraction of it
 (sgemm_fraction) under the same load. bf16_gflops: likewise the CPU backend's BF16 matmul rate
 at the same shapes (build/benchmarks/sparsenet_bench_bf16_matmul: the kernel `--precision bf16`
-runs, with the engine's padded layouts), and bf16_fraction. The result names the CPU, its BF16
-instructions (cpu_isa) and the kernel sparsenet's bf16 ran (bf16_kernel). --baseline-build DIR adds DIR's sparsenet as the system
+runs, with the engine's padded layouts), and bf16_fraction. core_peaks: one core's FMA,
+vdpbf16ps and AMX tile rates before and after the runs (build/benchmarks/sparsenet_bench_bf16_dot,
+nothing read from memory), which tell a slow hour's cores from its memory. The result names the
+CPU, its BF16 instructions (cpu_isa) and the kernel sparsenet's bf16 ran (bf16_kernel). --baseline-build DIR adds DIR's sparsenet as the system
 "sparsenet-base", run alternately with the new one (an A/B on a shared machine). --variant-env
 NAME=VALUE (repeatable) adds this build's sparsenet with that variable set as the system
 "sparsenet NAME=VALUE", and "sparsenet bf16 NAME=VALUE" where bf16 runs (a switch of the step
@@ -189,6 +191,26 @@ def main():
                        if os.path.exists(p)), None)
     if "bf16" not in precisions:
         bf16_bench = None
+    # One core's instruction peaks (FP32 FMA, vdpbf16ps, AMX tiles; nothing read from memory),
+    # before the runs and after: a slow hour of a shared machine shows in them, or, where they
+    # hold while the GEMM rates fall, it is the memory that is slow (docs/benchmarks.md).
+    peaks_program = next((p for p in (os.path.join(a.build, "benchmarks", "sparsenet_bench_bf16_dot"),
+                                      os.path.join(ROOT, "build", "benchmarks",
+                                                   "sparsenet_bench_bf16_dot"))
+                          if os.path.exists(p)), None)
+
+    def core_peaks():
+        if peaks_program is None:
+            return None
+        out = subprocess.run([peaks_program], capture_output=True, text=True)
+        if out.returncode != 0:  # no AVX-512: the program says so and exits 1
+            return None
+        peaks = json.loads(out.stdout.strip().splitlines()[-1])
+        peaks.pop("sink", None)
+        print("  core peaks: " + ", ".join(f"{k} {v}" for k, v in peaks.items()
+                                           if k != "instructions"), flush=True)
+        return peaks
+    peaks_before = core_peaks()
     sizes = layer_sizes(config, ITEMS)
 
     def sgemm_rate(batch, program):
@@ -262,6 +284,7 @@ def main():
             print(f"{name:20s} {med:8.2f} {examples / med:9.0f} {gflops:8.1f} {frac} {frac16} "
                   f"{med / base:17.2f}x {statistics.median(losses[name]):10.4g}")
         print()
+    peaks_after = core_peaks()
     result = {
         "benchmark": a.workload, "date": datetime.date.today().isoformat(),
         "machine": platform.node(), "cpu": cpu_model(), "cpu_isa": cpu_isa(),
@@ -270,6 +293,7 @@ def main():
         # AVX512_CORE_BF16 stands in for a CPU without AMX.
         "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
         "versions": versions,
+        "core_peaks": {"before": peaks_before, "after": peaks_after},
         "commit": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
         "workload": {"users": examples, "items": ITEMS, "mean_row": mean_nnz, "batches": batches,
