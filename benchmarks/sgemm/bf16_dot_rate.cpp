@@ -22,7 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "backend/cpu/amx_gemm.h"  // amx_available: the CPU has the tiles and Linux granted them
+#include "backend/cpu/amx_gemm.h"  // amx_available, TileConfig
 
 #if defined(__x86_64__) && defined(__linux__) && \
     ((defined(__GNUC__) && __GNUC__ >= 11) || (defined(__clang__) && __clang_major__ >= 12))
@@ -74,19 +74,10 @@ __attribute__((target("avx512f,avx512bf16"))) double dot_seconds(long n, float* 
 }
 
 #if defined(SPARSENET_BENCH_AMX)
-// LDTILECFG's operand: palette 1, every tile 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1;
-    uint8_t start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
 // n tile products, four at a time into tiles 0-3 from A tiles 4-5 and B tiles 6-7 (each BF16
 // 1.0 times 2^-31, so the sums stay far from overflow).
 __attribute__((target("amx-tile,amx-bf16"))) double tile_seconds(long n, float* sink) {
-    TileConfig cfg;
+    sparsenet::cpu::TileConfig cfg;  // every tile 16 rows of 64 bytes
     for (int t = 0; t < 8; ++t) {
         cfg.colsb[t] = 64;
         cfg.rows[t] = 16;

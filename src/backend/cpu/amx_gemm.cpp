@@ -30,15 +30,6 @@ constexpr size_t kTileK = 32;      // BF16 values along k per tile step (64 byte
 constexpr size_t kBlockRows = 32;  // rows of c per block: two tiles
 constexpr size_t kBlockCols = 32;  // columns of c per block: two tiles
 
-// LDTILECFG's 64-byte operand: palette 1, then each tile's bytes per row and rows.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1;
-    uint8_t start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
 bool ask_for_tiles() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;

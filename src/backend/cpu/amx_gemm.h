@@ -33,6 +33,15 @@
 
 namespace sparsenet::cpu {
 
+// LDTILECFG's 64-byte operand: palette 1, then each tile's bytes per row and rows.
+struct alignas(64) TileConfig {
+    uint8_t palette = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
 // Whether this CPU has AMX-BF16 and the kernel granted this process the tile state (Linux's
 // arch_prctl(ARCH_REQ_XCOMP_PERM)); asked once. False on every other CPU and OS.
 bool amx_available();
