@@ -24,11 +24,12 @@ at the same shapes (build/benchmarks/sparsenet_bench_bf16_matmul: the kernel `--
 runs, with the engine's padded layouts), and bf16_fraction. core_peaks: one core's FMA,
 vdpbf16ps and AMX tile rates before and after the runs (build/benchmarks/sparsenet_bench_bf16_dot,
 nothing read from memory), which tell a slow hour's cores from its memory. The result names the
-CPU, its BF16 instructions (cpu_isa) and the kernel sparsenet's bf16 ran (bf16_kernel). --baseline-build DIR adds DIR's sparsenet as the system
-"sparsenet-base", run alternately with the new one (an A/B on a shared machine). --variant-env
-NAME=VALUE (repeatable) adds this build's sparsenet with that variable set as the system
-"sparsenet NAME=VALUE", and "sparsenet bf16 NAME=VALUE" where bf16 runs (a switch of the step
-turned off: SPARSENET_PADDED_LD=0; a kernel forced: SPARSENET_CPU_BF16_KERNEL=emulation).
+CPU, its BF16 instructions (cpu_isa) and the kernel sparsenet's bf16 ran (bf16_kernel).
+--baseline-build DIR adds DIR's sparsenet as the system "sparsenet-base", run alternately with
+the new one (an A/B on a shared machine). --variant-env NAME=VALUE (repeatable) adds this build's
+sparsenet with that variable set as the system "sparsenet NAME=VALUE", and "sparsenet bf16
+NAME=VALUE" where bf16 runs (a switch of the step turned off: SPARSENET_PADDED_LD=0; a kernel
+forced: SPARSENET_CPU_BF16_KERNEL=emulation).
 
 usage: benchmarks/bench.py [--build build] [--python PY] [--workload dsstne-bench|mult-dae]
        [--users 8192] [--repeats 3] [--threads 2] [--batch N[,N...]] [--no-peers] [--tag T]
